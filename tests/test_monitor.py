@@ -1,0 +1,193 @@
+"""EnergyMonitor against scripted meters: windows, overlap, short windows, uncertainty."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from wattlab.carbon import CarbonSettings
+from wattlab.errors import ConfigError, WattlabError
+from wattlab.meters.base import MeterInfo, Provenance
+from wattlab.monitor import EnergyMonitor, combine_measurements
+
+
+class ClockMeter:
+    """A counter meter whose power is constant: energy = power x elapsed time, quantised to
+    the counter's update period like NVML's (it only changes every `period_s`)."""
+
+    def __init__(self, component: str, power_w: float, period_s: float = 0.0, prov=None):
+        self.power = power_w
+        self.period_s = period_s
+        self.t0 = time.perf_counter()
+        self.polls = 0
+        self.lock = threading.Lock()
+        self.info = MeterInfo(
+            component=component,
+            kind=component.split(":")[0],
+            provenance=prov or Provenance.MEASURED,
+            source="test",
+            description="constant power",
+            update_period_s=period_s,
+            details={"in_total": not component.startswith("psys")},
+        )
+
+    def energy_j(self) -> float:
+        elapsed = time.perf_counter() - self.t0
+        if self.period_s:
+            elapsed = (elapsed // self.period_s) * self.period_s
+        return self.power * elapsed
+
+    def power_w(self) -> float:
+        return self.power
+
+    def poll(self) -> None:
+        with self.lock:
+            self.polls += 1
+
+    def relative_uncertainty(self) -> float:
+        return 0.4 if self.info.provenance == Provenance.ESTIMATED else 0.0
+
+    def close(self) -> None:
+        pass
+
+
+def test_window_energy_is_power_times_duration():
+    gpu = ClockMeter("gpu:0", 200.0)
+    cpu = ClockMeter("cpu:package-0", 50.0)
+    with EnergyMonitor([gpu, cpu], interval_s=0.01, sync=None) as mon:
+        mon.begin_window("a")
+        time.sleep(0.2)
+        m = mon.end_window("a")
+    assert m.energy_j["gpu:0"] == pytest.approx(200.0 * m.duration_s, rel=0.02)
+    assert m.total_energy_j == pytest.approx(250.0 * m.duration_s, rel=0.02)
+    assert m.gpu_energy_j == pytest.approx(m.energy_j["gpu:0"])
+    assert m.cpu_energy_j == pytest.approx(m.energy_j["cpu:package-0"])
+    assert m.total_provenance == Provenance.MEASURED
+    assert gpu.polls >= 5  # the sampler ran
+    assert mon.result is not None and mon.result.duration_s >= m.duration_s
+    # the trace has samples of both components inside the window
+    assert {c for _, c, _ in m.samples} == {"gpu:0", "cpu:package-0"}
+
+
+def test_overlapping_windows_and_errors():
+    meter = ClockMeter("gpu:0", 100.0)
+    mon = EnergyMonitor([meter], interval_s=0.05, sync=None)
+    with pytest.raises(WattlabError, match="start the EnergyMonitor"):
+        mon.begin_window("x")
+    mon.start()
+    try:
+        mon.begin_window("outer")
+        time.sleep(0.05)
+        mon.begin_window("inner")
+        with pytest.raises(WattlabError, match="already open"):
+            mon.begin_window("inner")
+        time.sleep(0.1)
+        inner = mon.end_window("inner")
+        outer = mon.end_window("outer")
+        with pytest.raises(WattlabError, match="not open"):
+            mon.end_window("inner")
+    finally:
+        mon.stop()
+    assert outer.energy_j["gpu:0"] > inner.energy_j["gpu:0"] > 0
+
+
+def test_sync_runs_before_reading():
+    calls = []
+    meter = ClockMeter("gpu:0", 100.0)
+    with EnergyMonitor([meter], interval_s=0.05, sync=lambda: calls.append(1)) as mon:
+        with mon.window("w") as handle:
+            pass
+    assert handle.result is not None
+    assert len(calls) == 2  # the window and the monitor's whole-run window
+
+
+def test_short_window_is_flagged_and_bridged_not_zero():
+    # counter updates every 0.5 s; a 20 ms window would read 0 J from the counter alone
+    meter = ClockMeter("gpu:0", 300.0, period_s=0.5)
+    with EnergyMonitor([meter], interval_s=0.05, sync=None) as mon:
+        mon.begin_window("short")
+        time.sleep(0.02)
+        m = mon.end_window("short")
+    assert m.short_window["gpu:0"] is True
+    assert m.energy_j["gpu:0"] == pytest.approx(300.0 * m.duration_s, rel=1e-6)
+    assert m.provenance["gpu:0"] == Provenance.SAMPLED
+    assert m.to_dict()["short_window"] == {"gpu:0": True}
+
+
+def test_uncertainty_per_provenance():
+    counter = ClockMeter("gpu:0", 100.0, period_s=0.01)
+    est = ClockMeter("cpu:estimated", 40.0, prov=Provenance.ESTIMATED)
+    with EnergyMonitor([counter, est], interval_s=0.05, sync=None) as mon:
+        mon.begin_window("w")
+        time.sleep(0.1)
+        m = mon.end_window("w")
+    # counter: one update period of power at each end
+    assert m.uncertainty_j["gpu:0"] == pytest.approx(0.01 * 200.0)
+    # estimate: the model's stated relative range
+    assert m.uncertainty_j["cpu:estimated"] == pytest.approx(0.4 * m.energy_j["cpu:estimated"])
+    assert m.total_provenance == Provenance.ESTIMATED
+    assert m.kind_provenance("gpu") == Provenance.MEASURED
+
+
+def test_psys_is_kept_but_not_summed():
+    pkg = ClockMeter("cpu:package-0", 50.0)
+    psys = ClockMeter("psys:0", 80.0)
+    with EnergyMonitor([pkg, psys], interval_s=0.05, sync=None) as mon, mon.window("w") as h:
+        time.sleep(0.05)
+    m = h.result
+    assert m.energy_j["psys:0"] > 0
+    assert m.total_energy_j == pytest.approx(m.energy_j["cpu:package-0"])
+
+
+def test_co2e_uses_settings():
+    meter = ClockMeter("gpu:0", 100.0)
+    settings = CarbonSettings(0.4, 0.2, 0.6, pue=1.5)
+    with EnergyMonitor([meter], interval_s=0.05, sync=None, carbon=settings) as mon:
+        time.sleep(0.05)
+    m = mon.result
+    kwh = m.total_energy_j / 3.6e6
+    assert m.co2e.value_kg == pytest.approx(kwh * 1.5 * 0.4)
+    assert m.co2e.low_kg == pytest.approx(kwh * 1.5 * 0.2)
+    d = m.to_dict()
+    assert d["co2e_kg"]["high"] == pytest.approx(kwh * 1.5 * 0.6)
+    assert d["energy_j"]["total"] == pytest.approx(m.total_energy_j)
+
+
+def test_decorator_and_idle_baseline():
+    meter = ClockMeter("gpu:0", 60.0)
+    mon = EnergyMonitor([meter], interval_s=0.02, sync=None)
+
+    @mon.measure()
+    def work():
+        time.sleep(0.05)
+        return 7
+
+    try:
+        idle = mon.measure_idle(0.1)
+        assert idle["gpu:0"] == pytest.approx(60.0, rel=0.05)
+        assert work() == 7
+    finally:
+        mon.stop()
+    m = mon.results["work"]
+    assert m.idle_energy_j == pytest.approx(60.0 * m.duration_s, rel=0.05)
+    assert abs(m.dynamic_energy_j) < 0.05 * m.total_energy_j
+
+
+def test_combine_sums_ranks_and_refuses_double_count():
+    a = ClockMeter("gpu:0", 100.0)
+    b = ClockMeter("gpu:1", 100.0)
+    with EnergyMonitor([a], interval_s=0.05, sync=None) as m1:
+        time.sleep(0.05)
+    with EnergyMonitor([b], interval_s=0.05, sync=None) as m2:
+        time.sleep(0.05)
+    both = combine_measurements([m1.result, m2.result])
+    assert both.gpu_energy_j == pytest.approx(m1.result.total_energy_j + m2.result.total_energy_j)
+    with pytest.raises(ValueError, match="two processes"):
+        combine_measurements([m1.result, m1.result])
+
+
+def test_bad_interval():
+    with pytest.raises(ConfigError, match="positive"):
+        EnergyMonitor([], interval_s=-1)

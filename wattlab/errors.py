@@ -1,0 +1,26 @@
+"""Errors meant for people: one sentence naming the bad value and what is allowed.
+
+The CLI prints a WattlabError's message and exits with code 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+
+class WattlabError(Exception):
+    """A user-facing error: the message is one sentence a person can act on."""
+
+
+class ConfigError(WattlabError):
+    """A bad flag, configuration value or sweep spec."""
+
+
+class MeterError(WattlabError):
+    """A meter could not be opened or read (missing driver, permission, MIG, ...)."""
+
+
+class DataError(WattlabError):
+    """A dataset, database or CSV that is missing or not in the expected shape."""
+
+
+class PowerLimitError(WattlabError):
+    """A power limit that is out of range, or that this process may not set."""

@@ -1,0 +1,1 @@
+"""Experiments: validated run configurations, the runner, sweeps and the SQLite store."""

@@ -1,0 +1,160 @@
+"""Validated run configuration. Plain values, checked once, hashed for resumable sweeps."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+
+from wattlab.errors import ConfigError
+
+MODELS = (
+    "resnet18",
+    "resnet34",
+    "resnet50",
+    "mobilenet_v2",
+    "mobilenet_v3_small",
+    "vgg16",
+    "efficientnet_b0",
+)
+DATASETS = ("synthetic", "cifar10")
+PRECISIONS = ("fp32", "tf32", "amp-bf16", "amp-fp16")
+STEMS = ("cifar", "imagenet")
+
+# Fields that do not change what is measured, so they stay out of the config hash.
+_NOT_HASHED = ("data_dir", "codecarbon", "project_after", "sweep")
+
+
+class RunConfig(BaseModel):
+    """One training run. ``batch_size`` is the global batch: per-GPU batch = batch_size / world.
+
+    Exactly one of ``epochs`` / ``budget_samples`` sets the fixed compute budget; with
+    ``epochs`` the budget is ``epochs x (train set size // batch_size) x batch_size`` samples.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: Literal[MODELS] = "resnet18"  # type: ignore[valid-type]
+    stem: Literal[STEMS] = "cifar"  # type: ignore[valid-type]
+    dataset: Literal[DATASETS] = "synthetic"  # type: ignore[valid-type]
+    data_dir: str | None = None
+    train_samples: int | None = None  # use only the first N training images (quick runs)
+    test_samples: int | None = None
+    precision: Literal[PRECISIONS] = "fp32"  # type: ignore[valid-type]
+    compile: bool = False
+    epochs: int | None = None
+    budget_samples: int | None = None
+    batch_size: int = 256
+    lr: float = 0.2  # peak learning rate for the global batch (SGD, nesterov)
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    label_smoothing: float = 0.1
+    warmup_steps: int = 10  # measured and recorded, excluded from the budget's figures
+    seed: int = 0
+    device: Literal["cuda", "cpu"] = "cuda"
+    gpus: int = 1  # processes on CUDA (one GPU each)
+    nproc: int = 1  # processes on the CPU (gloo)
+    power_limit_w: float | None = None  # per GPU
+    power_limit_fraction: float | None = None  # of the default limit
+    codecarbon: bool = False
+    project_after: int | None = None  # STEP: project the total after K epochs
+    sweep: str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> RunConfig:
+        if (self.epochs is None) == (self.budget_samples is None):
+            if self.epochs is None:
+                raise ValueError("give a budget: --epochs N or --budget-samples N")
+            raise ValueError("give --epochs or --budget-samples, not both")
+        if self.epochs is not None and self.epochs <= 0:
+            raise ValueError(f"epochs must be a positive whole number, got {self.epochs}")
+        if self.budget_samples is not None and self.budget_samples <= 0:
+            raise ValueError(f"budget_samples must be positive, got {self.budget_samples}")
+        if self.batch_size <= 0:
+            raise ValueError(f"batch_size must be positive, got {self.batch_size}")
+        world = self.world_size
+        if world <= 0:
+            raise ValueError("gpus and nproc must be at least 1")
+        if self.batch_size % world:
+            raise ValueError(
+                f"batch_size {self.batch_size} must divide evenly over {world} processes"
+            )
+        if self.device == "cpu" and self.gpus != 1:
+            raise ValueError("--gpus applies to --device cuda; use --nproc on the CPU")
+        if self.device == "cuda" and self.nproc != 1:
+            raise ValueError("--nproc applies to --device cpu; use --gpus on CUDA")
+        if self.power_limit_w is not None and self.power_limit_fraction is not None:
+            raise ValueError("give --power-limit or --power-limit-fraction, not both")
+        if self.power_limit_w is not None and not self.power_limit_w > 0:
+            raise ValueError(f"power_limit_w must be a positive number, got {self.power_limit_w}")
+        if self.power_limit_fraction is not None and not 0 < self.power_limit_fraction <= 1:
+            raise ValueError(
+                f"power_limit_fraction must be in (0, 1], got {self.power_limit_fraction}"
+            )
+        if self.device == "cpu" and self.has_power_limit:
+            raise ValueError("power limits apply to GPUs only; drop them with --device cpu")
+        if self.dataset == "cifar10" and not self.data_dir:
+            raise ValueError("--dataset cifar10 needs --data-dir DIR (the cifar-10-batches-py)")
+        for name in ("train_samples", "test_samples", "project_after"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ValueError(f"{name} must be positive, got {value}")
+        if self.warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
+        if self.lr <= 0:
+            raise ValueError(f"lr must be positive, got {self.lr}")
+        return self
+
+    @property
+    def world_size(self) -> int:
+        return self.gpus if self.device == "cuda" else self.nproc
+
+    @property
+    def has_power_limit(self) -> bool:
+        return self.power_limit_w is not None or self.power_limit_fraction is not None
+
+    def config_hash(self) -> str:
+        """A stable hash of everything that changes what is measured."""
+        data = self.model_dump(exclude=set(_NOT_HASHED))
+        blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def label(self) -> str:
+        """A short human label: ``resnet50 2xGPU amp-bf16 250W``."""
+        parts = [self.model]
+        if self.device == "cuda":
+            parts.append(f"{self.gpus}xGPU")
+        else:
+            parts.append(f"{self.nproc}xCPU")
+        parts.append(self.precision)
+        if self.power_limit_w is not None:
+            parts.append(f"{self.power_limit_w:g}W")
+        elif self.power_limit_fraction is not None:
+            parts.append(f"{self.power_limit_fraction:g}xTDP")
+        parts.append(f"bs{self.batch_size}")
+        return " ".join(parts)
+
+
+def format_validation_error(error: ValidationError, prefix: str = "") -> str:
+    """One sentence from pydantic's first error, naming the offending field path."""
+    first = error.errors()[0]
+    loc = ".".join(str(p) for p in first.get("loc", ()) if p != "__root__")
+    msg = first.get("msg", "invalid value")
+    msg = msg.removeprefix("Value error, ")
+    where = f"{prefix}{loc}" if loc else prefix.rstrip(".")
+    if first.get("type") == "extra_forbidden":
+        return f"unknown setting {where!r}; check its spelling."
+    if first.get("type") == "literal_error":
+        return f"{where}: {msg} (got {first.get('input')!r})."
+    return f"{where}: {msg}." if where else f"{msg}."
+
+
+def make_run_config(**values: object) -> RunConfig:
+    """Build a RunConfig, turning validation failures into one-sentence ConfigErrors."""
+    clean = {k: v for k, v in values.items() if v is not None}
+    try:
+        return RunConfig(**clean)
+    except ValidationError as error:
+        raise ConfigError(format_validation_error(error)) from None

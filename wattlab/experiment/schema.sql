@@ -1,0 +1,82 @@
+-- wattlab results database, schema version 1. Units are in the column names.
+-- One row per run in `runs`; a run's windows (warm-up, each epoch, evaluation, the whole run)
+-- in `windows`; its power trace in `trace`. Rows of one run are written in one transaction.
+
+CREATE TABLE IF NOT EXISTS meta (
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+);  -- ('app', 'wattlab'), ('schema_version', '1')
+
+CREATE TABLE IF NOT EXISTS runs (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  sweep TEXT,                      -- sweep name, NULL for a lone `wattlab run`
+  status TEXT NOT NULL,            -- 'ok' | 'failed'
+  error TEXT,                      -- the error, when failed
+  config_hash TEXT NOT NULL,       -- RunConfig.config_hash()
+  repetition INTEGER NOT NULL DEFAULT 0,
+  config_json TEXT NOT NULL,       -- the full RunConfig
+  label TEXT NOT NULL,             -- "resnet50 2xGPU amp-bf16 250W bs256"
+  model TEXT, stem TEXT, dataset TEXT, precision TEXT,
+  device TEXT,                     -- 'cuda' | 'cpu'
+  gpus INTEGER,                    -- GPU count (1 on the CPU)
+  world_size INTEGER,              -- processes
+  batch_size INTEGER,              -- global batch
+  epochs REAL,                     -- epochs done within the budget
+  power_limit_w REAL,              -- per-GPU limit in force (W); NULL when not read
+  power_limit_requested_w REAL,    -- what the config asked for; NULL = default limit
+  samples INTEGER,                 -- training samples in the budget (all ranks)
+  started_at TEXT,                 -- UTC ISO-8601
+  finished_at TEXT,
+  hostname TEXT,                   -- comma-separated when several hosts
+  gpu_name TEXT, gpu_uuids TEXT, driver TEXT, cpu_model TEXT,
+  duration_s REAL,                 -- the budget's training time (warm-up and evaluation excluded)
+  wall_s REAL,                     -- the whole run, start to end, evaluation included
+  energy_total_j REAL,             -- budget window, all components, all ranks, each once
+  energy_gpu_j REAL, energy_cpu_j REAL, energy_dram_j REAL, energy_other_j REAL,
+  energy_uncertainty_j REAL,
+  provenance TEXT,                 -- weakest provenance of the total
+  components_json TEXT,            -- {component: {energy_j, provenance, uncertainty_j}}
+  co2e_kg REAL, co2e_low_kg REAL, co2e_high_kg REAL,
+  intensity_kg_per_kwh REAL, pue REAL,
+  accuracy REAL, f1_macro REAL, train_loss REAL,
+  codecarbon_energy_j REAL, codecarbon_co2e_kg REAL, codecarbon_rel_error REAL,
+  codecarbon_components_json TEXT, -- {gpu_j, cpu_j, ram_j}
+  projected_energy_j REAL, projected_duration_s REAL, projection_error REAL,
+  gpu_utilization_percent REAL,    -- mean NVML GPU utilisation over the budget (sampled)
+  gpu_tdp_w REAL,                  -- the GPU's default (maximum) power limit, per GPU
+  ram_gb REAL,                     -- host memory installed
+  train_size INTEGER, test_size INTEGER, image_size INTEGER,
+  model_gflops_per_sample REAL,    -- forward GFLOPs per image (x3 for a training step)
+  params INTEGER
+);
+CREATE INDEX IF NOT EXISTS runs_by_config ON runs (sweep, config_hash, repetition, status);
+
+CREATE TABLE IF NOT EXISTS windows (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  name TEXT NOT NULL,              -- 'warmup' | 'epoch' | 'eval' | 'budget' | 'run'
+  epoch INTEGER,                   -- 1-based, for 'epoch' windows
+  start_s REAL,                    -- offset from the run's start
+  duration_s REAL NOT NULL,
+  samples INTEGER,
+  energy_total_j REAL, energy_gpu_j REAL, energy_cpu_j REAL, energy_dram_j REAL,
+  energy_other_j REAL,
+  mean_power_w REAL,
+  provenance TEXT,
+  short_window INTEGER NOT NULL DEFAULT 0  -- 1 when shorter than a counter's update period
+);
+
+CREATE TABLE IF NOT EXISTS trace (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  t_s REAL NOT NULL,               -- offset from the run's start
+  component TEXT NOT NULL,         -- 'gpu:0', 'cpu:package-0', ...
+  power_w REAL
+);
+CREATE INDEX IF NOT EXISTS trace_by_run ON trace (run_id);
+
+CREATE TABLE IF NOT EXISTS sweeps (
+  name TEXT PRIMARY KEY,
+  spec_json TEXT NOT NULL,
+  spec_hash TEXT NOT NULL,
+  order_seed INTEGER,
+  created_at TEXT
+);

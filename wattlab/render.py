@@ -1,0 +1,78 @@
+"""Terminal tables for people (rich). Every energy shows its provenance; CO2e its range."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from wattlab.carbon import joules_to_kwh
+from wattlab.meters.base import MeterProblem
+from wattlab.monitor import Measurement
+
+
+def fmt_energy(energy_j: float) -> str:
+    if energy_j >= 3.6e6:
+        return f"{joules_to_kwh(energy_j):.3f} kWh"
+    if energy_j >= 1e3:
+        return f"{energy_j / 1e3:.2f} kJ"
+    return f"{energy_j:.1f} J"
+
+
+def fmt_co2e(kg: float) -> str:
+    if kg >= 1:
+        return f"{kg:.3f} kg"
+    if kg >= 1e-3:
+        return f"{kg * 1e3:.2f} g"
+    return f"{kg * 1e6:.1f} mg"
+
+
+def measurement_table(m: Measurement, title: str):
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("component")
+    table.add_column("energy", justify="right")
+    table.add_column("± (J)", justify="right")
+    table.add_column("mean W", justify="right")
+    table.add_column("provenance")
+    for comp in sorted(m.energy_j):
+        energy = m.energy_j[comp]
+        note = m.provenance[comp].value
+        if m.short_window.get(comp):
+            note += " (short window: bridged with power)"
+        if not m.in_total.get(comp, True):
+            note += " (overlaps package+dram: not summed)"
+        table.add_row(
+            comp,
+            fmt_energy(energy),
+            f"{m.uncertainty_j.get(comp, 0.0):.1f}",
+            f"{energy / m.duration_s:.1f}" if m.duration_s > 0 else "-",
+            note,
+        )
+    table.add_row(
+        "total",
+        fmt_energy(m.total_energy_j),
+        f"{m.total_uncertainty_j:.1f}",
+        f"{m.mean_power_w:.1f}",
+        m.total_provenance.value,
+        style="bold",
+    )
+    return table
+
+
+def print_measurement(m: Measurement, title: str, problems: Sequence[MeterProblem] = ()) -> None:
+    from rich.console import Console
+
+    console = Console(highlight=False)
+    console.print(measurement_table(m, title))
+    c = m.co2e
+    console.print(
+        f"duration {m.duration_s:.2f} s · energy {joules_to_kwh(m.total_energy_j):.6f} kWh "
+        f"({m.total_provenance.value}) · CO2e {fmt_co2e(c.value_kg)} "
+        f"(range {fmt_co2e(c.low_kg)}–{fmt_co2e(c.high_kg)}) at {m.carbon.describe()}"
+    )
+    if m.idle_energy_j is not None:
+        console.print(
+            f"idle share {fmt_energy(m.idle_energy_j)}, dynamic {fmt_energy(m.dynamic_energy_j)}"
+        )
+    for p in problems:
+        console.print(f"note: {p.component}: {p.reason} Using {p.fallback}. Fix: {p.fix}")

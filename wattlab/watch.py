@@ -1,0 +1,106 @@
+"""Measure another program: `wattlab monitor -- CMD ARGS...`.
+
+The command runs as a child process (never through a shell); SIGINT and SIGTERM are forwarded
+to it; its exit code becomes ours. A command that cannot be started exits 127 (126 when it is
+not executable), like a shell.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from wattlab.carbon import CarbonSettings
+from wattlab.jsonio import check_writable, dump_json, write_text_atomic
+from wattlab.monitor import EnergyMonitor, Measurement
+
+
+def trace_csv(samples: list[tuple[float, str, float]]) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["t_s", "component", "power_w"])
+    for t, comp, power in samples:
+        writer.writerow([f"{t:.4f}", comp, f"{power:.3f}"])
+    return out.getvalue()
+
+
+def monitor_command(
+    command: list[str],
+    *,
+    interval_s: float = 0.1,
+    carbon: CarbonSettings | None = None,
+    json_path: str | None = None,
+    csv_trace: str | None = None,
+    powercap_root: Path | None = None,
+    cpu_tdp_w: float | None = None,
+    idle_s: float = 0.0,
+    print_table: bool = True,
+) -> int:
+    """Run ``command`` under an EnergyMonitor; write/print the result; return its exit code."""
+    check_writable(json_path)
+    check_writable(csv_trace)
+    mon = EnergyMonitor(
+        interval_s=interval_s,
+        carbon=carbon,
+        sync=None,  # the child's GPU work is not ours to wait for; its exit ends it
+        discover_kwargs={"powercap_root": powercap_root, "cpu_tdp_w": cpu_tdp_w},
+    )
+    mon.start()
+    try:
+        if idle_s > 0:
+            mon.measure_idle(idle_s)
+        mon.begin_window("command")
+        try:
+            child = subprocess.Popen(command)
+        except FileNotFoundError:
+            mon.end_window("command")
+            print(f"wattlab: {command[0]}: command not found", file=sys.stderr)
+            return 127
+        except PermissionError:
+            mon.end_window("command")
+            print(f"wattlab: {command[0]}: permission denied", file=sys.stderr)
+            return 126
+        except OSError as error:
+            mon.end_window("command")
+            print(f"wattlab: {command[0]}: {error.strerror or error}", file=sys.stderr)
+            return 126
+
+        def forward(signum: int, _frame: object) -> None:
+            child.send_signal(signum)
+
+        previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            exit_code = child.wait()
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        result = mon.end_window("command")
+    finally:
+        mon.stop()
+    if exit_code < 0:  # killed by a signal: report it the way a shell does
+        exit_code = 128 - exit_code
+    problems = mon.discovery.problems if mon.discovery else []
+    if json_path:
+        data = result.to_dict()
+        data["command"] = command
+        data["exit_code"] = exit_code
+        data["interval_s"] = interval_s
+        data["missing_meters"] = [
+            {"component": p.component, "reason": p.reason, "fix": p.fix, "fallback": p.fallback}
+            for p in problems
+        ]
+        dump_json(data, json_path)
+    if csv_trace:
+        write_text_atomic(csv_trace, trace_csv(result.samples))
+    if print_table and json_path != "-":
+        from wattlab.render import print_measurement
+
+        print_measurement(result, title=f"wattlab monitor: {' '.join(command)}", problems=problems)
+    return exit_code
+
+
+__all__ = ["Measurement", "monitor_command", "trace_csv"]
