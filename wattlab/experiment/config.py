@@ -24,7 +24,7 @@ PRECISIONS = ("fp32", "tf32", "amp-bf16", "amp-fp16")
 STEMS = ("cifar", "imagenet")
 
 # Fields that do not change what is measured, so they stay out of the config hash.
-_NOT_HASHED = ("data_dir", "codecarbon", "project_after", "sweep")
+NOT_HASHED = ("data_dir", "codecarbon", "project_after", "sweep")
 
 
 class RunConfig(BaseModel):
@@ -117,7 +117,7 @@ class RunConfig(BaseModel):
 
     def config_hash(self) -> str:
         """A stable hash of everything that changes what is measured."""
-        data = self.model_dump(exclude=set(_NOT_HASHED))
+        data = self.model_dump(exclude=set(NOT_HASHED))
         blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

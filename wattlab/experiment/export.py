@@ -1,0 +1,102 @@
+"""`wattlab export`: the database's tables as CSV, JSON or Parquet files for pandas users.
+
+Each table becomes one file named after it (``runs.csv``, ``windows.csv``, ``trace.csv``,
+``sweeps.csv``) with exactly the schema's column names and units. Files are written to a
+temporary name and renamed into place, so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from wattlab.errors import ConfigError, DataError
+from wattlab.experiment.store import Store
+
+FORMATS = ("csv", "parquet", "json")
+TABLES = ("runs", "windows", "trace", "sweeps")
+
+
+def export_tables(
+    store: Store, out_dir: str | Path, fmt: str = "csv", sweep: str | None = None
+) -> list[Path]:
+    """Write runs, windows, trace and sweeps into ``out_dir``; return the files written.
+
+    ``fmt`` is csv, parquet (needs pyarrow) or json (a list of records; read it back with
+    ``pd.read_json(path, orient="records", convert_dates=False)``). With ``sweep``, only
+    that sweep's runs, their windows and traces, and its spec are written.
+    """
+    fmt = str(fmt).lower()
+    if fmt not in FORMATS:
+        raise ConfigError(f"unknown export format {fmt!r}; choose csv, parquet or json.")
+    if fmt == "parquet":
+        _require_pyarrow()
+    tables = _tables(store, sweep)
+    out = Path(out_dir).expanduser()
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise DataError(f"cannot create the export folder {out}: {error.strerror}.") from None
+    written = []
+    for name in TABLES:
+        path = out / f"{name}.{fmt}"
+        _write_atomic(path, _writer(tables[name], fmt))
+        written.append(path)
+    return written
+
+
+def _require_pyarrow() -> None:
+    try:
+        importlib.import_module("pyarrow")
+    except ImportError:
+        raise ConfigError(
+            "parquet export needs pyarrow; pip install wattlab[parquet], or use csv or json."
+        ) from None
+
+
+def _tables(store: Store, sweep: str | None) -> dict[str, pd.DataFrame]:
+    if sweep is None:
+        return {
+            "runs": store.runs(),
+            "windows": store.windows(),
+            "trace": store.trace(),
+            "sweeps": store.sweeps(),
+        }
+    sweeps = store.sweeps()
+    runs = store.runs(sweep=sweep)
+    if sweep not in set(sweeps["name"]) and runs.empty:
+        known = ", ".join(sorted(sweeps["name"])) or "none"
+        raise DataError(f"{store.path} holds no sweep named {sweep!r}; sweeps: {known}.")
+    ids = [int(i) for i in runs["id"]]
+    return {
+        "runs": runs,
+        "windows": store.windows(ids),
+        "trace": store.trace(ids),
+        "sweeps": sweeps[sweeps["name"] == sweep].reset_index(drop=True),
+    }
+
+
+def _writer(frame: pd.DataFrame, fmt: str) -> Callable[[Path], None]:
+    if fmt == "csv":
+        return lambda path: frame.to_csv(path, index=False)
+    if fmt == "json":
+        return lambda path: frame.to_json(path, orient="records", indent=1)
+    return lambda path: frame.to_parquet(path, index=False)
+
+
+def _write_atomic(path: Path, write: Callable[[Path], None]) -> None:
+    """Write through a temporary file in the same folder, then rename it over ``path``."""
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise

@@ -1,0 +1,474 @@
+"""Sweep specifications: a base RunConfig, a grid of axes, repetitions and a run order.
+
+A spec is a YAML file (or a preset shipped with wattlab)::
+
+    name: paper-12
+    base: {model: resnet50, stem: cifar, dataset: cifar10, epochs: 10, batch_size: 256}
+    grid: {gpus: [1, 2], precision: [fp32, amp-bf16], power_limit_w: [300, 250, 200]}
+    repetitions: 3
+    order: random        # random | sequential
+    order_seed: null     # drawn and recorded by the runner when null
+    warmup_runs: 1       # untimed runs before the sweep, not stored as results
+    cooldown_s: 60       # pause between runs (s)
+    codecarbon: true
+    baseline: {gpus: 1, precision: fp32, power_limit_w: 300}
+
+Every mistake is a ConfigError of one sentence naming the path in the YAML, such as
+``grid.power_limit_w[1]: expected a number, got 'abc'.``
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import itertools
+import json
+import random
+import re
+import secrets
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from wattlab.errors import ConfigError
+from wattlab.experiment.config import NOT_HASHED, RunConfig, format_validation_error
+
+PRESETS = ("paper-12", "quickstart", "h200-1gpu")
+
+_RUN_FIELDS = tuple(RunConfig.model_fields)
+# Set by the sweep itself: `sweep` is the spec's name, `codecarbon` a top-level key.
+_SET_BY_SPEC = {
+    "sweep": "it is set to the sweep's name",
+    "codecarbon": "set codecarbon at the top level of the spec",
+}
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of a sweep: its position in the order, configuration and repetition (0-based)."""
+
+    index: int
+    config: RunConfig
+    repetition: int
+    label: str
+    config_hash: str
+
+
+# -- messages ------------------------------------------------------------------------------
+
+
+def _path(loc: tuple[Any, ...] | list[Any]) -> str:
+    """``('grid', 'power_limit_w', 1)`` -> ``grid.power_limit_w[1]``."""
+    out = ""
+    for part in loc:
+        if part == "[key]":
+            continue
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _expected(error: dict[str, Any]) -> str:
+    """What a pydantic error says was expected, in plain words."""
+    kind = error.get("type", "")
+    ctx = error.get("ctx") or {}
+    if kind.startswith("float") or kind == "finite_number":
+        return "expected a number"
+    if kind.startswith("int"):
+        return "expected a whole number"
+    if kind.startswith("bool"):
+        return "expected true or false"
+    if kind.startswith("string_type") or kind == "str_type":
+        return "expected text"
+    if kind == "list_type":
+        return "expected a list such as [a, b]"
+    if kind == "dict_type":
+        return "expected a mapping of keys to values"
+    if kind == "greater_than_equal":
+        return f"expected a value >= {ctx.get('ge')}"
+    if kind == "greater_than":
+        return f"expected a value > {ctx.get('gt')}"
+    msg = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
+    msg = msg.replace("Input should be", "expected")
+    return msg[:1].lower() + msg[1:]
+
+
+def _describe(error: dict[str, Any], where: str) -> str:
+    kind = error.get("type", "")
+    if kind == "missing":
+        return f"missing key {where!r} at top level."
+    value = error.get("input")
+    return f"{where}: {_expected(error)}, got {value!r}."
+
+
+def _unknown_key(key: object, where: str, allowed: tuple[str, ...]) -> ConfigError:
+    close = difflib.get_close_matches(str(key), allowed, n=1)
+    hint = f"did you mean {close[0]!r}?" if close else "allowed: " + ", ".join(allowed) + "."
+    return ConfigError(f"unknown key {key!r} {where}; {hint}")
+
+
+@cache
+def _adapter(field: str) -> TypeAdapter[Any]:
+    return TypeAdapter(RunConfig.model_fields[field].annotation)
+
+
+def _check_value(field: str, value: Any, where: str) -> Any:
+    """Validate one RunConfig field value (strictly: YAML gives typed values); return it coerced."""
+    try:
+        return _adapter(field).validate_python(value, strict=True)
+    except ValidationError as error:
+        raise ConfigError(_describe(error.errors()[0], where)) from None
+
+
+def _check_run_key(key: object, section: str) -> str:
+    if not isinstance(key, str) or key not in _RUN_FIELDS:
+        raise _unknown_key(key, f"in {section}", _RUN_FIELDS)
+    if key in _SET_BY_SPEC:
+        raise ConfigError(f"{section}.{key}: not allowed here; {_SET_BY_SPEC[key]}.")
+    return key
+
+
+def _point_text(point: dict[str, Any]) -> str:
+    shown = (f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in point.items())
+    return "(" + ", ".join(shown) + ")"
+
+
+# -- the spec ------------------------------------------------------------------------------
+
+
+class SweepSpec(BaseModel):
+    """A validated sweep: ``base`` + every point of ``grid``, ``repetitions`` times each.
+
+    ``base`` and the grid axes take RunConfig fields. ``cooldown_s`` is the pause between runs
+    in seconds; with ``cooldown_until_idle`` it is the longest pause, ended early once the
+    GPUs are back at idle. ``warmup_runs`` untimed runs precede the sweep and are not stored.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    name: str
+    description: str | None = None
+    base: dict[str, Any] = Field(default_factory=dict)
+    grid: dict[str, list[Any]]
+    repetitions: int = Field(3, ge=1)
+    order: Literal["random", "sequential"] = "random"
+    order_seed: int | None = Field(None, ge=0)
+    warmup_runs: int = Field(1, ge=0)
+    cooldown_s: float = Field(60.0, ge=0)
+    cooldown_until_idle: bool = False
+    codecarbon: bool = False
+    baseline: dict[str, Any] | None = None
+
+    # -- validation (ConfigError passes through pydantic unchanged) ------------------------
+    @field_validator("name")
+    @classmethod
+    def _check_name(cls, name: str) -> str:
+        if not _NAME_RE.match(name):
+            raise ConfigError(
+                f"name: expected letters, digits, '.', '_' or '-' (no spaces), got {name!r}."
+            )
+        return name
+
+    @field_validator("base")
+    @classmethod
+    def _check_base(cls, base: dict[str, Any]) -> dict[str, Any]:
+        out = {}
+        for key, value in base.items():
+            _check_run_key(key, "base")
+            out[key] = _check_value(key, value, f"base.{key}")
+        return out
+
+    @field_validator("grid")
+    @classmethod
+    def _check_grid(cls, grid: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        if not grid:
+            raise ConfigError(
+                "grid: no axes; give at least one, such as precision: [fp32, amp-bf16]."
+            )
+        out = {}
+        for key, values in grid.items():
+            _check_run_key(key, "grid")
+            if key in NOT_HASHED:
+                raise ConfigError(
+                    f"grid.{key}: {key} does not change what is measured, so it cannot be a "
+                    "grid axis; set it in base."
+                )
+            if not values:
+                raise ConfigError(f"grid.{key}: the list is empty; give at least one value.")
+            checked: list[Any] = []
+            for i, value in enumerate(values):
+                value = _check_value(key, value, f"grid.{key}[{i}]")
+                if value in checked:
+                    raise ConfigError(f"grid.{key}[{i}]: {value!r} appears twice in this axis.")
+                checked.append(value)
+            out[key] = checked
+        return out
+
+    @model_validator(mode="after")
+    def _check_spec(self) -> SweepSpec:
+        for key in self.grid:
+            if key in self.base:
+                raise ConfigError(f"grid.{key}: {key} is set in both base and grid; keep one.")
+        base = self.base
+        dataset_axis = self.grid.get("dataset", [base.get("dataset")])
+        if "cifar10" in dataset_axis and not base.get("data_dir"):
+            raise ConfigError(
+                f"sweep {self.name!r} trains on cifar10, so it needs --data-dir DIR "
+                "(the cifar-10-batches-py folder) or base.data_dir in the spec."
+            )
+        self._check_baseline()
+        seen: dict[str, dict[str, Any]] = {}
+        for point in self.points():
+            config = self.run_config(point)
+            digest = config.config_hash()
+            if digest in seen:
+                raise ConfigError(
+                    f"grid points {_point_text(seen[digest])} and {_point_text(point)} describe "
+                    "the same run; remove one value."
+                )
+            seen[digest] = point
+        return self
+
+    def _check_baseline(self) -> None:
+        if self.baseline is None:
+            return
+        for key, value in self.baseline.items():
+            if key not in self.grid:
+                axes = ", ".join(self.grid)
+                raise ConfigError(f"baseline.{key}: {key!r} is not a grid axis; axes: {axes}.")
+            value = _check_value(key, value, f"baseline.{key}")
+            if value not in self.grid[key]:
+                raise ConfigError(
+                    f"baseline.{key}: {value!r} is not among grid.{key} values {self.grid[key]}."
+                )
+        for key, values in self.grid.items():
+            if key not in self.baseline and len(values) > 1:
+                raise ConfigError(
+                    f"baseline: give a value for grid axis {key!r} (one of {values})."
+                )
+
+    # -- construction ----------------------------------------------------------------------
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "the sweep spec") -> SweepSpec:
+        """Validate a parsed YAML document; every mistake is a one-sentence ConfigError."""
+        if not isinstance(data, dict):
+            kind = "an empty file" if data is None else f"a {type(data).__name__}"
+            raise ConfigError(
+                f"{source}: a sweep spec must be a mapping of keys (name, base, grid, ...), "
+                f"got {kind}."
+            )
+        allowed = tuple(cls.model_fields)
+        for key in data:
+            if key not in allowed:
+                raise _unknown_key(key, "at top level", allowed)
+        try:
+            return cls.model_validate(data)
+        except ValidationError as error:
+            first = error.errors()[0]
+            where = _path(first.get("loc", ())) or "top level"
+            raise ConfigError(_describe(first, where)) from None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The spec as plain JSON-able data (what the database stores as spec_json)."""
+        return self.model_dump(mode="json")
+
+    def with_overrides(self, **base_overrides: Any) -> SweepSpec:
+        """A copy with ``base`` values replaced (``data_dir``, ``device``, ...); None is ignored.
+
+        ``codecarbon`` sets the top-level key. A grid axis cannot be overridden.
+        """
+        return SweepSpec.from_dict(_apply_overrides(self.as_dict(), base_overrides))
+
+    # -- the plan --------------------------------------------------------------------------
+    def points(self) -> list[dict[str, Any]]:
+        """The grid points in grid order (the product of the axes, first axis slowest)."""
+        axes = list(self.grid)
+        return [
+            dict(zip(axes, combo, strict=True)) for combo in itertools.product(*self.grid.values())
+        ]
+
+    def run_config(self, point: dict[str, Any]) -> RunConfig:
+        """The RunConfig of one grid point; a ConfigError naming the point when invalid."""
+        values = {**self.base, **point, "sweep": self.name, "codecarbon": self.codecarbon}
+        try:
+            return RunConfig(**values)
+        except ValidationError as error:
+            message = format_validation_error(error)
+            raise ConfigError(f"grid point {_point_text(point)}: {message}") from None
+
+    @property
+    def n_runs(self) -> int:
+        """Timed runs in the sweep: grid points x repetitions (warm-up runs excluded)."""
+        return len(self.points()) * self.repetitions
+
+    def expand(self, order_seed: int | None = None) -> list[PlannedRun]:
+        """Every run of the sweep, in the order to run them.
+
+        Each repetition is one pass over every grid point (repetition 0 of all points, then
+        repetition 1, ...): sequential keeps the grid order within a pass; random shuffles each
+        pass with ``order_seed`` (the argument, else the spec's), so slow drift (temperature,
+        other tenants) is spread evenly instead of being confounded with the configuration. A
+        random order without a seed is a ValueError: pass the seed ``Store.register_sweep``
+        returns (it draws and records one when the spec has none).
+        """
+        seed = self.order_seed if order_seed is None else order_seed
+        configs = [self.run_config(p) for p in self.points()]
+        if self.order == "random" and seed is None:
+            raise ValueError(
+                "a random order needs a seed; pass the one Store.register_sweep returns"
+            )
+        rng = random.Random(seed)
+        plan = []
+        for rep in range(self.repetitions):
+            block = list(configs)
+            if self.order == "random":
+                rng.shuffle(block)
+            plan.extend((config, rep) for config in block)
+        return [
+            PlannedRun(
+                index=i,
+                config=config,
+                repetition=rep,
+                label=config.label(),
+                config_hash=config.config_hash(),
+            )
+            for i, (config, rep) in enumerate(plan)
+        ]
+
+    def spec_hash(self) -> str:
+        """A stable hash of what the sweep measures and how: unchanged by YAML formatting,
+        comments, key order, ``300`` vs ``300.0``, ``description`` and ``base.data_dir``."""
+        data = self.as_dict()
+        data.pop("description", None)
+        data["base"] = {k: v for k, v in data["base"].items() if k != "data_dir"}
+        blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    def baseline_filter(self) -> dict[str, Any]:
+        """The baseline grid point ``{axis: value}`` (RunConfig field names) for the analysis.
+
+        Axes with one value are filled in; without a ``baseline`` key, the first value of
+        every axis is the baseline.
+        """
+        given = self.baseline or {}
+        return {
+            key: _check_value(key, given[key], f"baseline.{key}") if key in given else values[0]
+            for key, values in self.grid.items()
+        }
+
+    def baseline_config_hash(self) -> str:
+        """The config_hash of the baseline run (match it against ``runs.config_hash``)."""
+        return self.run_config(self.baseline_filter()).config_hash()
+
+
+def draw_order_seed() -> int:
+    """A fresh random seed for a random run order (record it: the order depends on it)."""
+    return secrets.randbelow(2**31)
+
+
+# -- loading -------------------------------------------------------------------------------
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys instead of silently keeping the last one."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key: let PyYAML report it
+                continue
+            if duplicate:
+                raise ConfigError(
+                    f"duplicate key {key!r} at line {key_node.start_mark.line + 1}; "
+                    "keep one of them."
+                )
+        return super().construct_mapping(node, deep=deep)
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """Parse YAML text; a syntax error is a ConfigError naming ``source`` and the line."""
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+    except ConfigError as error:
+        raise ConfigError(f"{source}: {error}") from None
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(error, "problem", None) or str(error)
+        raise ConfigError(f"{source}: YAML syntax error{where}: {problem}.") from None
+
+
+def preset_text(name: str) -> str:
+    """The YAML text of a preset shipped with wattlab."""
+    if name not in PRESETS:
+        raise ConfigError(f"unknown preset {name!r}; presets: {', '.join(PRESETS)}.")
+    folder = resources.files("wattlab.experiment").joinpath("presets")
+    return folder.joinpath(f"{name}.yaml").read_text("utf-8")
+
+
+def load_spec(path_or_preset: str | Path, **base_overrides: Any) -> SweepSpec:
+    """Load a sweep spec from a YAML file, or a preset by name (``paper-12``, ``quickstart``,
+    ``h200-1gpu``), applying ``base_overrides`` (e.g. ``data_dir=...``) before validation."""
+    text_or_path = str(path_or_preset)
+    path = Path(text_or_path).expanduser()
+    if path.is_file():
+        try:
+            text = path.read_text("utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            raise ConfigError(f"cannot read sweep spec {path}: {error}.") from None
+        source = str(path)
+    elif text_or_path in PRESETS:
+        text, source = preset_text(text_or_path), f"preset {text_or_path}"
+    else:
+        raise ConfigError(
+            f"{text_or_path!r} is neither a sweep spec YAML file nor a preset; "
+            f"presets: {', '.join(PRESETS)}."
+        )
+    data = parse_yaml(text, source)
+    if base_overrides and isinstance(data, dict):
+        data = _apply_overrides(data, base_overrides)
+    return SweepSpec.from_dict(data, source=source)
+
+
+def _apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    if not overrides:
+        return data
+    data = dict(data)
+    if "codecarbon" in overrides:
+        data["codecarbon"] = overrides.pop("codecarbon")
+    grid = data.get("grid") if isinstance(data.get("grid"), dict) else {}
+    for key in overrides:
+        if key not in _RUN_FIELDS:
+            raise _unknown_key(key, "in the overrides", _RUN_FIELDS)
+        if key in grid:
+            raise ConfigError(
+                f"{key} is a grid axis of sweep {data.get('name')!r}, so it cannot be "
+                f"overridden; change grid.{key} in the spec instead."
+            )
+    base = data.get("base")
+    if base is None:
+        base = {}
+    if isinstance(base, dict):
+        data["base"] = {**base, **overrides}
+    return data

@@ -1,0 +1,378 @@
+"""The results database: one SQLite file holding runs, their windows, power traces and sweeps.
+
+The schema (``schema.sql``, version 1) is the contract between the runner, the analysis and the
+exports; its column names carry their units (``energy_total_j``, ``duration_s``, ``power_w``).
+A run and all its rows are written in ONE transaction, so a crash or SIGKILL leaves either the
+whole run or nothing. The file is opened in WAL mode with a busy timeout, so several processes
+(parallel sweeps, a report reading while a sweep writes) can share it.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import enum
+import json
+import secrets
+import sqlite3
+from collections.abc import Iterable, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from wattlab.errors import ConfigError, DataError
+
+SCHEMA_VERSION = 1
+APP = "wattlab"
+BUSY_TIMEOUT_S = 60.0  # how long a writer waits for another process's transaction
+
+# Guard against storing the same sweep run twice as 'ok' (resume after a crash, two runners).
+# NULL sweeps (lone `wattlab run`) are distinct in a SQLite unique index, so they never clash.
+_OK_UNIQUE_INDEX = "runs_ok_unique"
+_OK_UNIQUE_SQL = (
+    f"CREATE UNIQUE INDEX IF NOT EXISTS {_OK_UNIQUE_INDEX} "
+    "ON runs (sweep, config_hash, repetition) WHERE status = 'ok'"
+)
+_JSON_COLUMNS = ("config_json", "components_json", "codecarbon_components_json", "spec_json")
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_CHUNK = 500  # ids per IN (...) query, well under SQLite's parameter limit
+
+
+class AlreadyStoredError(DataError):
+    """The same (sweep, config_hash, repetition) is already stored with status 'ok'.
+
+    A sweep runner treats it as "this run is already done" (another process finished it).
+    """
+
+
+def schema_sql() -> str:
+    """The text of ``schema.sql`` shipped next to this module."""
+    try:
+        return resources.files("wattlab.experiment").joinpath("schema.sql").read_text("utf-8")
+    except (FileNotFoundError, ModuleNotFoundError, OSError):
+        return (Path(__file__).parent / "schema.sql").read_text("utf-8")
+
+
+def open_store(path: str | Path, *, create: bool = True) -> Store:
+    """Open (and, with ``create``, initialise) the wattlab database at ``path``.
+
+    Raises DataError when the file is not a wattlab database, has a newer schema, or is missing
+    while ``create`` is False.
+    """
+    path = Path(path).expanduser()
+    if path.is_dir():
+        raise DataError(f"{path} is a folder, not a wattlab database; give a file for --db.")
+    if path.exists():
+        _check_sqlite_header(path)
+    elif not create:
+        raise DataError(f"no wattlab database at {path}; check --db or run a sweep first.")
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        _prepare(conn, path, create=create)
+    except BaseException:
+        conn.close()
+        raise
+    return Store(conn, path)
+
+
+def _check_sqlite_header(path: Path) -> None:
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(_SQLITE_MAGIC))
+    except OSError as error:
+        raise DataError(f"cannot read {path}: {error.strerror or error}.") from None
+    if head and head != _SQLITE_MAGIC:
+        raise DataError(f"{path} is not a wattlab database (not a SQLite file).")
+
+
+def _prepare(conn: sqlite3.Connection, path: Path, *, create: bool) -> None:
+    """Validate (or create) the schema, then switch on WAL, foreign keys and the ok guard."""
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        if not tables:
+            if not create:
+                raise DataError(f"{path} is not a wattlab database (it is empty).")
+            _create_schema(conn)
+            tables = {"meta"}
+        if "meta" not in tables:
+            raise DataError(f"{path} is not a wattlab database (it has no wattlab meta table).")
+        try:
+            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        except sqlite3.OperationalError:  # a foreign table that happens to be called meta
+            meta = {}
+        if meta.get("app") != APP:
+            raise DataError(f"{path} is not a wattlab database (its meta table is not wattlab's).")
+        raw_version = meta.get("schema_version", "")
+        try:
+            version = int(raw_version)
+        except ValueError:
+            raise DataError(
+                f"{path} has an unreadable schema_version {raw_version!r}; "
+                f"this wattlab reads version {SCHEMA_VERSION}."
+            ) from None
+        if version > SCHEMA_VERSION:
+            raise DataError(
+                f"{path} uses database schema version {version}, but this wattlab supports "
+                f"version {SCHEMA_VERSION}; upgrade wattlab to open it."
+            )
+        if version < SCHEMA_VERSION:
+            raise DataError(
+                f"{path} uses database schema version {version}, which this wattlab cannot read; "
+                f"it supports version {SCHEMA_VERSION}."
+            )
+        mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
+        if str(mode).lower() != "wal":
+            conn.execute("PRAGMA journal_mode = WAL")
+        has_guard = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type='index' AND name=?", (_OK_UNIQUE_INDEX,)
+        ).fetchone()
+        if not has_guard:
+            try:
+                conn.execute(_OK_UNIQUE_SQL)
+            except sqlite3.IntegrityError:
+                raise DataError(
+                    f"{path} holds the same sweep run twice with status 'ok'; "
+                    "remove the duplicate rows before using it."
+                ) from None
+    except sqlite3.DatabaseError as error:
+        raise DataError(f"{path} could not be opened as a SQLite database ({error}).") from None
+
+
+def _create_schema(conn: sqlite3.Connection) -> None:
+    # The whole schema and the meta rows in one write transaction: a second process creating
+    # the same file waits, then finds everything in place (IF NOT EXISTS / OR IGNORE).
+    script = (
+        "BEGIN IMMEDIATE;\n"
+        + schema_sql()
+        + "\nINSERT OR IGNORE INTO meta (key, value) VALUES ('app', 'wattlab');\n"
+        + "INSERT OR IGNORE INTO meta (key, value) "
+        + f"VALUES ('schema_version', '{SCHEMA_VERSION}');\n"
+        + _OK_UNIQUE_SQL
+        + ";\nCOMMIT;\n"
+    )
+    try:
+        conn.executescript(script)
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _now_utc() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _plain(column: str, value: Any) -> Any:
+    """A value SQLite can bind: dicts in *_json columns become JSON, numpy scalars Python ones."""
+    if column.endswith("_json") and not isinstance(value, (str, bytes)) and value is not None:
+        if hasattr(value, "model_dump"):  # a pydantic model such as RunConfig
+            value = value.model_dump(mode="json")
+        return json.dumps(value, sort_keys=True, default=str)
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, (_dt.datetime, _dt.date)):
+        return value.isoformat()
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):  # numpy scalar
+        return value.item()
+    return value
+
+
+class Store:
+    """An open wattlab database. Use ``open_store`` to get one; close it (or use ``with``)."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self._conn = conn
+        self.path = path
+        self._columns = {t: self._table_columns(t) for t in ("runs", "windows", "trace", "sweeps")}
+
+    # -- lifecycle -------------------------------------------------------------------------
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def columns(self, table: str) -> tuple[str, ...]:
+        """The column names of ``table`` (runs, windows, trace or sweeps), in schema order."""
+        return self._columns[table]
+
+    def _table_columns(self, table: str) -> tuple[str, ...]:
+        return tuple(r[1] for r in self._conn.execute(f"PRAGMA table_info({table})"))
+
+    # -- writing ---------------------------------------------------------------------------
+    def insert_run(
+        self,
+        run: dict[str, Any],
+        windows: Sequence[dict[str, Any]] = (),
+        trace: Iterable[tuple[float, str, float]] = (),
+    ) -> int:
+        """Store one run, its windows and its power trace in ONE transaction; return its id.
+
+        ``run`` and each window use the schema's column names (``id``/``run_id`` are assigned
+        here); an unknown name is a ValueError. ``trace`` rows are ``(t_s, component, power_w)``:
+        seconds from the run's start, a component name such as ``gpu:0``, watts. Raises
+        AlreadyStoredError when the same (sweep, config_hash, repetition) is already 'ok'.
+        """
+        run_cols = self._checked_columns("runs", run, forbidden=("id",))
+        status = run.get("status")
+        if status not in ("ok", "failed"):
+            raise ValueError(f"run status must be 'ok' or 'failed', got {status!r}")
+        window_rows = list(windows)
+        for window in window_rows:
+            self._checked_columns("windows", window, forbidden=("run_id",))
+
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            placeholders = ", ".join("?" for _ in run_cols)
+            cursor = conn.execute(
+                f"INSERT INTO runs ({', '.join(run_cols)}) VALUES ({placeholders})",
+                [_plain(c, run[c]) for c in run_cols],
+            )
+            run_id = int(cursor.lastrowid)
+            for window in window_rows:
+                cols = list(window)
+                conn.execute(
+                    f"INSERT INTO windows (run_id, {', '.join(cols)}) "
+                    f"VALUES (?, {', '.join('?' for _ in cols)})",
+                    [run_id, *(_plain(c, window[c]) for c in cols)],
+                )
+            conn.executemany(
+                "INSERT INTO trace (run_id, t_s, component, power_w) VALUES (?, ?, ?, ?)",
+                (
+                    (run_id, _plain("t_s", t_s), component, _plain("power_w", power_w))
+                    for t_s, component, power_w in trace
+                ),
+            )
+            conn.execute("COMMIT")
+        except sqlite3.IntegrityError as error:
+            conn.execute("ROLLBACK")
+            if "UNIQUE constraint failed: runs." in str(error):
+                raise AlreadyStoredError(
+                    f"sweep {run.get('sweep')!r} already holds an ok run of config "
+                    f"{run.get('config_hash')} repetition {run.get('repetition', 0)}."
+                ) from None
+            raise
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return run_id
+
+    def _checked_columns(
+        self, table: str, row: dict[str, Any], forbidden: tuple[str, ...]
+    ) -> list[str]:
+        allowed = set(self._columns[table]) - set(forbidden)
+        unknown = sorted(str(k) for k in row if k not in allowed)
+        if unknown:
+            raise ValueError(
+                f"unknown {table} column(s) {unknown}; the schema has {sorted(allowed)}"
+            )
+        return list(row)
+
+    def register_sweep(
+        self, name: str, spec_json: dict[str, Any], spec_hash: str, order_seed: int | None
+    ) -> int | None:
+        """Record a sweep's spec, or confirm a resumed one; return the stored order seed.
+
+        The first call stores the spec and ``order_seed`` (drawn at random when None, so a
+        random order can always be reproduced); a later call with the same ``spec_hash`` is a
+        resume and returns the seed stored the first time, whatever ``order_seed`` says. A
+        different ``spec_hash`` under the same name is a ConfigError.
+        """
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            row = conn.execute(
+                "SELECT spec_hash, order_seed FROM sweeps WHERE name = ?", (name,)
+            ).fetchone()
+            if row is None:
+                if order_seed is None:
+                    order_seed = secrets.randbelow(2**31)
+                conn.execute(
+                    "INSERT INTO sweeps (name, spec_json, spec_hash, order_seed, created_at) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (name, _plain("spec_json", spec_json), spec_hash, order_seed, _now_utc()),
+                )
+                stored_seed = order_seed
+            elif row[0] != spec_hash:
+                raise ConfigError(
+                    f"the database already holds sweep {name!r} with a different spec; "
+                    "use another --db or rename the sweep."
+                )
+            else:
+                stored_seed = row[1]
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return None if stored_seed is None else int(stored_seed)
+
+    # -- reading ---------------------------------------------------------------------------
+    def runs(self, sweep: str | None = None, status: str | None = None) -> pd.DataFrame:
+        """All runs (optionally of one sweep and/or one status), oldest first."""
+        where, params = [], []
+        if sweep is not None:
+            where.append("sweep = ?")
+            params.append(sweep)
+        if status is not None:
+            where.append("status = ?")
+            params.append(status)
+        sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
+        return self._frame(sql + " ORDER BY id", params, "runs")
+
+    def windows(self, run_ids: Iterable[int] | None = None) -> pd.DataFrame:
+        """Measurement windows (durations in s, energies in J, power in W) of the given runs."""
+        return self._by_run("windows", run_ids)
+
+    def trace(self, run_ids: Iterable[int] | None = None) -> pd.DataFrame:
+        """Power traces: ``t_s`` (s from the run's start), ``component``, ``power_w`` (W)."""
+        return self._by_run("trace", run_ids)
+
+    def sweeps(self) -> pd.DataFrame:
+        """Registered sweeps: name, spec_json, spec_hash, order_seed, created_at."""
+        return self._frame("SELECT * FROM sweeps ORDER BY created_at, name", [], "sweeps")
+
+    def sweep_spec(self, name: str) -> dict[str, Any] | None:
+        """The stored spec of sweep ``name`` as a dict, or None when there is no such sweep."""
+        row = self._conn.execute("SELECT spec_json FROM sweeps WHERE name = ?", (name,)).fetchone()
+        return None if row is None else json.loads(row[0])
+
+    def completed_keys(self, sweep: str) -> set[tuple[str, int]]:
+        """(config_hash, repetition) of the sweep's runs stored with status 'ok'."""
+        rows = self._conn.execute(
+            "SELECT config_hash, repetition FROM runs WHERE sweep = ? AND status = 'ok'", (sweep,)
+        )
+        return {(str(h), int(r)) for h, r in rows}
+
+    def _by_run(self, table: str, run_ids: Iterable[int] | None) -> pd.DataFrame:
+        order = " ORDER BY run_id, rowid"
+        if run_ids is None:
+            return self._frame(f"SELECT * FROM {table}{order}", [], table)
+        ids = sorted({int(i) for i in run_ids})
+        frames = []
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            marks = ", ".join("?" for _ in chunk)
+            sql = f"SELECT * FROM {table} WHERE run_id IN ({marks}){order}"
+            frames.append(self._frame(sql, chunk, table))
+        if not frames:
+            return self._frame(f"SELECT * FROM {table} WHERE 0", [], table)
+        if len(frames) == 1:
+            return frames[0]
+        return pd.concat(frames, ignore_index=True)
+
+    def _frame(self, sql: str, params: list[Any], table: str) -> pd.DataFrame:
+        frame = pd.read_sql_query(sql, self._conn, params=params)
+        return frame.reindex(columns=list(self._columns[table]))
