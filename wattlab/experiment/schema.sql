@@ -18,7 +18,7 @@ CREATE TABLE IF NOT EXISTS runs (
   label TEXT NOT NULL,             -- "resnet50 2xGPU amp-bf16 250W bs256"
   model TEXT, stem TEXT, dataset TEXT, precision TEXT,
   device TEXT,                     -- 'cuda' | 'cpu'
-  gpus INTEGER,                    -- GPU count (1 on the CPU)
+  gpus INTEGER,                    -- GPU count (0 on the CPU)
   world_size INTEGER,              -- processes
   batch_size INTEGER,              -- global batch
   epochs REAL,                     -- epochs done within the budget

@@ -1,0 +1,543 @@
+"""Figures for reports, each saved as PNG and SVG.
+
+Figures are drawn on ``matplotlib.figure.Figure`` objects with the Agg canvas attached
+explicitly, so nothing here touches pyplot's global state or the user's chosen backend, and
+importing this module imports no matplotlib at all (it is imported inside each function).
+Every figure's title carries a context line: the hardware, the carbon intensity and PUE, and the
+provenance of the energy it shows.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from wattlab.analysis.stats import (
+    as_float,
+    codecarbon_errors,
+    intensity_range,
+    numeric,
+    ok_runs,
+    parse_json_cell,
+    weakest_provenance,
+)
+
+PNG_DPI = 110
+_COLORS = (
+    "#1f77b4",
+    "#ff7f0e",
+    "#2ca02c",
+    "#d62728",
+    "#9467bd",
+    "#8c564b",
+    "#e377c2",
+    "#7f7f7f",
+    "#bcbd22",
+    "#17becf",
+)
+COMPONENT_COLORS = {"gpu": "#2f6db5", "cpu": "#e08a2c", "dram": "#4f9d5d", "other": "#9a9a9a"}
+MAX_TRACE_PANELS = 12
+MAX_TRACE_POINTS = 2000
+
+
+@dataclass(frozen=True)
+class FigureFile:
+    """One saved figure: ``png`` and ``svg`` paths, its ``title`` and a ``caption`` (plain text)
+    that states hardware, intensity, PUE and provenance."""
+
+    name: str
+    png: Path
+    svg: Path
+    title: str
+    caption: str
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _t(text: object) -> str:
+    """Text safe for matplotlib: a '$' would otherwise start mathtext."""
+    return str(text).replace("$", r"\$")
+
+
+def _new_figure(width: float, height: float) -> Any:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=100, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _save(fig: Any, out_dir: Path, name: str, title: str, context: str) -> FigureFile:
+    """Title the figure (title + wrapped context line) and write ``name``.png and .svg."""
+    import matplotlib
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    wrapped = "\n".join(textwrap.wrap(context, width=int(fig.get_figwidth() * 11.5)))
+    fig.suptitle(f"{_t(title)}\n{_t(wrapped)}", fontsize=9.5)
+    png, svg = out_dir / f"{name}.png", out_dir / f"{name}.svg"
+    with matplotlib.rc_context({"svg.hashsalt": "wattlab", "svg.fonttype": "path"}):
+        fig.savefig(png, format="png", dpi=PNG_DPI, metadata={"Software": None})
+        fig.savefig(svg, format="svg", metadata={"Date": None, "Creator": None})
+    return FigureFile(name=name, png=png, svg=svg, title=title, caption=f"{title}. {context}")
+
+
+def energy_unit(max_j: float) -> tuple[float, str]:
+    """A divisor and unit name so that ``max_j`` prints with few digits (J, kJ, MJ, GJ)."""
+    if not max_j or math.isnan(max_j) or max_j < 1e4:
+        return 1.0, "J"
+    if max_j < 1e7:
+        return 1e3, "kJ"
+    if max_j < 1e10:
+        return 1e6, "MJ"
+    return 1e9, "GJ"
+
+
+def co2e_unit(max_kg: float) -> tuple[float, str]:
+    """A divisor and unit for CO2e: g below 1 kg, kg, then t."""
+    if not max_kg or math.isnan(max_kg) or max_kg < 1:
+        return 1e-3, "g"
+    if max_kg < 1e3:
+        return 1.0, "kg"
+    return 1e3, "t"
+
+
+def _distinct(values: Sequence[object]) -> list[str]:
+    out: list[str] = []
+    for v in values:
+        if v is None or (not isinstance(v, str) and pd.isna(v)):
+            continue
+        text = str(v).strip()
+        if text and text not in out:
+            out.append(text)
+    return out
+
+
+def figure_context(runs: pd.DataFrame) -> str:
+    """The sentence every figure carries: hardware, intensity (range), PUE and provenance."""
+    ok = ok_runs(runs)
+    gpus = _distinct(list(ok["gpu_name"])) if "gpu_name" in ok else []
+    cpus = _distinct(list(ok["cpu_model"])) if "cpu_model" in ok else []
+    hw = []
+    if gpus:
+        counts = (
+            sorted({int(g) for g in numeric(ok["gpus"]) if not math.isnan(g)})
+            if ("gpus" in ok and "device" in ok and (ok["device"].astype("object") == "cuda").any())
+            else []
+        )
+        count = f"{'/'.join(str(c) for c in counts)}x " if counts else ""
+        hw.append(f"GPU {count}{', '.join(gpus)}")
+    hw.append(f"CPU {', '.join(cpus)}" if cpus else "CPU unknown")
+    intensities = _distinct(
+        [f"{x:g}" for x in numeric(ok["intensity_kg_per_kwh"])]
+        if "intensity_kg_per_kwh" in ok
+        else []
+    )
+    intensities = [x for x in intensities if x != "nan"]
+    rng = intensity_range(runs)
+    carbon = f"intensity {', '.join(intensities) or 'unknown'} kgCO2e/kWh"
+    if rng:
+        carbon += f" (range {rng[0]:.3g}-{rng[1]:.3g})"
+    pues = [
+        x
+        for x in _distinct([f"{x:g}" for x in numeric(ok["pue"])] if "pue" in ok else [])
+        if x != "nan"
+    ]
+    carbon += f", PUE {', '.join(pues) or 'unknown'}"
+    prov = weakest_provenance(list(ok["provenance"]) if "provenance" in ok else [])
+    return f"{'; '.join(hw)}; {carbon}; energy provenance: {prov}."
+
+
+def _labels(summary: pd.DataFrame) -> list[str]:
+    return [_t(x) for x in summary["label"]]
+
+
+# --------------------------------------------------------------------------- run figures
+
+
+def plot_energy_time(
+    summary: pd.DataFrame,
+    out_dir: Path,
+    context: str,
+    pareto: Sequence[object] = (),
+    region: Sequence[object] = (),
+) -> FigureFile:
+    """(a) Median energy vs median time per configuration, 95 % CI error bars, the Pareto
+    front joined and highlighted, the operating region ringed, the baseline marked."""
+    fig = _new_figure(8.0, 5.6)
+    ax = fig.add_subplot()
+    t = numeric(summary["duration_s"])
+    e = numeric(summary["energy_total_j"])
+    div, unit = energy_unit(float(np.nanmax(e)) if np.isfinite(e).any() else math.nan)
+
+    def err(col: str, centre: np.ndarray, scale: float) -> np.ndarray:
+        lo = numeric(summary[f"{col}_ci_low"]) / scale
+        hi = numeric(summary[f"{col}_ci_high"]) / scale
+        c = centre / scale
+        low, high = np.nan_to_num(c - lo), np.nan_to_num(hi - c)
+        return np.vstack([np.clip(low, 0, None), np.clip(high, 0, None)])
+
+    ax.errorbar(
+        t,
+        e / div,
+        xerr=err("duration_s", t, 1.0),
+        yerr=err("energy_total_j", e, div),
+        fmt="o",
+        color="#4a4a4a",
+        ecolor="#9a9a9a",
+        capsize=3,
+        ms=6,
+        zorder=2,
+        label="configuration (median, 95 % CI)",
+    )
+    front = [i for i in pareto if i in summary.index]
+    if front:
+        pos = [summary.index.get_loc(i) for i in front]
+        ax.plot(t[pos], e[pos] / div, "-", color="#d62728", lw=1.5, zorder=1)
+        ax.scatter(t[pos], e[pos] / div, s=90, color="#d62728", zorder=3, label="Pareto front")
+    ring = [summary.index.get_loc(i) for i in region if i in summary.index]
+    if ring:
+        ax.scatter(
+            t[ring],
+            e[ring] / div,
+            s=260,
+            facecolors="none",
+            edgecolors="#2ca02c",
+            linewidths=2,
+            zorder=4,
+            label="operating region",
+        )
+    if "is_baseline" in summary:
+        b = np.flatnonzero(summary["is_baseline"].to_numpy(dtype=bool))
+        if b.size:
+            ax.scatter(
+                t[b],
+                e[b] / div,
+                marker="s",
+                s=110,
+                facecolors="none",
+                edgecolors="#1f77b4",
+                linewidths=2,
+                zorder=4,
+                label="baseline",
+            )
+    for x, y, label in zip(t, e / div, _labels(summary), strict=True):
+        if np.isfinite(x) and np.isfinite(y):
+            ax.annotate(label, (x, y), xytext=(5, 5), textcoords="offset points", fontsize=7)
+    ax.set_xlabel("training time of the budget (s, median)")
+    ax.set_ylabel(f"energy, all components ({unit}, median)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8, loc="best")
+    return _save(fig, out_dir, "energy_vs_time", "Energy vs time per configuration", context)
+
+
+def component_provenance(runs: pd.DataFrame, config_hash: str) -> dict[str, str]:
+    """Weakest provenance per component kind (gpu, cpu, dram, other) from components_json;
+    an estimated RAM component counts as dram (it fills energy_dram_j where no counter is);
+    components kept out of the total (``in_total`` false, e.g. psys) are ignored."""
+    ok = ok_runs(runs)
+    if "components_json" not in ok:
+        return {}
+    found: dict[str, list[object]] = {}
+    for cell in ok.loc[ok["config_hash"].astype("object") == config_hash, "components_json"]:
+        for comp, info in (parse_json_cell(cell) or {}).items():
+            if isinstance(info, dict) and info.get("in_total") is False:
+                continue
+            kind = str(comp).split(":", 1)[0]
+            kind = {"ram": "dram"}.get(kind, kind)
+            kind = kind if kind in ("gpu", "cpu", "dram") else "other"
+            found.setdefault(kind, []).append(
+                info.get("provenance") if isinstance(info, dict) else None
+            )
+    return {k: weakest_provenance(v) for k, v in found.items()}
+
+
+def component_medians(summary: pd.DataFrame) -> pd.DataFrame:
+    """Median energy per component (J): gpu, cpu, dram and other = total minus the three
+    (clipped at 0), so each stack adds up to the total."""
+    gpu = np.nan_to_num(numeric(summary["energy_gpu_j"]))
+    cpu = np.nan_to_num(numeric(summary["energy_cpu_j"]))
+    dram = np.nan_to_num(numeric(summary["energy_dram_j"]))
+    total = np.nan_to_num(numeric(summary["energy_total_j"]))
+    other = total - gpu - cpu - dram
+    other = np.where(other > 1e-9 * np.abs(total), other, 0.0)  # rounding noise is not energy
+    return pd.DataFrame({"gpu": gpu, "cpu": cpu, "dram": dram, "other": other}, index=summary.index)
+
+
+def plot_energy_components(
+    summary: pd.DataFrame, runs: pd.DataFrame, out_dir: Path, context: str
+) -> FigureFile:
+    """(b) Median energy per component, stacked per configuration (gpu/cpu/dram/other);
+    a component that is estimated in any run is hatched and says so in the legend."""
+    parts = component_medians(summary)
+    n = len(summary)
+    fig = _new_figure(8.0, 1.6 + 0.42 * n)
+    ax = fig.add_subplot()
+    div, unit = energy_unit(float(parts.sum(axis=1).max()))
+    provs: dict[str, list[str]] = {}
+    for h in summary.index:
+        for kind, prov in component_provenance(runs, str(h)).items():
+            provs.setdefault(kind, []).append(prov)
+    left = np.zeros(n)
+    y = np.arange(n)
+    for kind in ("gpu", "cpu", "dram", "other"):
+        values = parts[kind].to_numpy() / div
+        if not values.any():
+            continue
+        prov = weakest_provenance(provs[kind]) if kind in provs else None
+        hatch = "//" if prov in ("estimated", "unknown") else None
+        name = kind if prov in (None, "measured") else f"{kind} ({prov})"
+        ax.barh(
+            y,
+            values,
+            left=left,
+            color=COMPONENT_COLORS[kind],
+            hatch=hatch,
+            edgecolor="white",
+            label=name,
+        )
+        left += values
+    ax.set_yticks(y, _labels(summary), fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"energy of the budget ({unit}, median per component)")
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    return _save(fig, out_dir, "energy_components", "Energy per component", context)
+
+
+def plot_co2e(summary: pd.DataFrame, out_dir: Path, context: str) -> FigureFile:
+    """(c) Median CO2e per configuration with the low/high intensity sensitivity band."""
+    n = len(summary)
+    fig = _new_figure(8.0, 1.6 + 0.42 * n)
+    ax = fig.add_subplot()
+    value = numeric(summary["co2e_kg"])
+    low = numeric(summary["co2e_low_kg"]) if "co2e_low_kg" in summary else np.full(n, np.nan)
+    high = numeric(summary["co2e_high_kg"]) if "co2e_high_kg" in summary else np.full(n, np.nan)
+    top = np.nanmax(np.concatenate([value, high])) if np.isfinite(value).any() else math.nan
+    div, unit = co2e_unit(float(top))
+    y = np.arange(n)
+    ax.barh(y, np.nan_to_num(value / div), color="#6a9f58", label="CO2e at the chosen intensity")
+    has_band = np.isfinite(low) & np.isfinite(high)
+    if has_band.any():
+        xerr = np.vstack(
+            [
+                np.clip(np.nan_to_num((value - low) / div), 0, None),
+                np.clip(np.nan_to_num((high - value) / div), 0, None),
+            ]
+        )
+        ax.errorbar(
+            np.nan_to_num(value / div),
+            y,
+            xerr=xerr,
+            fmt="none",
+            ecolor="#333333",
+            capsize=4,
+            label="low-high intensity range",
+        )
+    ax.set_yticks(y, _labels(summary), fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel(f"CO2e of the budget ({unit}, median)")
+    ax.grid(True, axis="x", alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    return _save(fig, out_dir, "co2e", "CO2e per configuration", context)
+
+
+def representative_runs(runs: pd.DataFrame, summary: pd.DataFrame, trace: pd.DataFrame) -> dict:
+    """One run id per configuration (the ok run with a trace whose energy is closest to the
+    configuration's median), ``{config_hash: run_id}``; configurations without a trace are
+    left out."""
+    ok = ok_runs(runs)
+    if trace is None or trace.empty or "id" not in ok:
+        return {}
+    traced = set(pd.to_numeric(trace["run_id"], errors="coerce").dropna().astype(int))
+    out: dict = {}
+    for h, row in summary.iterrows():
+        mine = ok[(ok["config_hash"].astype("object") == h)]
+        mine = mine[pd.to_numeric(mine["id"], errors="coerce").isin(traced)]
+        if mine.empty:
+            continue
+        distance = np.abs(numeric(mine["energy_total_j"]) - as_float(row["energy_total_j"], 0.0))
+        out[h] = int(mine["id"].iloc[int(np.nanargmin(np.nan_to_num(distance, nan=np.inf)))])
+    return out
+
+
+def plot_power_traces(
+    runs: pd.DataFrame, trace: pd.DataFrame, summary: pd.DataFrame, out_dir: Path, context: str
+) -> FigureFile | None:
+    """(d) Power over time per component for one representative run per configuration (up to
+    12 panels). None when no run has a trace."""
+    chosen = representative_runs(runs, summary, trace)
+    if not chosen:
+        return None
+    items = list(chosen.items())[:MAX_TRACE_PANELS]
+    ncols = min(3, len(items))
+    nrows = math.ceil(len(items) / ncols)
+    fig = _new_figure(4.6 * ncols, 1.2 + 2.6 * nrows)
+    axes = fig.subplots(nrows, ncols, sharey=True, squeeze=False)
+    run_ids = pd.to_numeric(trace["run_id"], errors="coerce")
+    kinds: dict[str, str] = {}
+    for k, (h, run_id) in enumerate(items):
+        ax = axes[k // ncols][k % ncols]
+        rows = trace[run_ids == run_id]
+        for comp, part in rows.groupby(rows["component"].astype("object"), sort=True):
+            part = part.sort_values("t_s")
+            step = max(1, len(part) // MAX_TRACE_POINTS)
+            part = part.iloc[::step]
+            color = kinds.setdefault(str(comp), _COLORS[len(kinds) % len(_COLORS)])
+            ax.plot(
+                numeric(part["t_s"]), numeric(part["power_w"]), lw=0.9, color=color, label=_t(comp)
+            )
+        ax.set_title(f"{_t(summary.loc[h, 'label'])} (run {run_id})", fontsize=8)
+        ax.grid(True, alpha=0.3)
+        ax.tick_params(labelsize=7)
+        if k % ncols == 0:
+            ax.set_ylabel("power (W)", fontsize=8)
+        if k // ncols == nrows - 1:
+            ax.set_xlabel("time since run start (s)", fontsize=8)
+        ax.legend(fontsize=6, loc="lower right")
+    for k in range(len(items), nrows * ncols):
+        axes[k // ncols][k % ncols].set_visible(False)
+    note = "" if len(chosen) <= MAX_TRACE_PANELS else f" (first {MAX_TRACE_PANELS})"
+    return _save(
+        fig, out_dir, "power_traces", f"Power traces, one run per configuration{note}", context
+    )
+
+
+def plot_codecarbon_parity(runs: pd.DataFrame, out_dir: Path, context: str) -> FigureFile | None:
+    """(e) CodeCarbon's energy against the direct measurement per run, with the y = x line and
+    +-5 % lines. None when no run has CodeCarbon figures."""
+    cc = codecarbon_errors(runs)
+    if not cc["measured"]:
+        return None
+    points = cc["runs"]
+    direct = np.array([p["energy_total_j"] for p in points])
+    theirs = np.array([p["codecarbon_energy_j"] for p in points])
+    top = float(max(direct.max(), theirs.max()))
+    div, unit = energy_unit(top)
+    fig = _new_figure(6.4, 6.0)
+    ax = fig.add_subplot()
+    labels = list(dict.fromkeys(p["label"] for p in points))
+    for i, label in enumerate(labels):
+        use = np.array([p["label"] == label for p in points])
+        ax.scatter(
+            direct[use] / div,
+            theirs[use] / div,
+            s=28,
+            color=_COLORS[i % len(_COLORS)],
+            label=_t(label),
+        )
+    bottom = float(min(direct.min(), theirs.min()))
+    pad = 0.05 * max(top - bottom, 0.05 * top)
+    lim = np.array([max(0.0, bottom - pad), top + pad]) / div
+    ax.plot(lim, lim, "-", color="#333333", lw=1, label="y = x")
+    ax.plot(lim, lim * 1.05, ":", color="#777777", lw=1, label="+-5 %")
+    ax.plot(lim, lim * 0.95, ":", color="#777777", lw=1)
+    ax.set_xlim(lim)
+    ax.set_ylim(lim)
+    ax.set_aspect("equal")
+    ax.set_xlabel(f"direct measurement ({unit})")
+    ax.set_ylabel(f"CodeCarbon ({unit})")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="upper left")
+    title = (
+        f"CodeCarbon vs direct energy per run (median error {cc['median']:+.2%}, "
+        f"median |error| {cc['median_abs']:.2%}, n = {cc['n']})"
+    )
+    return _save(fig, out_dir, "codecarbon_parity", title, context)
+
+
+def plot_run_figures(
+    runs: pd.DataFrame,
+    trace: pd.DataFrame | None,
+    summary: pd.DataFrame,
+    out_dir: Path,
+    *,
+    pareto: Sequence[object] = (),
+    region: Sequence[object] = (),
+) -> list[FigureFile]:
+    """All figures of a run report, in report order; the trace and CodeCarbon figures are
+    skipped when there is nothing to draw."""
+    context = figure_context(runs)
+    figures = [
+        plot_energy_time(summary, out_dir, context, pareto, region),
+        plot_energy_components(summary, runs, out_dir, context),
+        plot_co2e(summary, out_dir, context),
+        plot_power_traces(
+            runs, trace if trace is not None else pd.DataFrame(), summary, out_dir, context
+        ),
+        plot_codecarbon_parity(runs, out_dir, context),
+    ]
+    return [f for f in figures if f is not None]
+
+
+# --------------------------------------------------------------------------- profiles
+
+
+def profile_context(analysis: dict[str, Any]) -> str:
+    """The context line of an imported profile's figures."""
+    gpu = analysis.get("gpu_name") or "unknown GPU"
+    n = analysis.get("gpus") or 1
+    model = analysis.get("model")
+    source = Path(str(analysis.get("source") or "profile")).name
+    return (
+        f"GPU {n}x {gpu}{f', model {model}' if model else ''}; imported from {source}; "
+        "intensity and PUE: not applied (the profile holds energy only, no CO2e); "
+        f"energy provenance: {analysis.get('provenance') or 'unknown'} (GPU energy only)."
+    )
+
+
+def plot_profile(
+    profile: pd.DataFrame, analysis: dict[str, Any], out_dir: Path, name: str = "profile"
+) -> FigureFile:
+    """Energy and time against the power limit for an imported profile: the operating region
+    shaded, the baseline marked, the Pareto limits highlighted."""
+    limits = analysis["limits"]
+    w = np.array([x["power_limit_w"] for x in limits])
+    e = np.array([x["energy_j"] for x in limits])
+    t = np.array([x["time_s"] for x in limits])
+    div, unit = energy_unit(float(e.max()))
+    fig = _new_figure(7.6, 6.4)
+    ax_e, ax_t = fig.subplots(2, 1, sharex=True)
+    steps = np.diff(np.sort(np.unique(w)))
+    half = float(steps.min()) / 2 if steps.size else 5.0
+    for ax in (ax_e, ax_t):
+        for k, x in enumerate(x for x in limits if x["operating_region"]):
+            ax.axvspan(
+                x["power_limit_w"] - half,
+                x["power_limit_w"] + half,
+                color="#2ca02c",
+                alpha=0.15,
+                lw=0,
+                label="operating region" if k == 0 else None,
+            )
+        ax.axvline(
+            analysis["baseline_w"],
+            color="#1f77b4",
+            ls="--",
+            lw=1,
+            label=f"baseline {analysis['baseline_w']:g} W",
+        )
+        ax.grid(True, alpha=0.3)
+    front = np.array([x["pareto"] for x in limits])
+    ax_e.plot(w, e / div, "o-", color="#4a4a4a", ms=5, label="energy (sum over GPUs)")
+    ax_e.scatter(w[front], e[front] / div, s=70, color="#d62728", zorder=3, label="Pareto front")
+    ax_e.set_ylabel(f"energy ({unit})")
+    ax_e.legend(fontsize=7, loc="best")
+    ax_t.plot(w, t, "o-", color="#4a4a4a", ms=5, label="time")
+    ax_t.scatter(w[front], t[front], s=70, color="#d62728", zorder=3)
+    ax_t.set_ylabel("time of the window (s)")
+    ax_t.set_xlabel("GPU power limit (W per GPU)")
+    crit = analysis["criteria"]
+    title = (
+        f"Energy and time vs power limit (region: >= {crit['min_saving']:.1%} energy saved, "
+        f"<= {crit['max_penalty']:.1%} more time)"
+    )
+    return _save(fig, out_dir, name, title, profile_context(analysis))
