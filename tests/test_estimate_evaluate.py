@@ -1,0 +1,378 @@
+"""Every method against synthetic measured runs, the evaluation outputs, the reference CSV and
+``estimate_all`` (what ``wattlab estimate`` prints)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from wattlab.errors import ConfigError, DataError
+from wattlab.estimate import evaluate as evaluate_module
+from wattlab.estimate.evaluate import (
+    EVALUATED_METHODS,
+    estimate_all,
+    evaluate_methods,
+    format_estimates,
+    write_evaluation,
+)
+from wattlab.estimate.features import ModelCost
+from wattlab.estimate.reference import (
+    default_reference_path,
+    load_default_reference,
+    load_reference_csv,
+    read_reference_header,
+    write_reference_csv,
+)
+
+GFLOPS = {"s": 0.1, "m": 0.6, "l": 1.1, "xl": 4.1}
+EFFICIENCY = {"fp32": 0.4, "amp-bf16": 0.08}
+PEAK = {"fp32": 67e12, "amp-bf16": 989.5e12}
+
+
+def law(gflops: float, gpus: int, precision: str) -> tuple[float, float]:
+    """Energy (J) and time (s) per sample of the synthetic H200 runs."""
+    time_per_sample = 3 * gflops * 1e9 / (gpus * PEAK[precision] * EFFICIENCY[precision])
+    return time_per_sample * gpus * 300.0 * gflops**0.1, time_per_sample
+
+
+def synthetic(epochs: int = 6, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Runs of 8 configurations x 2 repetitions; epoch 1 is a warm-up (+30 % energy)."""
+    rng = np.random.default_rng(seed)
+    runs, windows = [], []
+    for model in ("s", "m", "l", "xl"):
+        for gpus, precision in ((1, "fp32"), (2, "amp-bf16")):
+            for rep in range(2):
+                run_id = len(runs) + 1
+                e_ps, t_ps = law(GFLOPS[model], gpus, precision)
+                per_epoch = 50_000
+                scale = rng.normal(1.0, 0.01)
+                energies = [
+                    e_ps * per_epoch * scale * (1.3 if i == 0 else 1.0) for i in range(epochs)
+                ]
+                durations = [
+                    t_ps * per_epoch * scale * (1.2 if i == 0 else 1.0) for i in range(epochs)
+                ]
+                for epoch, (e, d) in enumerate(zip(energies, durations, strict=True), start=1):
+                    windows.append(
+                        {
+                            "run_id": run_id,
+                            "name": "epoch",
+                            "epoch": epoch,
+                            "duration_s": d,
+                            "energy_total_j": e,
+                            "mean_power_w": e / d,
+                            "samples": per_epoch,
+                        }
+                    )
+                windows.append(
+                    {
+                        "run_id": run_id,
+                        "name": "budget",
+                        "epoch": None,
+                        "duration_s": sum(durations),
+                        "energy_total_j": sum(energies),
+                        "mean_power_w": None,
+                        "samples": None,
+                    }
+                )
+                runs.append(
+                    {
+                        "id": run_id,
+                        "status": "ok",
+                        "config_hash": f"{model}-{gpus}-{precision}",
+                        "repetition": rep,
+                        "label": f"{model} {gpus}xGPU {precision}",
+                        "model": model,
+                        "stem": "cifar",
+                        "precision": precision,
+                        "device": "cuda",
+                        "gpus": gpus,
+                        "batch_size": 250,
+                        "epochs": float(epochs),
+                        "samples": epochs * per_epoch,
+                        "power_limit_w": 700.0,
+                        "gpu_name": "NVIDIA H200",
+                        "gpu_tdp_w": 700.0,
+                        "ram_gb": 256.0,
+                        "train_size": per_epoch,
+                        "image_size": 32,
+                        "duration_s": sum(durations),
+                        "energy_total_j": sum(energies),
+                        "gpu_utilization_percent": 90.0,
+                        "model_gflops_per_sample": GFLOPS[model],
+                        "params": 1e6,
+                        "provenance": "measured",
+                    }
+                )
+    return pd.DataFrame(runs), pd.DataFrame(windows)
+
+
+@pytest.fixture(scope="module")
+def evaluation():
+    runs, windows = synthetic()
+    # a short run, a CPU run, a failed run and a run whose power never settles
+    extra = runs.iloc[[0, 0, 0, 0]].copy()
+    extra["id"] = [101, 102, 103, 104]
+    extra["config_hash"] = ["short", "cpu", "failed", "ramp"]
+    extra.loc[extra["id"] == 101, "epochs"] = 2.0
+    extra.loc[extra["id"] == 102, ["device", "gpu_name", "gpu_tdp_w"]] = ["cpu", None, None]
+    extra.loc[extra["id"] == 103, "status"] = "failed"
+    ramp = pd.DataFrame(
+        {
+            "run_id": 104,
+            "name": "epoch",
+            "epoch": range(1, 7),
+            "duration_s": 10.0,
+            "energy_total_j": [1000 * 1.1**i for i in range(6)],
+        }
+    )
+    short = windows[(windows["run_id"] == 1) & (windows["epoch"] <= 2)].assign(run_id=101)
+    runs = pd.concat([runs, extra], ignore_index=True)
+    windows = pd.concat([windows, ramp, short], ignore_index=True)
+    result = evaluate_methods(runs, windows, pre_search_iter=1)
+    return runs, windows, result
+
+
+def test_every_method_is_scored_on_the_runs_it_can_handle(evaluation) -> None:
+    runs, _, result = evaluation
+    ok_runs = 16 + 3  # the failed run is not a measurement
+    assert result.settings["runs"] == ok_runs
+    metrics = result.metrics
+    assert set(metrics) == set(EVALUATED_METHODS)
+    assert metrics["ml-co2-impact"]["n"] == ok_runs - 1  # not the CPU run
+    assert metrics["step"]["n"] == 16  # not the short, CPU-less-windows or ramping runs
+    # synthetic epochs after the warm-up are exact: STEP recovers the totals
+    assert metrics["step"]["mape_percent"] < 0.01
+    assert metrics["step-power"]["mape_percent"] < 0.01
+    # TDP x duration overestimates runs that draw far less than TDP
+    assert metrics["ml-co2-impact"]["bias_percent"] > 50
+    assert metrics["pre"]["n"] >= 16
+    for m in metrics.values():
+        if m["n"]:
+            assert m["rmse_j"] >= 0 and m["mdape_percent"] <= m["mape_percent"] * 3
+
+
+def test_baseline_predictions_follow_their_formulas(evaluation) -> None:
+    runs, _, result = evaluation
+    run = runs[runs["id"] == 3].iloc[0]
+    rows = result.predictions[result.predictions["run_id"] == 3].set_index("method")
+    assert rows.loc["ml-co2-impact", "predicted_j"] == pytest.approx(700 * 2 * run["duration_s"])
+    expected_ga = (700 * 2 * 0.9 + 256 * 0.3725) * run["duration_s"]
+    assert rows.loc["green-algorithms", "predicted_j"] == pytest.approx(expected_ga)
+    assert rows.loc["ml-co2-impact", "measured_j"] == run["energy_total_j"]
+
+
+def test_exclusions_carry_their_reasons(evaluation) -> None:
+    _, _, result = evaluation
+    excluded = result.excluded
+    reasons = dict(
+        zip(
+            zip(excluded["run_id"], excluded["method"], strict=True),
+            excluded["reason"],
+            strict=True,
+        )
+    )
+    assert "more than its 2-epoch window" in reasons[(101, "step")]
+    assert "not stable" in reasons[(104, "step")]
+    assert "CPU run" in reasons[(102, "ml-co2-impact")]
+    assert 103 not in set(excluded["run_id"])  # failed runs are not evaluated at all
+    assert all(r.endswith(".") for r in excluded["reason"])
+
+
+def test_pre_never_sees_the_configuration_it_predicts() -> None:
+    runs, windows = synthetic()
+    cheat = runs["config_hash"] == "l-2-amp-bf16"
+    runs.loc[cheat, "energy_total_j"] *= 3.0  # only this configuration breaks the law
+    result = evaluate_methods(runs, windows, pre_search_iter=1, pre_families=("ridge",))
+    rows = result.predictions[
+        (result.predictions["method"] == "pre")
+        & result.predictions["run_id"].isin(runs.loc[cheat, "id"])
+    ]
+    lawful = law(1.1, 2, "amp-bf16")[0] * runs.loc[cheat, "samples"].iloc[0]
+    assert len(rows) == 2
+    for predicted in rows["predicted_j"]:
+        assert predicted == pytest.approx(lawful, rel=0.25)  # not pulled toward 3x
+
+
+def test_outputs_markdown_json_and_plots(evaluation, tmp_path: Path) -> None:
+    _, _, result = evaluation
+    paths = write_evaluation(result, tmp_path / "out")
+    markdown = paths["markdown"].read_text()
+    assert "| STEP | 16 |" in markdown and "| ML CO2 Impact |" in markdown
+    assert "more than its 2-epoch window" in markdown
+    assert paths["png"].read_bytes()[:4] == b"\x89PNG"
+    assert "<svg" in paths["svg"].read_text()
+    data = json.loads(paths["json"].read_text())
+    assert list(data["methods"]) == list(EVALUATED_METHODS)
+    assert data["methods"]["step"]["n"] == 16
+    assert data["methods"]["step"]["predictions"][0]["measured_j"] > 0
+    assert json.loads(result.to_json()) == data
+
+
+def test_evaluation_needs_measured_runs() -> None:
+    runs, windows = synthetic()
+    runs["status"] = "failed"
+    with pytest.raises(DataError, match="no ok runs"):
+        evaluate_methods(runs, windows)
+
+
+# ---------------------------------------------------------------------------------------------
+# reference CSV
+
+
+def test_reference_csv_round_trip(tmp_path: Path) -> None:
+    runs, windows = synthetic(epochs=4)
+    path = write_reference_csv(
+        runs,
+        windows,
+        tmp_path / "ref.csv",
+        ["measured on 1x H200 by a test", "# already a comment"],
+    )
+    text = path.read_text()
+    assert text.startswith("# measured on 1x H200 by a test\n# already a comment\n")
+    assert read_reference_header(path) == ["measured on 1x H200 by a test", "already a comment"]
+    loaded_runs, loaded_windows = load_reference_csv(path)
+    assert list(loaded_runs["id"]) == list(runs["id"])
+    assert loaded_runs["energy_total_j"].to_numpy() == pytest.approx(runs["energy_total_j"])
+    assert loaded_runs.loc[0, "gpu_name"] == "NVIDIA H200"
+    epochs = windows[windows["name"] == "epoch"].reset_index(drop=True)
+    assert len(loaded_windows) == len(epochs)
+    assert loaded_windows["energy_total_j"].to_numpy() == pytest.approx(epochs["energy_total_j"])
+    assert list(loaded_windows["epoch"]) == list(epochs["epoch"])
+    # the loaded data feeds the evaluation directly
+    result = evaluate_methods(
+        loaded_runs, loaded_windows, pre_search_iter=1, pre_families=("ridge",)
+    )
+    assert result.metrics["step"]["n"] == 16
+
+
+@pytest.mark.parametrize(
+    ("edit", "match"),
+    [
+        (lambda t: t.replace("epoch_duration_s", "epoch_seconds"), "lacks the columns"),
+        (lambda t: t.replace("NVIDIA H200,700", "NVIDIA H200,lots", 1), "must be numeric"),
+        (lambda t: "# only the header comments\n", "no header row"),
+        (lambda t: t + "1,ok\n", "run_id must be present and unique"),
+    ],
+)
+def test_malformed_reference_csv_is_a_data_error(tmp_path: Path, edit, match) -> None:
+    runs, windows = synthetic(epochs=3)
+    path = write_reference_csv(runs, windows, tmp_path / "ref.csv", ["test"])
+    path.write_text(edit(path.read_text()))
+    with pytest.raises(DataError, match=match):
+        load_reference_csv(path)
+
+
+def test_reference_epoch_lists_are_checked(tmp_path: Path) -> None:
+    header = "run_id,status,model,precision,gpus,batch_size,epochs,samples,gpu_name,duration_s,"
+    header += "energy_total_j,epoch_energy_j,epoch_duration_s\n"
+    row = "1,ok,resnet18,fp32,1,256,2,100000,NVIDIA H200,20,2000,{e},{d}\n"
+    cases = [
+        ("1000 1000", "10", "has 2 values"),
+        ("1000 abc", "10 10", "space-separated"),
+        ("1000 -5", "10 10", "positive"),
+    ]
+    for energies, durations, match in cases:
+        path = tmp_path / "bad.csv"
+        path.write_text(header + row.format(e=energies, d=durations))
+        with pytest.raises(DataError, match=match):
+            load_reference_csv(path)
+    with pytest.raises(DataError, match="does not exist"):
+        load_reference_csv(tmp_path / "missing.csv")
+
+
+def test_default_reference_path_points_into_the_package() -> None:
+    path = default_reference_path()
+    assert path.parts[-3:] == ("wattlab", "data", "h200-reference.csv")
+    if not path.exists():
+        with pytest.raises(DataError, match="does not exist yet"):
+            load_default_reference()
+
+
+# ---------------------------------------------------------------------------------------------
+# estimate_all
+
+
+@pytest.fixture
+def fake_cost(monkeypatch: pytest.MonkeyPatch) -> None:
+    def cost(model, *, stem="cifar", image_size=32, num_classes=10):
+        if model not in GFLOPS:
+            raise ConfigError(f"unknown model {model!r}; allowed: s, m, l, xl.")
+        return ModelCost(forward_flops_per_sample=GFLOPS[model] * 1e9, params=1_000_000)
+
+    monkeypatch.setattr(evaluate_module, "model_cost", cost)
+
+
+def test_estimate_all_lists_every_method_side_by_side(fake_cost) -> None:
+    runs, _ = synthetic()
+    estimates = estimate_all(
+        model="l",
+        gpus=2,
+        precision="amp-bf16",
+        epochs=6,
+        gpu_name="NVIDIA H200",
+        batch_size=250,
+        runs_df=runs,
+    )
+    methods = [e.method for e in estimates]
+    assert methods == ["ml-co2-impact", "green-algorithms", "flops", "step", "pre"]
+    by = {e.method: e for e in estimates}
+    assert not by["step"].ok and "during training" in by["step"].error
+    pre = by["pre"]
+    e_ps, t_ps = law(1.1, 2, "amp-bf16")
+    assert pre.energy_j == pytest.approx(e_ps * 6 * 50_000, rel=0.1)
+    assert pre.energy_low_j <= pre.energy_j <= pre.energy_high_j
+    # without --duration-s the duration baselines use PRE's duration, and say so
+    assert by["ml-co2-impact"].duration_s == pytest.approx(pre.duration_s)
+    assert "duration predicted by PRE" in by["ml-co2-impact"].notes
+    assert by["ml-co2-impact"].energy_j == pytest.approx(700 * 2 * pre.duration_s)
+    low, high = pre.co2e_range_kg()
+    assert low < pre.co2e.value_kg < high
+    table = format_estimates(estimates)
+    assert "cannot apply: STEP projects" in table and "PRE" in table
+
+
+def test_estimate_all_without_runs_or_with_an_unlisted_gpu(fake_cost) -> None:
+    estimates = estimate_all(
+        model="m",
+        gpus=1,
+        precision="fp32",
+        epochs=3,
+        gpu_name="B200",
+        gpu_tdp_w=1000,
+        duration_s=600,
+    )
+    by = {e.method: e for e in estimates}
+    assert by["ml-co2-impact"].energy_j == pytest.approx(1000 * 600)
+    assert "duration given" in by["ml-co2-impact"].notes
+    assert not by["flops"].ok and "'B200' is not in it" in by["flops"].error
+    assert not by["pre"].ok and "B200" in by["pre"].error
+
+    few = synthetic()[0].head(6)  # 3 configurations
+    estimates = estimate_all(
+        model="m", gpus=1, precision="fp32", epochs=3, gpu_name="H200", runs_df=few
+    )
+    pre = estimates[-1]
+    assert not pre.ok and "at least 4" in pre.error and "there are 3" in pre.error
+    assert estimates[0].ok and "FLOPs estimate" in estimates[0].notes  # duration from FLOPs
+
+
+@pytest.mark.parametrize(
+    ("bad", "match"),
+    [
+        ({"epochs": -2}, "epochs must be a positive"),
+        ({"gpu_name": "B200"}, "close matches.*--gpu-tdp"),
+        ({"model": "resnet9000"}, "unknown model"),
+        ({"precision": "fp64"}, "precision"),
+        ({"gpu_name": None}, "--gpu-name"),
+    ],
+)
+def test_estimate_all_rejects_bad_input(fake_cost, bad, match) -> None:
+    config = {"model": "m", "gpus": 1, "precision": "fp32", "epochs": 3, "gpu_name": "H200"}
+    config.update(bad)
+    with pytest.raises(ConfigError, match=match):
+        estimate_all(**config)

@@ -1,0 +1,50 @@
+"""Energy estimation: the usual baselines (ML CO2 Impact, Green Algorithms, FLOPs) and the
+second reference paper's methods, STEP (project from stable epochs) and PRE (regression on
+earlier runs), plus their evaluation against measured runs.
+
+Names are loaded on first use (PEP 562), so ``import wattlab.estimate`` imports no pandas,
+scikit-learn or torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "GpuSpec": "specs",
+    "lookup_gpu": "specs",
+    "peak_flops": "specs",
+    "Estimate": "baselines",
+    "ml_co2_impact": "baselines",
+    "green_algorithms": "baselines",
+    "flops_based": "baselines",
+    "StepProjection": "step",
+    "StepProjector": "step",
+    "detect_stable_epoch": "step",
+    "step_project": "step",
+    "config_features": "features",
+    "model_cost": "features",
+    "run_features": "features",
+    "PreModel": "pre",
+    "PrePrediction": "pre",
+    "fit_pre": "pre",
+    "EvaluationResult": "evaluate",
+    "estimate_all": "evaluate",
+    "evaluate_methods": "evaluate",
+    "format_estimates": "evaluate",
+    "write_evaluation": "evaluate",
+    "default_reference_path": "reference",
+    "load_default_reference": "reference",
+    "load_reference_csv": "reference",
+    "write_reference_csv": "reference",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'wattlab.estimate' has no attribute {name!r}")
+    module = importlib.import_module(f"wattlab.estimate.{_EXPORTS[name]}")
+    return getattr(module, name)

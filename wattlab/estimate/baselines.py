@@ -1,0 +1,285 @@
+"""The estimates people use today, which the second reference paper shows miss badly.
+
+- ML CO2 Impact: E = TDP x duration x GPUs.
+- Green Algorithms: E = (TDP x GPUs x mean GPU utilisation + RAM_GB x 0.3725 W) x duration.
+- FLOPs-based: duration = 3 x forward FLOPs x samples / (GPUs x peak rate x utilisation),
+  E = duration x TDP x GPUs.
+
+TDP is the GPU's maximum (default) power limit, per GPU, as NVML reports it (runs record it as
+``gpu_tdp_w``); ``gpu_tdp_w`` overrides the spec table's value everywhere. Every function
+returns an ``Estimate``: a number with the assumptions that made it in ``notes``, or ``error``
+saying in one sentence why the method cannot apply. Bad values raise ConfigError.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+from wattlab.carbon import CarbonSettings, Co2e, co2e
+from wattlab.errors import ConfigError
+from wattlab.estimate.specs import GpuSpec, lookup_gpu, peak_flops
+
+RAM_W_PER_GB = 0.3725  # Green Algorithms' memory power, W per GB
+TRAINING_FLOPS_FACTOR = 3.0  # forward + backward (about 2x forward) per sample
+DEFAULT_FLOPS_UTILIZATION = 0.3  # assumed fraction of the dense peak rate actually achieved
+
+METHOD_LABELS = {
+    "ml-co2-impact": "ML CO2 Impact",
+    "green-algorithms": "Green Algorithms",
+    "flops": "FLOPs-based",
+    "step": "STEP",
+    "step-power": "STEP (power-based)",
+    "pre": "PRE",
+}
+
+
+@dataclass
+class Estimate:
+    """One method's estimate of a training budget. Units: J, s; co2e in kg.
+
+    Exactly one of ``energy_j`` / ``error`` is set. ``energy_low_j``/``energy_high_j`` give an
+    interval when the method has one (PRE, STEP). ``notes`` lists the assumptions made.
+    """
+
+    method: str
+    energy_j: float | None = None
+    duration_s: float | None = None
+    co2e: Co2e | None = None
+    error: str | None = None
+    notes: str = ""
+    energy_low_j: float | None = None
+    energy_high_j: float | None = None
+    provenance: str = "estimated"
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.energy_j is not None
+
+    @property
+    def label(self) -> str:
+        return METHOD_LABELS.get(self.method, self.method)
+
+    def co2e_range_kg(self) -> tuple[float, float] | None:
+        """Lowest and highest CO2e: the energy interval (if any) at the intensity range's ends."""
+        if self.co2e is None or self.energy_j is None:
+            return None
+        settings = self.co2e.settings
+        low_j = self.energy_low_j if self.energy_low_j is not None else self.energy_j
+        high_j = self.energy_high_j if self.energy_high_j is not None else self.energy_j
+        return co2e(low_j, settings).low_kg, co2e(high_j, settings).high_kg
+
+    def to_dict(self) -> dict[str, Any]:
+        co2e_range = self.co2e_range_kg()
+        return {
+            "method": self.method,
+            "label": self.label,
+            "energy_j": self.energy_j,
+            "energy_low_j": self.energy_low_j,
+            "energy_high_j": self.energy_high_j,
+            "duration_s": self.duration_s,
+            "co2e": self.co2e.to_dict() if self.co2e is not None else None,
+            "co2e_range_kg": list(co2e_range) if co2e_range is not None else None,
+            "provenance": self.provenance,
+            "error": self.error,
+            "notes": self.notes,
+        }
+
+
+def made(
+    method: str,
+    energy_j: float,
+    duration_s: float | None,
+    notes: str,
+    carbon: CarbonSettings | None = None,
+    *,
+    energy_low_j: float | None = None,
+    energy_high_j: float | None = None,
+) -> Estimate:
+    """An estimate that applied, with its CO2e at ``carbon``."""
+    return Estimate(
+        method=method,
+        energy_j=float(energy_j),
+        duration_s=None if duration_s is None else float(duration_s),
+        co2e=co2e(float(energy_j), carbon),
+        notes=notes,
+        energy_low_j=energy_low_j,
+        energy_high_j=energy_high_j,
+    )
+
+
+def cannot_apply(method: str, reason: str, notes: str = "") -> Estimate:
+    """An estimate that could not be made; ``reason`` is one sentence."""
+    reason = reason.strip()
+    return Estimate(
+        method=method, error=reason if reason.endswith(".") else reason + ".", notes=notes
+    )
+
+
+def _check_positive(name: str, value: float, *, whole: bool = False) -> None:
+    ok = isinstance(value, numbers.Real) and math.isfinite(value) and value > 0
+    if ok and whole:
+        ok = float(value) == int(value)
+    if not ok:
+        kind = "a positive whole number" if whole else "a positive number"
+        raise ConfigError(f"{name} must be {kind}, got {value!r}.")
+
+
+def _missing(value: object) -> bool:
+    """None or NaN (a NULL column in a runs table)."""
+    return value is None or (isinstance(value, numbers.Real) and math.isnan(value))
+
+
+def resolve_tdp(gpu_tdp_w: float | None, gpu_name: str | None) -> tuple[float, str]:
+    """The per-GPU TDP (W) and where it came from: the override, else the spec table.
+
+    Raises ConfigError when neither is usable (unknown name: close matches and --gpu-tdp).
+    """
+    if gpu_tdp_w is not None:
+        _check_positive("gpu_tdp_w", gpu_tdp_w)
+        return float(gpu_tdp_w), f"TDP {gpu_tdp_w:g} W per GPU (given)"
+    if not gpu_name:
+        raise ConfigError("give the GPU's name (--gpu-name) or its maximum power (--gpu-tdp W).")
+    spec = lookup_gpu(gpu_name)
+    return spec.tdp_w, f"TDP {spec.tdp_w:g} W per GPU ({spec.name} datasheet)"
+
+
+def _check_duration(duration_s: float | None) -> None:
+    if duration_s is None:
+        return
+    if not (isinstance(duration_s, numbers.Real) and math.isfinite(duration_s)) or duration_s < 0:
+        raise ConfigError(f"duration_s must be a number of seconds >= 0, got {duration_s!r}.")
+
+
+def ml_co2_impact(
+    *,
+    duration_s: float | None,
+    gpus: int = 1,
+    gpu_tdp_w: float | None = None,
+    gpu_name: str | None = None,
+    carbon: CarbonSettings | None = None,
+    duration_note: str = "",
+) -> Estimate:
+    """ML CO2 Impact calculator: E = TDP x duration x GPUs. Units: J."""
+    method = "ml-co2-impact"
+    _check_positive("gpus", gpus, whole=True)
+    _check_duration(duration_s)
+    tdp_w, tdp_note = resolve_tdp(gpu_tdp_w, gpu_name)
+    if duration_s is None:
+        return cannot_apply(method, "it needs the training duration (give --duration-s)")
+    notes = f"{tdp_note}; {gpus} GPU(s) at full TDP for {duration_s:.0f} s{duration_note}"
+    return made(method, tdp_w * duration_s * gpus, duration_s, notes, carbon)
+
+
+def green_algorithms(
+    *,
+    duration_s: float | None,
+    gpus: int = 1,
+    gpu_tdp_w: float | None = None,
+    gpu_name: str | None = None,
+    gpu_utilization_percent: float | None = None,
+    ram_gb: float | None = None,
+    ram_w_per_gb: float = RAM_W_PER_GB,
+    carbon: CarbonSettings | None = None,
+    duration_note: str = "",
+) -> Estimate:
+    """Green Algorithms: E = (TDP x GPUs x utilisation + RAM_GB x 0.3725 W) x duration. Units: J.
+
+    Utilisation is the run's mean NVML GPU utilisation when known, else 100 % (said in notes).
+    The memory term uses ``ram_gb`` (the host's installed memory in wattlab's runs table); when
+    unknown it is left out and the notes say so. The CPU term of the original tool is not used
+    (as in the reference paper); PUE enters through the CO2e settings.
+    """
+    method = "green-algorithms"
+    _check_positive("gpus", gpus, whole=True)
+    _check_duration(duration_s)
+    tdp_w, tdp_note = resolve_tdp(gpu_tdp_w, gpu_name)
+    if duration_s is None:
+        return cannot_apply(method, "it needs the training duration (give --duration-s)")
+    if _missing(gpu_utilization_percent):
+        utilization, util_note = 1.0, "GPU utilisation unknown, 100 % assumed"
+    else:
+        if not 0 <= gpu_utilization_percent <= 100:
+            raise ConfigError(
+                f"gpu_utilization_percent must be within 0-100, got {gpu_utilization_percent!r}."
+            )
+        utilization = gpu_utilization_percent / 100.0
+        util_note = f"mean GPU utilisation {gpu_utilization_percent:.0f} % (sampled)"
+    if _missing(ram_gb):
+        ram_w, ram_note = 0.0, "RAM size unknown, memory term left out"
+    else:
+        if not ram_gb >= 0:
+            raise ConfigError(f"ram_gb must be a number >= 0, got {ram_gb!r}.")
+        ram_w = ram_gb * ram_w_per_gb
+        ram_note = f"{ram_gb:g} GB RAM x {ram_w_per_gb} W/GB = {ram_w:.1f} W"
+    power_w = tdp_w * gpus * utilization + ram_w
+    notes = f"{tdp_note}; {util_note}; {ram_note}; for {duration_s:.0f} s{duration_note}"
+    return made(method, power_w * duration_s, duration_s, notes, carbon)
+
+
+def flops_based(
+    *,
+    samples: float,
+    precision: str,
+    gpus: int = 1,
+    gpu_name: str | None = None,
+    gpu_tdp_w: float | None = None,
+    forward_flops_per_sample: float | None = None,
+    model: str | None = None,
+    stem: str = "cifar",
+    image_size: int = 32,
+    utilization: float = DEFAULT_FLOPS_UTILIZATION,
+    carbon: CarbonSettings | None = None,
+) -> Estimate:
+    """FLOPs-based: E = (3 x forward FLOPs x samples) / (GPUs x peak x utilisation) x TDP x GPUs.
+
+    Forward FLOPs per image come from ``forward_flops_per_sample`` (FLOP) or are counted on
+    ``model`` with torch.utils.flop_counter (one forward pass); backward is taken as 2x forward.
+    The peak is the spec table's dense rate at ``precision``; ``utilization`` (default 0.3) is
+    an assumption, flagged in the notes. The duration is the method's own prediction. Units: J.
+    """
+    method = "flops"
+    _check_positive("gpus", gpus, whole=True)
+    _check_positive("samples", samples)
+    if not (isinstance(utilization, numbers.Real) and 0 < utilization <= 1):
+        raise ConfigError(f"the FLOPs utilisation must be in (0, 1], got {utilization!r}.")
+    spec: GpuSpec | None = None
+    if gpu_name:
+        try:
+            spec = lookup_gpu(gpu_name)
+        except ConfigError:
+            if gpu_tdp_w is None:
+                raise
+    if spec is None:
+        return cannot_apply(
+            method,
+            f"it needs the GPU's peak FLOP/s from the spec table, and {gpu_name!r} is not in it"
+            if gpu_name
+            else "it needs the GPU's peak FLOP/s, so give a --gpu-name from the spec table",
+        )
+    tdp_w, tdp_note = resolve_tdp(gpu_tdp_w, spec.name)
+    if forward_flops_per_sample is None:
+        if not model:
+            return cannot_apply(method, "it needs the model (or its forward FLOPs per sample)")
+        from wattlab.estimate.features import model_cost
+
+        forward_flops_per_sample = model_cost(
+            model, stem=stem, image_size=image_size
+        ).forward_flops_per_sample
+        flops_note = f"{model} forward {forward_flops_per_sample / 1e9:.3g} GFLOP/image (counted)"
+    else:
+        _check_positive("forward_flops_per_sample", forward_flops_per_sample)
+        flops_note = f"forward {forward_flops_per_sample / 1e9:.3g} GFLOP/image (recorded)"
+    peak = peak_flops(spec, precision)
+    training_flops = TRAINING_FLOPS_FACTOR * forward_flops_per_sample * samples
+    duration_s = training_flops / (gpus * peak * utilization)
+    fallback = "" if spec.supports(precision) else f" (no {precision} path: FP32 rate)"
+    notes = (
+        f"{flops_note}; training = 3 x forward x {samples:.0f} samples = "
+        f"{training_flops:.3g} FLOP; "
+        f"{gpus} GPU(s) at {peak / 1e12:g} TFLOP/s dense {precision}{fallback} x ASSUMED "
+        f"{utilization:.0%} utilisation -> {duration_s:.0f} s; {tdp_note} for that duration"
+    )
+    return made(method, duration_s * tdp_w * gpus, duration_s, notes, carbon)

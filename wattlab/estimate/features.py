@@ -1,0 +1,281 @@
+"""Features known before training starts, for PRE and the FLOPs baseline.
+
+A configuration becomes one row: model cost (forward GFLOPs per sample, parameters), workload
+(image size, batch size, train-set size, epochs, samples), precision, GPU (count, TDP, peak rate
+at the precision, memory, CUDA cores from ``gpu_specs.csv``) and the power limit in force.
+
+Model cost is computed with ``wattlab.train.models`` (imported only when needed, so torch loads
+only when a model has to be built) and cached per (model, stem, image size, classes). Runs that
+already recorded ``model_gflops_per_sample`` and ``params`` use those.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from wattlab.errors import ConfigError, WattlabError
+from wattlab.estimate.specs import PRECISIONS, GpuSpec, lookup_gpu, peak_flops
+
+NUMERIC_FEATURES = (
+    "gflops_per_sample",  # forward pass, GFLOP per image
+    "params",  # trainable parameters
+    "image_size",  # pixels per side
+    "batch_size",  # global batch
+    "train_size",  # images in the training set
+    "epochs",  # epochs in the budget
+    "gpus",  # GPU count
+    "gpu_tdp_w",  # default (maximum) power limit per GPU, W
+    "gpu_peak_tflops",  # dense peak rate at the run's precision, TFLOP/s per GPU
+    "gpu_memory_gb",
+    "gpu_cuda_cores",
+    "power_limit_w",  # limit in force per GPU, W (the default limit when none was set)
+    "power_limit_fraction",  # power_limit_w / gpu_tdp_w
+)
+CATEGORICAL_FEATURES = ("precision",)
+FEATURES = NUMERIC_FEATURES + CATEGORICAL_FEATURES
+
+CIFAR_TRAIN_SIZE = 50_000
+DEFAULT_IMAGE_SIZE = 32
+
+
+@dataclass(frozen=True)
+class ModelCost:
+    """A model's size. Units: FLOP per image for one forward pass; parameter count."""
+
+    forward_flops_per_sample: float
+    params: int
+
+    @property
+    def gflops_per_sample(self) -> float:
+        return self.forward_flops_per_sample / 1e9
+
+
+_COST_CACHE: dict[tuple[str, str, int, int], ModelCost] = {}
+
+
+def clear_model_cost_cache() -> None:
+    """Forget computed model costs (tests swap the model module)."""
+    _COST_CACHE.clear()
+
+
+def model_cost(
+    model: str, *, stem: str = "cifar", image_size: int = DEFAULT_IMAGE_SIZE, num_classes: int = 10
+) -> ModelCost:
+    """Forward FLOPs per image and parameter count of a ``wattlab.train.models`` model.
+
+    Counted by ``forward_flops_per_sample`` (torch.utils.flop_counter on one forward pass) on a
+    model built on the CPU; cached per (model, stem, image_size, num_classes).
+    """
+    key = (model, stem, int(image_size), int(num_classes))
+    if key in _COST_CACHE:
+        return _COST_CACHE[key]
+    try:
+        models = importlib.import_module("wattlab.train.models")
+    except ImportError as error:
+        raise ConfigError(
+            f"computing the FLOPs of model {model!r} needs torch and wattlab.train.models "
+            f"({error}); install wattlab[train] or record model_gflops_per_sample."
+        ) from None
+    try:
+        module = models.build_model(model, stem=stem, num_classes=num_classes)
+    except WattlabError:
+        raise
+    except Exception as error:  # noqa: BLE001 - any build failure is the user's model name
+        raise ConfigError(f"model {model!r} (stem {stem!r}) cannot be built: {error}.") from None
+    try:
+        flops = float(models.forward_flops_per_sample(module, image_size=image_size))
+        params = int(models.count_parameters(module))
+    except WattlabError:
+        raise
+    except Exception as error:  # noqa: BLE001
+        raise ConfigError(
+            f"could not count the FLOPs of model {model!r} at image size {image_size}: {error}."
+        ) from None
+    if not flops > 0:
+        raise ConfigError(f"model {model!r} reported {flops} forward FLOPs per sample.")
+    cost = ModelCost(forward_flops_per_sample=flops, params=params)
+    _COST_CACHE[key] = cost
+    return cost
+
+
+def default_samples(epochs: float, train_size: int, batch_size: int) -> int:
+    """Training samples in an epoch budget: epochs x full batches per epoch x batch size
+    (the rule RunConfig documents; the last partial batch is dropped)."""
+    return int(round(epochs * (train_size // batch_size) * batch_size))
+
+
+def _positive(name: str, value: Any, *, whole: bool = False) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not number > 0 or (whole and number != int(number)) or math.isinf(number):
+        kind = "a positive whole number" if whole else "a positive number"
+        raise ConfigError(f"{name} must be {kind}, got {value!r}.")
+    return number
+
+
+def _gpu_row(
+    spec: GpuSpec, precision: str, gpus: float, gpu_tdp_w: float | None, power_limit_w: float | None
+) -> dict[str, float]:
+    tdp_w = float(gpu_tdp_w) if gpu_tdp_w is not None else spec.tdp_w
+    limit_w = float(power_limit_w) if power_limit_w is not None else tdp_w
+    return {
+        "gpus": gpus,
+        "gpu_tdp_w": tdp_w,
+        "gpu_peak_tflops": peak_flops(spec, precision) / 1e12,
+        "gpu_memory_gb": spec.memory_gb,
+        "gpu_cuda_cores": float(spec.cuda_cores),
+        "power_limit_w": limit_w,
+        "power_limit_fraction": limit_w / tdp_w,
+    }
+
+
+def config_features(
+    *,
+    model: str,
+    gpus: int,
+    precision: str,
+    epochs: float,
+    gpu_name: str,
+    batch_size: int = 256,
+    stem: str = "cifar",
+    image_size: int = DEFAULT_IMAGE_SIZE,
+    train_size: int = CIFAR_TRAIN_SIZE,
+    power_limit_w: float | None = None,
+    gpu_tdp_w: float | None = None,
+    gflops_per_sample: float | None = None,
+    params: int | None = None,
+    samples: int | None = None,
+) -> pd.DataFrame:
+    """One feature row (plus ``samples``) for a configuration that has not run.
+
+    ``samples`` defaults to epochs x (train_size // batch_size) x batch_size. Bad values raise
+    ConfigError; an unknown GPU raises lookup_gpu's ConfigError.
+    """
+    epochs = _positive("epochs", epochs)
+    gpus = _positive("gpus", gpus, whole=True)
+    batch_size = int(_positive("batch_size", batch_size, whole=True))
+    image_size = int(_positive("image_size", image_size, whole=True))
+    train_size = int(_positive("train_size", train_size, whole=True))
+    if precision not in PRECISIONS:
+        raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}.")
+    if power_limit_w is not None:
+        _positive("power_limit_w", power_limit_w)
+    if gpu_tdp_w is not None:
+        _positive("gpu_tdp_w", gpu_tdp_w)
+    if batch_size > train_size:
+        raise ConfigError(
+            f"batch_size {batch_size} is larger than the training set ({train_size} images)."
+        )
+    spec = lookup_gpu(gpu_name)
+    if gflops_per_sample is None or params is None:
+        cost = model_cost(model, stem=stem, image_size=image_size)
+        gflops_per_sample = (
+            cost.gflops_per_sample if gflops_per_sample is None else gflops_per_sample
+        )
+        params = cost.params if params is None else params
+    if samples is None:
+        samples = default_samples(epochs, train_size, batch_size)
+    row: dict[str, Any] = {
+        "model": model,
+        "gflops_per_sample": float(gflops_per_sample),
+        "params": float(params),
+        "image_size": float(image_size),
+        "batch_size": float(batch_size),
+        "train_size": float(train_size),
+        "epochs": epochs,
+        **_gpu_row(spec, precision, gpus, gpu_tdp_w, power_limit_w),
+        "precision": precision,
+        "samples": float(samples),
+    }
+    return pd.DataFrame([row])
+
+
+def _value(row: Mapping[str, Any], name: str) -> Any:
+    value = row.get(name)
+    if value is None:
+        return None
+    try:
+        if pd.isna(value):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return value
+
+
+def _run_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """Features of one runs-table row; raises WattlabError with the reason it has none."""
+    if _value(row, "device") == "cpu":
+        raise ConfigError("a CPU run: the GPU-based methods do not apply")
+    gpu_name = _value(row, "gpu_name")
+    if gpu_name is None:
+        raise ConfigError("the run recorded no gpu_name")
+    spec = lookup_gpu(str(gpu_name))
+    precision = _value(row, "precision")
+    if precision not in PRECISIONS:
+        raise ConfigError(
+            f"the run's precision {precision!r} is not one of {', '.join(PRECISIONS)}"
+        )
+    model = _value(row, "model")
+    stem = _value(row, "stem") or "cifar"
+    image_size = _value(row, "image_size") or DEFAULT_IMAGE_SIZE
+    batch_size = _value(row, "batch_size")
+    epochs = _value(row, "epochs")
+    samples = _value(row, "samples")
+    gpus = _value(row, "gpus") or 1
+    if batch_size is None or epochs is None or samples is None:
+        raise ConfigError("the run lacks batch_size, epochs or samples")
+    train_size = _value(row, "train_size")
+    if train_size is None:
+        train_size = float(samples) / float(epochs)
+    gflops = _value(row, "model_gflops_per_sample")
+    params = _value(row, "params")
+    if gflops is None or params is None:
+        if model is None:
+            raise ConfigError("the run recorded neither a model name nor its GFLOPs")
+        cost = model_cost(str(model), stem=str(stem), image_size=int(image_size))
+        gflops = cost.gflops_per_sample if gflops is None else gflops
+        params = cost.params if params is None else params
+    return {
+        "gflops_per_sample": float(gflops),
+        "params": float(params),
+        "image_size": float(image_size),
+        "batch_size": float(batch_size),
+        "train_size": float(train_size),
+        "epochs": float(epochs),
+        **_gpu_row(
+            spec,
+            str(precision),
+            float(gpus),
+            _value(row, "gpu_tdp_w"),
+            _value(row, "power_limit_w"),
+        ),
+        "precision": str(precision),
+        "samples": float(samples),
+    }
+
+
+def run_features(runs_df: pd.DataFrame) -> pd.DataFrame:
+    """Feature rows for a runs table, same index. Columns: FEATURES, ``samples`` and
+    ``feature_error`` (None, or one sentence why the row has no features: a CPU run, an unknown
+    GPU, a model that cannot be built, ...)."""
+    rows = []
+    for _, run in runs_df.iterrows():
+        try:
+            features = _run_row(run.to_dict())
+            features["feature_error"] = None
+        except WattlabError as error:
+            features = {"feature_error": str(error).rstrip(".")}
+        rows.append(features)
+    columns = [*FEATURES, "samples", "feature_error"]
+    table = pd.DataFrame(rows, index=runs_df.index).reindex(columns=columns)
+    errors = table["feature_error"].astype(object)
+    table["feature_error"] = errors.where(errors.notna(), None)
+    return table

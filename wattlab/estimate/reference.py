@@ -1,0 +1,253 @@
+"""The reference dataset: measured runs in ONE CSV, for fitting PRE and evaluating the methods.
+
+Format: leading lines starting with ``#`` say how the data was measured (hardware, driver,
+meters, dates, who); then a header and one row per run with the ``runs`` columns the estimators
+need, plus ``epoch_energy_j`` and ``epoch_duration_s``: the run's per-epoch energies (J) and
+durations (s) as space-separated numbers, epoch 1 first (empty when the run has no epoch
+windows). ``run_id`` is the run's id in the database it came from.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from importlib import resources
+from pathlib import Path
+
+import pandas as pd
+
+from wattlab.errors import DataError
+
+RUN_COLUMNS = (
+    "run_id",
+    "sweep",
+    "status",
+    "config_hash",
+    "repetition",
+    "label",
+    "model",
+    "stem",
+    "dataset",
+    "precision",
+    "device",
+    "gpus",
+    "batch_size",
+    "epochs",
+    "samples",
+    "power_limit_w",
+    "power_limit_requested_w",
+    "gpu_name",
+    "gpu_tdp_w",
+    "ram_gb",
+    "train_size",
+    "test_size",
+    "image_size",
+    "duration_s",
+    "energy_total_j",
+    "energy_gpu_j",
+    "energy_cpu_j",
+    "energy_dram_j",
+    "energy_uncertainty_j",
+    "provenance",
+    "gpu_utilization_percent",
+    "model_gflops_per_sample",
+    "params",
+    "accuracy",
+)
+LIST_COLUMNS = ("epoch_energy_j", "epoch_duration_s")
+REQUIRED_COLUMNS = (
+    "run_id",
+    "status",
+    "model",
+    "precision",
+    "gpus",
+    "batch_size",
+    "epochs",
+    "samples",
+    "gpu_name",
+    "duration_s",
+    "energy_total_j",
+    *LIST_COLUMNS,
+)
+_TEXT_COLUMNS = {
+    "sweep",
+    "status",
+    "config_hash",
+    "label",
+    "model",
+    "stem",
+    "dataset",
+    "precision",
+    "device",
+    "gpu_name",
+    "provenance",
+}
+DEFAULT_REFERENCE_NAME = "h200-reference.csv"
+
+
+def default_reference_path() -> Path:
+    """Where the shipped reference data lives: ``wattlab/data/h200-reference.csv`` in the
+    installed package. It may not exist (it is measured on an H200 and added later): check
+    ``.exists()`` or call ``load_default_reference`` for a clear error."""
+    return Path(str(resources.files("wattlab") / "data" / DEFAULT_REFERENCE_NAME))
+
+
+def load_default_reference() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Load the shipped reference data; DataError saying so when it is not there yet."""
+    path = default_reference_path()
+    if not path.is_file():
+        raise DataError(
+            f"the shipped reference data {path} does not exist yet (it is measured on an H200 "
+            "and added to wattlab/data/); give your own runs with --db FILE or --data CSV."
+        )
+    return load_reference_csv(path)
+
+
+def _number_text(value: float) -> str:
+    return f"{float(value):.10g}"
+
+
+def write_reference_csv(
+    runs_df: pd.DataFrame,
+    windows_df: pd.DataFrame,
+    path: str | Path,
+    header_lines: list[str] | tuple[str, ...],
+) -> Path:
+    """Write runs (``runs`` table columns; ``id`` or ``run_id``) with their epoch windows
+    (``windows`` rows named 'epoch') to one CSV, with ``header_lines`` as ``#`` comments."""
+    runs = runs_df.copy()
+    if "run_id" not in runs:
+        if "id" not in runs:
+            raise DataError("the runs to write need an 'id' or 'run_id' column.")
+        runs["run_id"] = runs["id"]
+    epochs = windows_df[windows_df["name"] == "epoch"] if len(windows_df) else windows_df
+    energy_lists, duration_lists = [], []
+    for run_id in runs["run_id"]:
+        rows = epochs[epochs["run_id"] == run_id].sort_values("epoch") if len(epochs) else epochs
+        energy_lists.append(" ".join(_number_text(v) for v in rows.get("energy_total_j", [])))
+        duration_lists.append(" ".join(_number_text(v) for v in rows.get("duration_s", [])))
+    out = runs.reindex(columns=list(RUN_COLUMNS))
+    out["epoch_energy_j"] = energy_lists
+    out["epoch_duration_s"] = duration_lists
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8", newline="") as handle:
+        for line in header_lines:
+            for part in str(line).splitlines() or [""]:
+                handle.write(part if part.startswith("#") else f"# {part}".rstrip())
+                handle.write("\n")
+        out.to_csv(handle, index=False, float_format="%.10g")
+    return path
+
+
+def read_reference_header(path: str | Path) -> list[str]:
+    """The ``#`` lines at the top of a reference CSV, without the leading '# '."""
+    lines = _read(Path(path)).splitlines()
+    header = []
+    for line in lines:
+        if not line.startswith("#"):
+            break
+        header.append(line[1:].strip())
+    return header
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise DataError(f"reference data {str(path)!r} does not exist.") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise DataError(f"reference data {str(path)!r} cannot be read: {error}.") from None
+
+
+def _parse_list(text: object, run_id: object, column: str) -> list[float]:
+    if text is None or (isinstance(text, float) and math.isnan(text)):
+        return []
+    try:
+        values = [float(v) for v in str(text).split()]
+    except ValueError:
+        raise DataError(
+            f"run {run_id}: {column} must be space-separated numbers, got {str(text)[:40]!r}."
+        ) from None
+    if any(not (math.isfinite(v) and v > 0) for v in values):
+        raise DataError(f"run {run_id}: every value in {column} must be a positive number.")
+    return values
+
+
+def load_reference_csv(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Read a reference CSV into (runs_df, windows_df) with the database tables' columns:
+    runs get ``id`` (= run_id); windows get one 'epoch' row per listed epoch (run_id, epoch,
+    duration_s, energy_total_j, mean_power_w; start_s and samples are not stored).
+    Malformed files raise DataError."""
+    path = Path(path)
+    lines = _read(path).splitlines()
+    body = "\n".join(line for line in lines if not line.startswith("#"))
+    if not body.strip():
+        raise DataError(f"reference data {str(path)!r} has no header row or runs.")
+    try:
+        runs = pd.read_csv(
+            io.StringIO(body), dtype={c: "string" for c in _TEXT_COLUMNS | set(LIST_COLUMNS)}
+        )
+    except (pd.errors.ParserError, ValueError) as error:
+        raise DataError(f"reference data {str(path)!r} is not a valid CSV: {error}.") from None
+    missing = [c for c in REQUIRED_COLUMNS if c not in runs.columns]
+    if missing:
+        raise DataError(f"reference data {str(path)!r} lacks the columns {', '.join(missing)}.")
+    numeric = [c for c in RUN_COLUMNS if c in runs.columns and c not in _TEXT_COLUMNS]
+    for column in numeric:
+        converted = pd.to_numeric(runs[column], errors="coerce")
+        bad = converted.isna() & runs[column].notna()
+        if bad.any():
+            row = int(bad.to_numpy().nonzero()[0][0])
+            raise DataError(
+                f"reference data {str(path)!r}: column {column} must be numeric, got "
+                f"{runs[column].iloc[row]!r} in data row {row + 1}."
+            )
+        runs[column] = converted
+    if runs["run_id"].isna().any() or runs["run_id"].duplicated().any():
+        raise DataError(f"reference data {str(path)!r}: run_id must be present and unique.")
+    for column in _TEXT_COLUMNS & set(runs.columns):
+        runs[column] = runs[column].astype(object).where(runs[column].notna(), None)
+    runs["run_id"] = runs["run_id"].astype(int)
+    windows = []
+    for _, run in runs.iterrows():
+        run_id = int(run["run_id"])
+        energies = _parse_list(run["epoch_energy_j"], run_id, "epoch_energy_j")
+        durations = _parse_list(run["epoch_duration_s"], run_id, "epoch_duration_s")
+        if len(energies) != len(durations):
+            raise DataError(
+                f"run {run_id}: epoch_energy_j has {len(energies)} values but epoch_duration_s "
+                f"has {len(durations)}."
+            )
+        for epoch, (energy_j, duration_s) in enumerate(
+            zip(energies, durations, strict=True), start=1
+        ):
+            windows.append(
+                {
+                    "run_id": run_id,
+                    "name": "epoch",
+                    "epoch": epoch,
+                    "start_s": None,  # not stored in the CSV
+                    "duration_s": duration_s,
+                    "samples": None,
+                    "energy_total_j": energy_j,
+                    "mean_power_w": energy_j / duration_s,
+                    "provenance": run.get("provenance"),
+                    "short_window": 0,
+                }
+            )
+    runs = runs.drop(columns=list(LIST_COLUMNS))
+    runs.insert(0, "id", runs["run_id"])
+    columns = [
+        "run_id",
+        "name",
+        "epoch",
+        "start_s",
+        "duration_s",
+        "samples",
+        "energy_total_j",
+        "mean_power_w",
+        "provenance",
+        "short_window",
+    ]
+    return runs.reset_index(drop=True), pd.DataFrame(windows, columns=columns)
