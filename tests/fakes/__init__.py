@@ -1,0 +1,1 @@
+"""Fakes for the hardware seams: a fake ``pynvml`` module and a fake powercap sysfs tree."""

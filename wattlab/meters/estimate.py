@@ -1,0 +1,360 @@
+"""CPU and memory power models for machines with no readable counter. Always ``estimated``.
+
+CPU: ``power_w = tdp_w x (idle_fraction + (1 - idle_fraction) x utilisation)`` where
+utilisation is the whole machine's busy CPU fraction between two polls (from /proc/stat through
+psutil). Because the model is linear in utilisation and utilisation is the interval's mean,
+``power x interval`` is the model's exact energy for that interval. Stated uncertainty +-40 %.
+
+TDP comes, in this order, from the user (``--cpu-tdp``), from a small table of CPU models
+matched against /proc/cpuinfo's "model name" (scaled down when this machine sees fewer hardware
+threads than one socket has, as in a VM), or from a per-thread fallback of 3.5 W per logical CPU
+(the median of the table's TDP / threads is about 3.3 W; generic names such as the lent GPU
+machine's "Intel(R) Xeon(R) Processor" with 16 vCPUs give 16 x 3.5 = 56 W).
+
+Memory: ``power_w = 0.3725 W/GiB x memory in use`` (Green Algorithms, Lannelongue et al. 2021,
+per GB of memory; wattlab reads GB as GiB = 2**30 bytes, the unit DIMM sizes are quoted in).
+Memory in use is psutil.virtual_memory().used. Stated uncertainty +-50 %.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from wattlab.errors import ConfigError
+from wattlab.meters.base import CPU, RAM, MeterInfo, Provenance
+
+CPU_IDLE_FRACTION = 0.3  # package power at 0 % utilisation, as a fraction of TDP
+CPU_RELATIVE_UNCERTAINTY = 0.4
+PER_THREAD_FALLBACK_W = 3.5  # W per logical CPU when the model is not in the table
+RAM_W_PER_GIB = 0.3725  # Green Algorithms' memory power per GB (read as GiB)
+RAM_RELATIVE_UNCERTAINTY = 0.5
+ESTIMATE_UPDATE_PERIOD_S = 0.1  # the estimate changes at each sampler poll (~100 ms)
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class CpuSpec:
+    """A table entry: a substring of /proc/cpuinfo's model name, its TDP per socket (W) and its
+    hardware threads per socket."""
+
+    match: str
+    tdp_w: float
+    threads: int
+
+
+# Vendor TDP (Intel "processor base power", AMD "default TDP") per socket.
+CPU_TDP_TABLE: tuple[CpuSpec, ...] = (
+    CpuSpec("Xeon(R) 6980P", 500, 256),
+    CpuSpec("Xeon(R) Platinum 8592+", 350, 128),
+    CpuSpec("Xeon(R) Platinum 8480+", 350, 112),
+    CpuSpec("Xeon(R) Platinum 8480C", 350, 112),
+    CpuSpec("Xeon(R) Platinum 8468", 350, 96),
+    CpuSpec("Xeon(R) Platinum 8380", 270, 80),
+    CpuSpec("Xeon(R) Platinum 8358", 250, 64),
+    CpuSpec("Xeon(R) Platinum 8280", 205, 56),
+    CpuSpec("Xeon(R) Gold 6338", 205, 64),
+    CpuSpec("Xeon(R) Gold 6248", 150, 40),
+    CpuSpec("Xeon(R) Gold 6148", 150, 40),
+    CpuSpec("AMD EPYC 9754", 360, 256),
+    CpuSpec("AMD EPYC 9654", 360, 192),
+    CpuSpec("AMD EPYC 9554", 360, 128),
+    CpuSpec("AMD EPYC 7763", 280, 128),
+    CpuSpec("AMD EPYC 7742", 225, 128),
+    CpuSpec("AMD EPYC 7543", 225, 64),
+    CpuSpec("Threadripper PRO 5995WX", 280, 128),
+    CpuSpec("Core(TM) i9-13900K", 125, 32),
+    CpuSpec("Core(TM) i7-12700", 65, 20),
+    CpuSpec("Core(TM) i5-1135G7", 28, 8),
+    CpuSpec("Ryzen 9 7950X", 170, 32),
+    CpuSpec("Ryzen 9 5950X", 105, 32),
+    CpuSpec("Ryzen 7 5800X", 105, 16),
+)
+
+
+@dataclass(frozen=True)
+class TdpChoice:
+    """Where a CPU TDP came from, for info.details."""
+
+    tdp_w: float  # for the whole machine as this process sees it
+    source: str  # "user", "table" or "per-thread fallback"
+    model: str  # /proc/cpuinfo model name ("" when unknown)
+    logical_cpus: int
+    sockets: int
+    matched: str | None  # the table entry's match string
+
+
+def read_cpuinfo(path: str | os.PathLike[str] = "/proc/cpuinfo") -> str:
+    """/proc/cpuinfo's text, or "" where it does not exist."""
+    try:
+        return Path(path).read_text()
+    except OSError:
+        return ""
+
+
+def parse_cpuinfo(text: str) -> tuple[str, int, int]:
+    """(model name of the first CPU, sockets, logical CPUs) from /proc/cpuinfo text."""
+    model = ""
+    sockets: set[str] = set()
+    logical = 0
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if key == "processor":
+            logical += 1
+        elif key == "model name" and not model:
+            model = value
+        elif key == "physical id":
+            sockets.add(value)
+    return model, max(1, len(sockets)), logical
+
+
+def lookup_tdp(model: str) -> CpuSpec | None:
+    """The table entry whose match string is the longest substring of ``model``."""
+    hits = [s for s in CPU_TDP_TABLE if s.match.lower() in model.lower()]
+    return max(hits, key=lambda s: len(s.match)) if hits else None
+
+
+def resolve_cpu_tdp(
+    cpu_tdp_w: float | None = None,
+    *,
+    cpuinfo_text: str | None = None,
+    logical_cpus: int | None = None,
+) -> TdpChoice:
+    """Choose the TDP (W) for the CPU estimate: the user's value, the table, or the fallback.
+
+    A table hit is scaled by min(sockets, logical_cpus / threads_per_socket), so a VM that sees
+    16 threads of a 112-thread socket gets 16/112 of its TDP.
+    """
+    text = read_cpuinfo() if cpuinfo_text is None else cpuinfo_text
+    model, sockets, counted = parse_cpuinfo(text)
+    logical = logical_cpus or counted or os.cpu_count() or 1
+    if cpu_tdp_w is not None:
+        if not cpu_tdp_w > 0:
+            raise ConfigError(f"--cpu-tdp must be a positive number of watts, got {cpu_tdp_w}.")
+        return TdpChoice(float(cpu_tdp_w), "user", model, logical, sockets, None)
+    spec = lookup_tdp(model)
+    if spec is not None:
+        share = min(float(sockets), logical / spec.threads)
+        return TdpChoice(spec.tdp_w * share, "table", model, logical, sockets, spec.match)
+    return TdpChoice(
+        PER_THREAD_FALLBACK_W * logical, "per-thread fallback", model, logical, sockets, None
+    )
+
+
+class CpuTimesUtilisation:
+    """Whole-machine busy CPU fraction (0-1) between successive calls, from psutil.cpu_times().
+
+    Keeps its own previous reading, so it does not disturb psutil.cpu_percent() elsewhere.
+    """
+
+    def __init__(self) -> None:
+        import psutil
+
+        self._psutil = psutil
+        self._last = self._totals()
+
+    def _totals(self) -> tuple[float, float]:
+        times = self._psutil.cpu_times()
+        total = sum(times)
+        idle = times.idle + getattr(times, "iowait", 0.0)
+        return total, idle
+
+    def __call__(self) -> float:
+        total, idle = self._totals()
+        d_total, d_idle = total - self._last[0], idle - self._last[1]
+        self._last = (total, idle)
+        if d_total <= 0:
+            return 0.0
+        return min(1.0, max(0.0, 1.0 - d_idle / d_total))
+
+
+class _IntegratingMeter:
+    """Shared machinery: integrate a modelled power at each poll and each energy_j()."""
+
+    info: MeterInfo
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._closed = False
+        self._energy_j = 0.0
+        self._last_t = clock()
+        self._last_p: float | None = None
+
+    def _step_locked(self) -> None:
+        raise NotImplementedError
+
+    def energy_j(self) -> float:
+        """Cumulative modelled energy since the meter was opened. Units: J. Never decreases."""
+        with self._lock:
+            if not self._closed:
+                self._step_locked()
+            return self._energy_j
+
+    def power_w(self) -> float | None:
+        """Modelled power over the last interval. Units: W. None before the first poll."""
+        with self._lock:
+            return self._last_p
+
+    def poll(self) -> None:
+        """Sampler tick: add the modelled energy since the previous tick."""
+        with self._lock:
+            if not self._closed:
+                self._step_locked()
+
+    def close(self) -> None:
+        """Stop integrating; energy_j() then returns the last value. Idempotent."""
+        with self._lock:
+            self._closed = True
+
+
+class CpuEstimateMeter(_IntegratingMeter):
+    """Estimated CPU energy: TDP x (idle + (1 - idle) x utilisation). Units: W, J.
+
+    ``utilisation_fn()`` returns the busy fraction (0-1) since its previous call (default:
+    ``CpuTimesUtilisation``); it is called once here to start its first interval.
+    """
+
+    def __init__(
+        self,
+        tdp_w: float,
+        utilisation_fn: Callable[[], float] | None = None,
+        *,
+        idle_fraction: float = CPU_IDLE_FRACTION,
+        clock: Callable[[], float] = time.monotonic,
+        tdp_source: str = "user",
+        details: dict[str, object] | None = None,
+    ) -> None:
+        if not tdp_w > 0:
+            raise ConfigError(f"--cpu-tdp must be a positive number of watts, got {tdp_w}.")
+        if not 0.0 <= idle_fraction <= 1.0:
+            raise ConfigError(f"idle_fraction must be between 0 and 1, got {idle_fraction}.")
+        self.tdp_w = float(tdp_w)
+        self.idle_fraction = idle_fraction
+        self._utilisation = utilisation_fn or CpuTimesUtilisation()
+        self._utilisation()  # start the first interval
+        super().__init__(clock)
+        info_details: dict[str, object] = {
+            "tdp_w": self.tdp_w,
+            "tdp_source": tdp_source,
+            "idle_fraction": idle_fraction,
+            "model": "tdp_w * (idle_fraction + (1 - idle_fraction) * utilisation)",
+            "relative_uncertainty": CPU_RELATIVE_UNCERTAINTY,
+        }
+        info_details.update(details or {})
+        self.info = MeterInfo(
+            component=f"{CPU}:estimated",
+            kind=CPU,
+            provenance=Provenance.ESTIMATED,
+            source="model",
+            description=(
+                f"estimated CPU power = {self.tdp_w:g} W TDP ({tdp_source}) x "
+                f"({idle_fraction:g} + {1 - idle_fraction:g} x CPU utilisation), "
+                f"+-{CPU_RELATIVE_UNCERTAINTY:.0%}"
+            ),
+            update_period_s=ESTIMATE_UPDATE_PERIOD_S,
+            details=info_details,
+        )
+
+    @classmethod
+    def from_machine(
+        cls,
+        cpu_tdp_w: float | None = None,
+        utilisation_fn: Callable[[], float] | None = None,
+        *,
+        cpuinfo_text: str | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> CpuEstimateMeter:
+        """The estimate for this machine: TDP from ``cpu_tdp_w``, the table or the fallback."""
+        choice = resolve_cpu_tdp(cpu_tdp_w, cpuinfo_text=cpuinfo_text)
+        return cls(
+            choice.tdp_w,
+            utilisation_fn,
+            clock=clock,
+            tdp_source=choice.source,
+            details={
+                "cpu_model": choice.model,
+                "logical_cpus": choice.logical_cpus,
+                "sockets": choice.sockets,
+                "table_match": choice.matched,
+            },
+        )
+
+    def power_for(self, utilisation: float) -> float:
+        """The model's power at a utilisation fraction (0-1). Units: W."""
+        u = min(1.0, max(0.0, utilisation))
+        return self.tdp_w * (self.idle_fraction + (1.0 - self.idle_fraction) * u)
+
+    def _step_locked(self) -> None:
+        now = self._clock()
+        power = self.power_for(float(self._utilisation()))
+        dt = now - self._last_t
+        if dt > 0:
+            self._energy_j += power * dt
+        self._last_t, self._last_p = now, power
+
+    def relative_uncertainty(self) -> float:
+        """The model's stated relative error: 0.4 (+-40 %)."""
+        return CPU_RELATIVE_UNCERTAINTY
+
+
+def _used_memory_bytes() -> float:
+    import psutil
+
+    return float(psutil.virtual_memory().used)
+
+
+class RamEstimateMeter(_IntegratingMeter):
+    """Estimated memory energy: ``w_per_gb`` W per GiB of memory in use, integrated with the
+    trapezoid rule between polls. Units: W, J, bytes."""
+
+    def __init__(
+        self,
+        w_per_gb: float = RAM_W_PER_GIB,
+        *,
+        used_bytes_fn: Callable[[], float] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not w_per_gb > 0:
+            raise ConfigError(f"w_per_gb must be a positive number of watts, got {w_per_gb}.")
+        self.w_per_gb = w_per_gb
+        self._used = used_bytes_fn or _used_memory_bytes
+        super().__init__(clock)
+        self._last_p = self._power_now()
+        self.info = MeterInfo(
+            component=f"{RAM}:estimated",
+            kind=RAM,
+            provenance=Provenance.ESTIMATED,
+            source="model",
+            description=(
+                f"estimated memory power = {w_per_gb:g} W per GiB in use (Green Algorithms), "
+                f"+-{RAM_RELATIVE_UNCERTAINTY:.0%}"
+            ),
+            update_period_s=ESTIMATE_UPDATE_PERIOD_S,
+            details={
+                "w_per_gib": w_per_gb,
+                "memory_unit": "GiB (2**30 bytes)",
+                "memory_measure": "psutil.virtual_memory().used",
+                "relative_uncertainty": RAM_RELATIVE_UNCERTAINTY,
+            },
+        )
+
+    def _power_now(self) -> float:
+        return self.w_per_gb * float(self._used()) / GIB
+
+    def _step_locked(self) -> None:
+        now = self._clock()
+        power = self._power_now()
+        dt = now - self._last_t
+        if dt > 0 and self._last_p is not None:
+            self._energy_j += (self._last_p + power) / 2.0 * dt
+        self._last_t, self._last_p = now, power
+
+    def relative_uncertainty(self) -> float:
+        """The model's stated relative error: 0.5 (+-50 %)."""
+        return RAM_RELATIVE_UNCERTAINTY

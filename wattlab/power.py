@@ -1,0 +1,513 @@
+"""GPU power-limit sessions: check, apply, always restore, and a crash journal.
+
+This and ``wattlab.meters`` are the only modules that talk to NVML, and this is the only one
+that changes a GPU setting. A session::
+
+    with PowerLimitSession(pynvml, [0, 1], limit_w=400) as session:
+        train()            # GPUs 0 and 1 run at 400 W; session.changes says what was changed
+
+1. refuses a limit outside nvmlDeviceGetPowerManagementLimitConstraints, and a process that is
+   not root, before changing anything (PowerLimitError, one sentence);
+2. writes a journal (JSON; temp file + fsync + os.replace) with every GPU's UUID and original
+   limit BEFORE it changes any limit;
+3. sets the limits, and on exit ALWAYS puts the originals back: after success, an exception,
+   KeyboardInterrupt, or SIGTERM (a handler raises ``TerminatedBySignal`` during the session so
+   that finally-blocks run; the previous handler comes back afterwards); then deletes the journal.
+
+After SIGKILL or a power loss the journal remains: ``restore_from_journal`` (``wattlab
+restore-power``) puts the original limits back by UUID; a new session does so by itself when it
+finds a journal whose process is gone. Nothing is ever set unless a limit was requested.
+NVML speaks milliwatts; everything public here is in W.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from wattlab.errors import PowerLimitError
+from wattlab.meters.nvml import GpuHandle, NvmlSession, _text, visible_gpus
+
+STATE_DIR_ENV = "WATTLAB_STATE_DIR"
+JOURNAL_NAME = "power-journal.json"
+JOURNAL_VERSION = 1
+_BOOT_ID = Path("/proc/sys/kernel/random/boot_id")
+
+
+class TerminatedBySignal(SystemExit):
+    """Raised by the session's SIGTERM handler so that with/finally blocks run. Exit code
+    128 + signal number (143 for SIGTERM), like a shell reports a signal death."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(128 + signum)
+        self.signum = signum
+
+
+def default_journal_path(env: Mapping[str, str] | None = None) -> Path:
+    """$WATTLAB_STATE_DIR/power-journal.json, else ~/.local/state/wattlab/power-journal.json."""
+    env = os.environ if env is None else env
+    state_dir = env.get(STATE_DIR_ENV)
+    if state_dir:
+        return Path(state_dir) / JOURNAL_NAME
+    return Path.home() / ".local" / "state" / "wattlab" / JOURNAL_NAME
+
+
+@dataclass(frozen=True)
+class LimitChange:
+    """One GPU's limit change in a session. Units: W."""
+
+    job_index: int
+    physical_index: int
+    uuid: str
+    name: str
+    original_limit_w: float
+    limit_w: float
+
+
+def _boot_id() -> str | None:
+    try:
+        return _BOOT_ID.read_text().strip()
+    except OSError:
+        return None
+
+
+def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
+    """Write JSON so that a crash leaves either the old file or the new one, never half."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    try:
+        fd = os.open(path.parent, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _read_journal(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict) or not isinstance(data.get("gpus"), list):
+            raise ValueError("no 'gpus' list")
+        return data
+    except (OSError, ValueError) as exc:
+        raise PowerLimitError(
+            f"the power-limit journal {path} cannot be read ({exc}); check the GPUs' limits "
+            "with nvidia-smi -q -d POWER, then delete the file."
+        ) from exc
+
+
+def _owner_alive(data: Mapping[str, Any]) -> bool:
+    """Whether the process that wrote a journal may still be running."""
+    boot, now_boot = data.get("boot_id"), _boot_id()
+    if boot and now_boot and boot != now_boot:
+        return False  # written before a reboot
+    pid = data.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _device_by_uuid(pm: Any) -> dict[str, Any]:
+    handles = {}
+    for index in range(int(pm.nvmlDeviceGetCount())):
+        handle = pm.nvmlDeviceGetHandleByIndex(index)
+        handles[_text(pm.nvmlDeviceGetUUID(handle))] = handle
+    return handles
+
+
+def restore_from_journal(
+    pynvml: Any = None, journal_path: str | os.PathLike[str] | None = None, *, force: bool = False
+) -> list[dict[str, object]]:
+    """Put back the original power limits recorded in a journal (after SIGKILL or power loss),
+    matched by GPU UUID, then delete the journal. A missing journal means nothing to do: [].
+
+    Returns one dict per journal entry: uuid, name, limit_w (restored), previous_limit_w,
+    status ("restored", "unchanged" or "gpu not found"). Refuses (PowerLimitError) while the
+    process that wrote the journal still runs, unless ``force``.
+    """
+    path = Path(journal_path) if journal_path is not None else default_journal_path()
+    if not path.exists():
+        return []
+    data = _read_journal(path)
+    pid = data.get("pid")
+    if not force and pid != os.getpid() and _owner_alive(data):
+        raise PowerLimitError(
+            f"the power-limit journal {path} belongs to process {pid}, which is still running; "
+            "stop it (its session restores the limits on exit) or pass force."
+        )
+    results: list[dict[str, object]] = []
+    with NvmlSession(pynvml) as session:
+        pm = session.pynvml
+        handles = _device_by_uuid(pm)
+        for entry in data["gpus"]:
+            uuid = str(entry["uuid"])
+            original_mw = int(entry["original_limit_mw"])
+            row: dict[str, object] = {
+                "uuid": uuid,
+                "name": entry.get("name", ""),
+                "limit_w": original_mw / 1000.0,
+                "previous_limit_w": None,
+            }
+            handle = handles.get(uuid)
+            if handle is None:
+                row["status"] = "gpu not found"
+                results.append(row)
+                continue
+            current_mw = int(pm.nvmlDeviceGetPowerManagementLimit(handle))
+            row["previous_limit_w"] = current_mw / 1000.0
+            if current_mw == original_mw:
+                row["status"] = "unchanged"
+            else:
+                try:
+                    pm.nvmlDeviceSetPowerManagementLimit(handle, original_mw)
+                except pm.NVMLError_NoPermission as exc:
+                    raise PowerLimitError(
+                        f"restoring the power limit of {uuid} to {original_mw / 1000:g} W needs "
+                        "root; run `sudo wattlab restore-power`."
+                    ) from exc
+                row["status"] = "restored"
+            results.append(row)
+    path.unlink(missing_ok=True)
+    return results
+
+
+def read_power_limits(
+    pynvml: Any = None,
+    gpus: Sequence[GpuHandle] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> list[dict[str, object]]:
+    """Read-only: each visible GPU's power limits for run records. Units: W (None if NVML does
+    not say). Keys: job_index, physical_index, uuid, name, power_limit_w, default_power_limit_w,
+    enforced_power_limit_w, limit_min_w, limit_max_w."""
+    with NvmlSession(pynvml) as session:
+        pm = session.pynvml
+        targets = list(gpus) if gpus is not None else visible_gpus(pm, env)
+
+        def watts(fn: str, handle: Any) -> Any:
+            try:
+                return getattr(pm, fn)(handle)
+            except (pm.NVMLError, AttributeError):
+                return None
+
+        rows = []
+        for gpu in targets:
+            limits = watts("nvmlDeviceGetPowerManagementLimitConstraints", gpu.handle)
+            values = {
+                "power_limit_w": watts("nvmlDeviceGetPowerManagementLimit", gpu.handle),
+                "default_power_limit_w": watts(
+                    "nvmlDeviceGetPowerManagementDefaultLimit", gpu.handle
+                ),
+                "enforced_power_limit_w": watts("nvmlDeviceGetEnforcedPowerLimit", gpu.handle),
+                "limit_min_w": limits[0] if limits else None,
+                "limit_max_w": limits[1] if limits else None,
+            }
+            row: dict[str, object] = {
+                "job_index": gpu.job_index,
+                "physical_index": gpu.physical_index,
+                "uuid": gpu.uuid,
+                "name": gpu.name,
+            }
+            row.update({k: None if v is None else float(v) / 1000.0 for k, v in values.items()})
+            rows.append(row)
+        return rows
+
+
+class PowerLimitSession:
+    """Apply a GPU power limit for the duration of a ``with`` block; always restore it.
+
+    ``gpus``: job indices (CUDA_VISIBLE_DEVICES numbering), ``GpuHandle``s, or None for every
+    visible GPU. Give ``limit_w`` (W) or ``fraction`` (of each GPU's default limit), or neither
+    for a session that changes nothing. ``journal_path`` defaults to ``default_journal_path()``.
+    ``geteuid`` is a seam for tests (default os.geteuid where it exists).
+    """
+
+    def __init__(
+        self,
+        pynvml: Any = None,
+        gpus: Sequence[int | GpuHandle] | None = None,
+        limit_w: float | None = None,
+        fraction: float | None = None,
+        journal_path: str | os.PathLike[str] | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        geteuid: Callable[[], int] | None = None,
+    ) -> None:
+        if limit_w is not None and fraction is not None:
+            raise PowerLimitError(
+                f"give a power limit in W ({limit_w}) or a fraction of the default "
+                f"({fraction}), not both."
+            )
+        if limit_w is not None and not limit_w > 0:
+            raise PowerLimitError(f"power limit {limit_w} W is not allowed; it must be positive.")
+        if fraction is not None and not fraction > 0:
+            raise PowerLimitError(
+                f"power limit fraction {fraction} is not allowed; it must be above 0 "
+                "(1.0 = the default limit)."
+            )
+        self._pynvml = pynvml
+        self._gpus = gpus
+        self.limit_w = limit_w
+        self.fraction = fraction
+        self.journal_path = (
+            Path(journal_path) if journal_path is not None else default_journal_path(env)
+        )
+        self._env = env
+        self._geteuid = geteuid if geteuid is not None else getattr(os, "geteuid", None)
+        self.changes: list[LimitChange] = []
+        self._session: NvmlSession | None = None
+        self._handles: dict[str, Any] = {}
+        self._previous_handlers: dict[int, Any] = {}
+        self._restoring = False
+        self._pending_signal: int | None = None
+        self._journal_written = False
+        self.sigterm_handled = False
+
+    @property
+    def requested(self) -> bool:
+        """True when this session changes limits (limit_w or fraction was given)."""
+        return self.limit_w is not None or self.fraction is not None
+
+    # -- set-up -----------------------------------------------------------------------------
+    def _resolve(self, pm: Any) -> list[GpuHandle]:
+        if self._gpus is None:
+            return visible_gpus(pm, self._env)
+        visible: list[GpuHandle] | None = None
+        resolved = []
+        for item in self._gpus:
+            if isinstance(item, GpuHandle):
+                resolved.append(item)
+                continue
+            if visible is None:
+                visible = visible_gpus(pm, self._env)
+            if not isinstance(item, int) or not 0 <= item < len(visible):
+                raise PowerLimitError(
+                    f"GPU {item!r} does not exist for this job; it sees {len(visible)} GPU(s), "
+                    f"job indices 0-{len(visible) - 1}."
+                    if visible
+                    else f"GPU {item!r} does not exist for this job; it sees no GPU."
+                )
+            resolved.append(visible[item])
+        return resolved
+
+    def _target_mw(self, pm: Any, gpu: GpuHandle) -> int:
+        """The requested limit for this GPU in mW, after checking its allowed range."""
+        low_mw, high_mw = (
+            int(v) for v in pm.nvmlDeviceGetPowerManagementLimitConstraints(gpu.handle)
+        )
+        if self.limit_w is not None:
+            target_mw = round(self.limit_w * 1000)
+            what = f"power limit {self.limit_w:g} W"
+        else:
+            assert self.fraction is not None
+            default_mw = int(pm.nvmlDeviceGetPowerManagementDefaultLimit(gpu.handle))
+            target_mw = round(self.fraction * default_mw)
+            what = (
+                f"power limit fraction {self.fraction:g} of the default {default_mw / 1000:g} W "
+                f"(= {target_mw / 1000:g} W)"
+            )
+        if not low_mw <= target_mw <= high_mw:
+            raise PowerLimitError(
+                f"{what} for GPU {gpu.job_index} ({gpu.name}) is outside its allowed range "
+                f"{low_mw / 1000:g}-{high_mw / 1000:g} W."
+            )
+        return target_mw
+
+    def _install_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal handlers can only be set in the main thread
+        self._previous_handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._on_signal)
+        self.sigterm_handled = True
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        if self._restoring:
+            self._pending_signal = signum  # finish restoring first
+            return
+        raise TerminatedBySignal(signum)
+
+    def _uninstall_handlers(self) -> None:
+        for signum, handler in self._previous_handlers.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        self._previous_handlers.clear()
+
+    def __enter__(self) -> PowerLimitSession:
+        if not self.requested:
+            return self
+        self._session = NvmlSession(self._pynvml)
+        pm = self._session.pynvml
+        try:
+            gpus = self._resolve(pm)
+            targets = []
+            for gpu in gpus:
+                try:
+                    targets.append(self._target_mw(pm, gpu))
+                except pm.NVMLError as exc:
+                    raise PowerLimitError(
+                        f"GPU {gpu.job_index} ({gpu.name}) does not report its power-limit "
+                        f"range through NVML ({type(exc).__name__}), so no limit can be set."
+                    ) from exc
+            if self._geteuid is not None and self._geteuid() != 0:
+                raise PowerLimitError(
+                    f"setting a GPU power limit ({self._describe_request()}) needs root; run "
+                    "with sudo, or leave the power limit unset."
+                )
+            self._handle_existing_journal(pm)  # before reading the originals
+            plan = [
+                (gpu, target_mw, int(pm.nvmlDeviceGetPowerManagementLimit(gpu.handle)))
+                for gpu, target_mw in zip(gpus, targets, strict=True)
+            ]
+            self._install_handlers()
+            journal = {
+                "version": JOURNAL_VERSION,
+                "pid": os.getpid(),
+                "boot_id": _boot_id(),
+                "created_utc": datetime.now(timezone.utc).isoformat(),
+                "gpus": [
+                    {
+                        "uuid": gpu.uuid,
+                        "name": gpu.name,
+                        "job_index": gpu.job_index,
+                        "physical_index": gpu.physical_index,
+                        "original_limit_mw": original_mw,
+                        "requested_limit_mw": target_mw,
+                    }
+                    for gpu, target_mw, original_mw in plan
+                ],
+            }
+            _write_json_atomic(self.journal_path, journal)
+            self._journal_written = True
+            for gpu, target_mw, original_mw in plan:
+                self._handles[gpu.uuid] = gpu.handle
+                self.changes.append(
+                    LimitChange(
+                        gpu.job_index,
+                        gpu.physical_index,
+                        gpu.uuid,
+                        gpu.name,
+                        original_mw / 1000.0,
+                        target_mw / 1000.0,
+                    )
+                )
+                if target_mw == original_mw:
+                    continue
+                try:
+                    pm.nvmlDeviceSetPowerManagementLimit(gpu.handle, target_mw)
+                except pm.NVMLError_NoPermission as exc:
+                    raise PowerLimitError(
+                        f"NVML refused to set the power limit of GPU {gpu.job_index} "
+                        f"({gpu.name}) to {target_mw / 1000:g} W (no permission); run as root."
+                    ) from exc
+                except pm.NVMLError as exc:
+                    raise PowerLimitError(
+                        f"NVML failed to set the power limit of GPU {gpu.job_index} "
+                        f"({gpu.name}) to {target_mw / 1000:g} W ({type(exc).__name__}: {exc})."
+                    ) from exc
+        except BaseException:
+            self._finish(exc_in_flight=True)
+            raise
+        return self
+
+    def _describe_request(self) -> str:
+        if self.limit_w is not None:
+            return f"{self.limit_w:g} W"
+        return f"{self.fraction:g} of the default"
+
+    def _handle_existing_journal(self, pm: Any) -> None:
+        if not self.journal_path.exists():
+            return
+        data = _read_journal(self.journal_path)
+        if _owner_alive(data):
+            raise PowerLimitError(
+                f"another power-limit session (process {data.get('pid')}) holds the journal "
+                f"{self.journal_path}; wait for it to finish, or set the limits once for all "
+                "GPUs from one process."
+            )
+        restored = restore_from_journal(pm, self.journal_path)
+        warnings.warn(
+            f"found the power-limit journal {self.journal_path} of a session that did not "
+            f"finish, and restored {len(restored)} GPU limit(s) from it first.",
+            stacklevel=3,
+        )
+
+    # -- tear-down --------------------------------------------------------------------------
+    def _restore(self) -> list[str]:
+        """Put every changed GPU back; return the failures (empty when all went back)."""
+        assert self._session is not None
+        pm = self._session.pynvml
+        failures = []
+        for change in reversed(self.changes):
+            handle = self._handles[change.uuid]
+            original_mw = round(change.original_limit_w * 1000)
+            try:
+                if int(pm.nvmlDeviceGetPowerManagementLimit(handle)) != original_mw:
+                    pm.nvmlDeviceSetPowerManagementLimit(handle, original_mw)
+            except pm.NVMLError as exc:
+                failures.append(f"{change.uuid}: {type(exc).__name__}: {exc}")
+        return failures
+
+    def _finish(self, exc_in_flight: bool) -> None:
+        """Restore, uninstall the handler, delete the journal (only our own, and only when
+        every GPU went back). SIGTERM and SIGINT that arrive meanwhile wait until the end."""
+        self._restoring = True
+        failures: list[str] = []
+        previous_sigint = None
+        if threading.current_thread() is threading.main_thread():
+            previous_sigint = signal.signal(signal.SIGINT, self._on_signal)
+        try:
+            if self._session is not None:
+                failures = self._restore()
+                if self._journal_written and not failures:
+                    self.journal_path.unlink(missing_ok=True)
+                    self._journal_written = False
+        finally:
+            self._uninstall_handlers()
+            if previous_sigint is not None:
+                signal.signal(signal.SIGINT, previous_sigint)
+            if self._session is not None:
+                self._session.close()
+                self._session = None
+            self._restoring = False
+        if failures:
+            message = (
+                f"could not restore the original GPU power limits ({'; '.join(failures)}); "
+                f"the journal {self.journal_path} is kept, run `sudo wattlab restore-power`."
+            )
+            if exc_in_flight:
+                warnings.warn(message, stacklevel=3)
+            else:
+                raise PowerLimitError(message)
+        pending, self._pending_signal = self._pending_signal, None
+        if pending is not None and not exc_in_flight:
+            if pending == signal.SIGINT:
+                raise KeyboardInterrupt
+            raise TerminatedBySignal(pending)
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if self.requested:
+            self._finish(exc_in_flight=exc_type is not None)
+
+    def as_records(self) -> list[dict[str, object]]:
+        """The changes as plain dicts (W) for run records."""
+        return [asdict(c) for c in self.changes]
