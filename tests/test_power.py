@@ -302,3 +302,21 @@ def test_read_power_limits_is_read_only():
     assert row["power_limit_w"] == 450.0 and row["default_power_limit_w"] == 700.0
     assert (row["limit_min_w"], row["limit_max_w"]) == (200.0, 700.0)
     assert nv.set_calls() == []
+
+
+def test_forbidden_machine_refuses_before_touching_nvml(tmp_path):
+    from wattlab.power import FORBID_ENV
+
+    nv = FakeNvml(make_gpus(1))
+    session = PowerLimitSession(
+        nv,
+        [0],
+        limit_w=250,
+        journal_path=tmp_path / "j.json",
+        env={FORBID_ENV: "1"},
+        geteuid=lambda: 0,
+    )
+    with pytest.raises(PowerLimitError, match="forbidden"):
+        session.__enter__()
+    assert nv.set_calls() == []
+    assert not (tmp_path / "j.json").exists()

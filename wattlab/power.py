@@ -60,6 +60,15 @@ def default_journal_path(env: Mapping[str, str] | None = None) -> Path:
     return Path.home() / ".local" / "state" / "wattlab" / JOURNAL_NAME
 
 
+FORBID_ENV = "WATTLAB_FORBID_POWER_LIMITS"
+
+
+def power_limits_forbidden(env: Mapping[str, str] | None = None) -> bool:
+    """True when the machine's owner forbids changing GPU power limits (a shared GPU)."""
+    env = os.environ if env is None else env
+    return env.get(FORBID_ENV, "").strip().lower() not in ("", "0", "false", "no")
+
+
 @dataclass(frozen=True)
 class LimitChange:
     """One GPU's limit change in a session. Units: W."""
@@ -355,6 +364,11 @@ class PowerLimitSession:
     def __enter__(self) -> PowerLimitSession:
         if not self.requested:
             return self
+        if power_limits_forbidden(self._env):
+            raise PowerLimitError(
+                f"GPU power limits are forbidden on this machine ({FORBID_ENV}=1 is set), so "
+                f"{self._describe_request()} cannot be applied; leave the power limit unset."
+            )
         self._session = NvmlSession(self._pynvml)
         pm = self._session.pynvml
         try:
