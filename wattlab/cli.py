@@ -5,6 +5,7 @@ Bad input raises a WattlabError; ``main`` prints its one sentence and exits with
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -145,6 +146,482 @@ def monitor(
         idle_s=idle_s,
     )
     raise typer.Exit(code)
+
+
+def _resolve_device(device: str | None) -> str:
+    if device not in (None, "auto"):
+        return device
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+# --- run ---------------------------------------------------------------------------------
+@app.command()
+def run(
+    model: str = typer.Option(
+        "resnet18",
+        help="resnet18|resnet34|resnet50|mobilenet_v2|mobilenet_v3_small|vgg16|efficientnet_b0",
+    ),
+    stem: str = typer.Option("cifar", help="cifar (3x3 stride-1 conv, no max-pool) | imagenet"),
+    dataset: str = typer.Option("synthetic", help="synthetic (offline default) | cifar10"),
+    data_dir: str | None = typer.Option(None, help="Folder with cifar-10-batches-py."),
+    train_samples: int | None = typer.Option(None, help="Use only the first N train images."),
+    test_samples: int | None = typer.Option(None, help="Use only the first N test images."),
+    precision: str = typer.Option("fp32", help="fp32 | tf32 | amp-bf16 | amp-fp16"),
+    compile_model: bool = typer.Option(False, "--compile", help="torch.compile the model."),
+    epochs: int | None = typer.Option(None, help="Budget in epochs."),
+    budget_samples: int | None = typer.Option(None, help="Budget in training samples."),
+    batch_size: int = typer.Option(256, help="Global batch size (split over processes)."),
+    lr: float | None = typer.Option(None, help="Peak learning rate (default 0.2)."),
+    seed: int = typer.Option(0, help="Random seed."),
+    warmup_steps: int | None = typer.Option(None, help="Untimed warm-up steps (10)."),
+    device: str | None = typer.Option(None, help="cuda | cpu (default: cuda if present)."),
+    gpus: int = typer.Option(1, help="GPUs (one process each, DDP over NCCL)."),
+    nproc: int = typer.Option(1, help="CPU processes (gloo) with --device cpu."),
+    nnodes: int = typer.Option(1, help="Machines (torchrun)."),
+    node_rank: int = typer.Option(0, help="This machine's rank (torchrun)."),
+    rdzv_endpoint: str | None = typer.Option(None, help="HOST:PORT rendezvous (torchrun)."),
+    power_limit: float | None = typer.Option(None, help="Per-GPU power limit in W."),
+    power_limit_fraction: float | None = typer.Option(
+        None, help="Per-GPU power limit as a fraction of the default limit."
+    ),
+    codecarbon: bool = typer.Option(False, help="Also run CodeCarbon's offline tracker."),
+    codecarbon_country: str = typer.Option("USA", help="ISO code for CodeCarbon's offline mode."),
+    project_after: int | None = typer.Option(
+        None, help="STEP: project total energy after K epochs."
+    ),
+    db: str = typer.Option("wattlab.db", help="SQLite results database."),
+    interval: float = typer.Option(0.1, "--interval", help="Sampling period in seconds."),
+    carbon_intensity: float | None = IntensityOpt,
+    intensity_range: str | None = RangeOpt,
+    pue: float | None = PueOpt,
+    powercap_root: str | None = PowercapOpt,
+    cpu_tdp: float | None = CpuTdpOpt,
+    json_path: str | None = JsonOpt,
+    progress: bool = typer.Option(True, help="Show a progress bar."),
+) -> None:
+    """Train one configuration under the energy monitor and store it in the database."""
+    from wattlab.carbon import settings_from_flags
+    from wattlab.experiment.config import make_run_config
+    from wattlab.experiment.runner import run as run_config
+    from wattlab.experiment.worker import WorkerOptions
+    from wattlab.jsonio import check_writable, dump_json
+
+    check_writable(json_path)
+    if interval <= 0:
+        raise WattlabError(f"--interval must be a positive number of seconds, got {interval}.")
+    carbon = settings_from_flags(carbon_intensity, intensity_range, pue)
+    root = _powercap_root(powercap_root)
+    cfg = make_run_config(
+        model=model,
+        stem=stem,
+        dataset=dataset,
+        data_dir=data_dir,
+        train_samples=train_samples,
+        test_samples=test_samples,
+        precision=precision,
+        compile=compile_model,
+        epochs=epochs,
+        budget_samples=budget_samples,
+        batch_size=batch_size,
+        lr=lr,
+        seed=seed,
+        warmup_steps=warmup_steps,
+        device=_resolve_device(device),
+        gpus=gpus,
+        nproc=nproc,
+        power_limit_w=power_limit,
+        power_limit_fraction=power_limit_fraction,
+        codecarbon=codecarbon,
+        project_after=project_after,
+    )
+    opts = WorkerOptions(
+        db_path=db,
+        carbon=carbon,
+        interval_s=interval,
+        powercap_root=str(root) if root else None,
+        cpu_tdp_w=cpu_tdp,
+        progress=progress and json_path != "-",
+        codecarbon_country=codecarbon_country,
+    )
+    outcome = run_config(cfg, opts, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint)
+    if json_path and outcome.run_id is not None:
+        from wattlab.experiment.store import open_store
+
+        with open_store(db) as store:
+            rows = store.runs()
+        row = rows[rows["id"] == outcome.run_id].iloc[0].to_dict()
+        dump_json(row, json_path)
+    if outcome.status != "ok":
+        print(f"wattlab: the run failed and was stored as failed: {outcome.error}", file=sys.stderr)
+        raise typer.Exit(1)
+
+
+# --- sweep -------------------------------------------------------------------------------
+@app.command()
+def sweep(
+    spec: str = typer.Argument(
+        ..., help="A sweep YAML file or a preset: paper-12, quickstart, h200-1gpu."
+    ),
+    db: str = typer.Option("wattlab.db", help="SQLite results database."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and stop."),
+    data_dir: str | None = typer.Option(None, help="Folder with cifar-10-batches-py."),
+    device: str | None = typer.Option(None, help="Override the spec's device: cuda | cpu."),
+    interval: float = typer.Option(0.1, "--interval", help="Sampling period in seconds."),
+    carbon_intensity: float | None = IntensityOpt,
+    intensity_range: str | None = RangeOpt,
+    pue: float | None = PueOpt,
+    powercap_root: str | None = PowercapOpt,
+    cpu_tdp: float | None = CpuTdpOpt,
+    json_path: str | None = JsonOpt,
+) -> None:
+    """Run a grid of configurations with repetitions; resumable; each run in its own process."""
+    from wattlab.carbon import settings_from_flags
+    from wattlab.experiment.spec import load_spec
+    from wattlab.experiment.store import open_store
+    from wattlab.experiment.sweep import MachineFacts, make_plan
+    from wattlab.experiment.worker import WorkerOptions
+    from wattlab.jsonio import check_writable, dump_json
+    from wattlab.sweep_view import print_plan, run_with_progress
+
+    check_writable(json_path)
+    if interval <= 0:
+        raise WattlabError(f"--interval must be a positive number of seconds, got {interval}.")
+    carbon = settings_from_flags(carbon_intensity, intensity_range, pue)
+    root = _powercap_root(powercap_root)
+    sweep_spec = load_spec(spec, data_dir=data_dir, device=device)
+    with open_store(db) as store:
+        plan = make_plan(sweep_spec, store, MachineFacts.detect())
+    if json_path and dry_run:
+        dump_json(plan.to_dict(), json_path)
+    if json_path != "-":
+        print_plan(plan, dry_run=dry_run)
+    if dry_run:
+        return
+    opts = WorkerOptions(
+        db_path=db,
+        carbon=carbon,
+        interval_s=interval,
+        powercap_root=str(root) if root else None,
+        cpu_tdp_w=cpu_tdp,
+        progress=False,
+    )
+    outcomes = run_with_progress(plan, opts)
+    if json_path:
+        data = plan.to_dict()
+        data["results"] = [
+            {
+                "order": e.order,
+                "label": e.label,
+                "repetition": e.repetition,
+                "run_id": o.run_id,
+                "status": o.status,
+                "error": o.error,
+            }
+            for e, o in outcomes
+        ]
+        dump_json(data, json_path)
+    failed = [o for _, o in outcomes if o.status != "ok"]
+    if failed:
+        print(
+            f"wattlab: {len(failed)} of {len(outcomes)} runs failed (stored with their "
+            "errors; run the sweep again to retry them).",
+            file=sys.stderr,
+        )
+        raise typer.Exit(1)
+
+
+# --- report ------------------------------------------------------------------------------
+@app.command()
+def report(
+    db: str = typer.Option("wattlab.db", help="SQLite results database."),
+    sweep_name: str | None = typer.Option(None, "--sweep", help="Report one sweep's runs."),
+    out: str | None = typer.Option(None, "--out", help="Folder for report.md/.html + figures."),
+    baseline: str | None = typer.Option(
+        None, help="Reference configuration, KEY=VALUE,... (e.g. gpus=1,precision=fp32)."
+    ),
+    min_saving: float = typer.Option(0.03, help="Operating region: least energy saving."),
+    max_penalty: float = typer.Option(0.02, help="Operating region: most extra time."),
+    import_profile: str | None = typer.Option(
+        None, help="Analyse a Zeus-style power-limit profile CSV instead of the database."
+    ),
+    baseline_w: float | None = typer.Option(None, help="The profile's reference limit (W)."),
+    json_path: str | None = JsonOpt,
+) -> None:
+    """Tables, figures and the operating region: report.md and a self-contained report.html."""
+    from wattlab.jsonio import check_writable, dump_json
+
+    check_writable(json_path)
+    if not 0 <= min_saving < 1:
+        raise WattlabError(f"--min-saving must be a fraction in [0, 1), got {min_saving}.")
+    if not max_penalty >= 0:
+        raise WattlabError(f"--max-penalty must be a fraction >= 0, got {max_penalty}.")
+    if out is None and json_path is None:
+        raise WattlabError("give --out DIR for the report, or --json PATH for the summary.")
+    if out is not None:
+        Path(out).mkdir(parents=True, exist_ok=True)
+    if import_profile is not None:
+        from wattlab.analysis.profiles import analyze_profile, load_zeus_profile
+        from wattlab.analysis.report import write_profile_report
+
+        profile = load_zeus_profile(import_profile)
+        analysis = analyze_profile(profile, min_saving, max_penalty, baseline_w)
+        if out is not None:
+            paths = write_profile_report(profile, analysis, out)
+            print(f"report: {paths.html}")
+        if json_path:
+            dump_json(analysis, json_path)
+        elif out is not None:
+            _print_profile(analysis)
+        return
+    from wattlab.analysis.report import analyze_runs, write_report
+    from wattlab.experiment.store import open_store
+
+    if not Path(db).exists():
+        raise WattlabError(f"no database at {db}; run `wattlab run` or `wattlab sweep` first.")
+    with open_store(db, create=False) as store:
+        runs = store.runs(sweep=sweep_name)
+        windows = store.windows()
+        trace = store.trace()
+    if sweep_name is not None and len(runs) == 0:
+        raise WattlabError(f"the database {db} holds no runs of sweep {sweep_name!r}.")
+    if out is not None:
+        paths = write_report(
+            runs,
+            windows,
+            trace,
+            out,
+            sweep=sweep_name,
+            baseline=baseline,
+            min_saving=min_saving,
+            max_penalty=max_penalty,
+        )
+        summary = json.loads(Path(paths.summary_json).read_text())
+        if json_path != "-":
+            print(f"report: {paths.html}\n        {paths.markdown}")
+    else:
+        _, summary = analyze_runs(
+            runs,
+            sweep=sweep_name,
+            baseline=baseline,
+            min_saving=min_saving,
+            max_penalty=max_penalty,
+        )
+    if json_path:
+        dump_json(summary, json_path)
+    if json_path != "-":
+        _print_summary(summary)
+
+
+def _print_summary(summary: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from wattlab.render import fmt_co2e, fmt_energy
+
+    table = Table(title=f"{summary.get('sweep') or 'all runs'}: per configuration (medians)")
+    for col in (
+        "configuration",
+        "n",
+        "time s",
+        "energy",
+        "Δtime",
+        "Δenergy",
+        "CO2e [range]",
+        "provenance",
+        "pareto",
+        "region",
+    ):
+        table.add_column(col)
+    for c in summary.get("configurations", []):
+        table.add_row(
+            str(c["label"]) + (" (baseline)" if c.get("is_baseline") else ""),
+            str(c["n"]),
+            f"{c['time_s']:.1f}",
+            fmt_energy(c["energy_j"]),
+            f"{c['time_change']:+.1%}" if c.get("time_change") is not None else "",
+            f"{c['energy_change']:+.1%}" if c.get("energy_change") is not None else "",
+            f"{fmt_co2e(c['co2e_kg'])} [{fmt_co2e(c['co2e_low_kg'])}–"
+            f"{fmt_co2e(c['co2e_high_kg'])}]",
+            str(c.get("provenance")),
+            "★" if c.get("pareto") else "",
+            "✓" if c.get("operating_region") else "",
+        )
+    Console(highlight=False).print(table)
+
+
+def _print_profile(analysis: dict) -> None:
+    print(
+        f"baseline {analysis['baseline_w']:g} W; pareto {analysis['pareto']}; "
+        f"operating region {analysis['operating_region']}"
+    )
+    for lim in analysis["limits"]:
+        print(
+            f"  {lim['power_limit_w']:>5g} W  time {lim['time_s']:.2f} s "
+            f"({lim['time_change']:+.2%})  energy {lim['energy_j']:.0f} J "
+            f"({lim['energy_change']:+.2%})"
+        )
+
+
+# --- estimate ----------------------------------------------------------------------------
+estimate_app = typer.Typer(
+    invoke_without_command=True,
+    help="Predict a configuration's energy, time and CO2e before training; evaluate methods.",
+)
+app.add_typer(estimate_app, name="estimate")
+
+
+def _estimate_runs(db: str | None, data: str | None):
+    """Measured runs for PRE: a database, a reference CSV, or the shipped H200 reference."""
+    if db is not None and data is not None:
+        raise WattlabError("give --db or --data, not both.")
+    if db is not None:
+        from wattlab.experiment.store import open_store
+
+        if not Path(db).exists():
+            raise WattlabError(f"no database at {db}.")
+        with open_store(db, create=False) as store:
+            return store.runs(status="ok"), store.windows()
+    from wattlab.estimate.reference import load_default_reference, load_reference_csv
+
+    if data is not None:
+        return load_reference_csv(data)
+    return load_default_reference()
+
+
+@estimate_app.callback()
+def estimate(
+    ctx: typer.Context,
+    model: str | None = typer.Option(None, help="Model name, e.g. resnet50."),
+    stem: str = typer.Option("cifar", help="cifar | imagenet (ResNets)."),
+    gpus: int = typer.Option(1, help="GPU count."),
+    precision: str = typer.Option("fp32", help="fp32 | tf32 | amp-bf16 | amp-fp16"),
+    epochs: float | None = typer.Option(None, help="Epochs to train."),
+    batch_size: int = typer.Option(256, help="Global batch size."),
+    train_size: int = typer.Option(50_000, help="Training images per epoch."),
+    gpu_name: str | None = typer.Option(None, help='GPU name, e.g. "NVIDIA H200".'),
+    gpu_tdp: float | None = typer.Option(None, help="Override the GPU's TDP (W)."),
+    power_limit: float | None = typer.Option(None, help="Per-GPU power limit (W)."),
+    duration_s: float | None = typer.Option(None, help="Expected duration for TDP baselines."),
+    db: str | None = typer.Option(None, help="Fit PRE on this database's runs."),
+    data: str | None = typer.Option(None, help="Fit PRE on this reference CSV."),
+    carbon_intensity: float | None = IntensityOpt,
+    intensity_range: str | None = RangeOpt,
+    pue: float | None = PueOpt,
+    json_path: str | None = JsonOpt,
+) -> None:
+    """wattlab estimate --model resnet50 --gpus 2 --precision amp-bf16 --epochs 30
+    --gpu-name "NVIDIA H200": every method's prediction side by side."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from wattlab.carbon import settings_from_flags
+    from wattlab.errors import DataError
+    from wattlab.estimate.evaluate import estimate_all, format_estimates
+    from wattlab.jsonio import check_writable, dump_json
+
+    check_writable(json_path)
+    if model is None or epochs is None:
+        raise WattlabError("give at least --model NAME and --epochs N (see --help).")
+    carbon = settings_from_flags(carbon_intensity, intensity_range, pue)
+    runs_df = None
+    pre_note = None
+    try:
+        runs_df, _ = _estimate_runs(db, data)
+    except DataError as error:
+        if db is not None or data is not None:
+            raise
+        pre_note = str(error)
+    estimates = estimate_all(
+        model=model,
+        gpus=gpus,
+        precision=precision,
+        epochs=epochs,
+        gpu_name=gpu_name,
+        batch_size=batch_size,
+        stem=stem,
+        train_size=train_size,
+        power_limit_w=power_limit,
+        duration_s=duration_s,
+        gpu_tdp_w=gpu_tdp,
+        runs_df=runs_df,
+        carbon=carbon,
+    )
+    if json_path:
+        dump_json(
+            {"methods": {e.method: e.to_dict() for e in estimates}, "carbon": carbon.to_dict()},
+            json_path,
+        )
+    if json_path != "-":
+        print(format_estimates(estimates))
+        print(f"CO2e at {carbon.describe()}")
+        if pre_note:
+            print(f"note: {pre_note}")
+
+
+@estimate_app.command("evaluate")
+def estimate_evaluate(
+    db: str | None = typer.Option(None, help="Evaluate on this database's runs."),
+    data: str | None = typer.Option(None, help="Evaluate on this reference CSV."),
+    out: str | None = typer.Option(None, "--out", help="Folder for the table and plot."),
+    target: str = typer.Option("total", help="Energy to predict: total | gpu."),
+    json_path: str | None = JsonOpt,
+) -> None:
+    """RMSE, MAPE and median APE of every method against measured runs (PRE leave-one-
+    configuration-out)."""
+    from wattlab.estimate.evaluate import evaluate_methods, write_evaluation
+    from wattlab.jsonio import check_writable, dump_json
+
+    check_writable(json_path)
+    if target not in ("total", "gpu"):
+        raise WattlabError(f"--target must be total or gpu, got {target!r}.")
+    runs_df, windows_df = _estimate_runs(db, data)
+    result = evaluate_methods(runs_df, windows_df, target_column=f"energy_{target}_j")
+    if out is not None:
+        Path(out).mkdir(parents=True, exist_ok=True)
+        paths = write_evaluation(result, out)
+        if json_path != "-":
+            print(f"evaluation: {paths['markdown']}")
+    if json_path:
+        dump_json(result.to_dict(), json_path)
+    if json_path != "-":
+        print(Path(paths["markdown"]).read_text() if out is not None else result.to_json())
+
+
+# --- export ------------------------------------------------------------------------------
+@app.command()
+def export(
+    db: str = typer.Option("wattlab.db", help="SQLite results database."),
+    fmt: str = typer.Option("csv", "--format", help="csv | parquet | json"),
+    out: str = typer.Option(..., "--out", help="Folder to write the tables into."),
+    sweep_name: str | None = typer.Option(None, "--sweep", help="Only this sweep's runs."),
+) -> None:
+    """Write the runs, windows, trace and sweeps tables as files for pandas users."""
+    from wattlab.experiment.export import export_tables
+    from wattlab.experiment.store import open_store
+
+    with open_store(db, create=False) as store:
+        paths = export_tables(store, out, fmt, sweep=sweep_name)
+    for path in paths:
+        print(path)
+
+
+power_app = typer.Typer(help="GPU power-limit journal.", no_args_is_help=True)
+app.add_typer(power_app, name="power")
+
+
+@power_app.command("restore")
+def power_restore() -> None:
+    """Put back the GPU power limits a killed run left behind (from the journal)."""
+    from wattlab.experiment.runner import restore_pending_limits
+
+    restored = restore_pending_limits()
+    if not restored:
+        print("nothing to restore: no power-limit journal was left behind.")
+    for entry in restored:
+        print(f"restored {entry}")
 
 
 def main() -> None:

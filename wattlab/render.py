@@ -76,3 +76,74 @@ def print_measurement(m: Measurement, title: str, problems: Sequence[MeterProble
         )
     for p in problems:
         console.print(f"note: {p.component}: {p.reason} Using {p.fallback}. Fix: {p.fix}")
+
+
+def run_summary_line(row: dict) -> str:
+    """One line per finished run: label, time, energy with provenance, CO2e range, accuracy."""
+    if row.get("status") != "ok":
+        return f"{row.get('label')}: FAILED — {row.get('error')}"
+    parts = [
+        f"{row['label']}:",
+        f"{row['duration_s']:.1f} s,",
+        f"{fmt_energy(row['energy_total_j'])} ({row['provenance']}),",
+        f"CO2e {fmt_co2e(row['co2e_kg'])} [{fmt_co2e(row['co2e_low_kg'])}–"
+        f"{fmt_co2e(row['co2e_high_kg'])}]",
+    ]
+    if row.get("accuracy") is not None:
+        parts.append(f"acc {row['accuracy']:.3f}")
+    if row.get("codecarbon_rel_error") is not None:
+        parts.append(f"CodeCarbon {row['codecarbon_rel_error']:+.1%}")
+    if row.get("projection_error") is not None:
+        parts.append(f"STEP {row['projection_error']:+.1%}")
+    return " ".join(parts)
+
+
+def print_run_row(row: dict) -> None:
+    """The table printed at the end of `wattlab run`."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    table = Table(title=f"wattlab run: {row['label']}")
+    table.add_column("what")
+    table.add_column("value", justify="right")
+    comps = row.get("components_json") or {}
+    table.add_row("samples (budget)", f"{row['samples']:,}")
+    table.add_row("training time", f"{row['duration_s']:.2f} s")
+    for comp, info in sorted(comps.items()):
+        note = "" if info.get("in_total", True) else ", not summed"
+        table.add_row(
+            f"energy {comp}",
+            f"{fmt_energy(info['energy_j'])} ({info['provenance']}{note})",
+        )
+    table.add_row(
+        "energy total",
+        f"{fmt_energy(row['energy_total_j'])} ± {row['energy_uncertainty_j']:.0f} J "
+        f"({row['provenance']})",
+    )
+    if row.get("samples"):
+        table.add_row("energy per sample", f"{row['energy_total_j'] / row['samples'] * 1e3:.2f} mJ")
+    table.add_row(
+        "CO2e",
+        f"{fmt_co2e(row['co2e_kg'])} (range {fmt_co2e(row['co2e_low_kg'])}–"
+        f"{fmt_co2e(row['co2e_high_kg'])}; {row['intensity_kg_per_kwh']:g} kg/kWh, "
+        f"PUE {row['pue']:g})",
+    )
+    if row.get("accuracy") is not None:
+        table.add_row("test accuracy / macro F1", f"{row['accuracy']:.4f} / {row['f1_macro']:.4f}")
+    if row.get("codecarbon_energy_j") is not None:
+        table.add_row(
+            "CodeCarbon energy",
+            f"{fmt_energy(row['codecarbon_energy_j'])} ({row['codecarbon_rel_error']:+.2%} vs "
+            "direct)",
+        )
+    if row.get("projected_energy_j") is not None:
+        err = row.get("projection_error")
+        table.add_row(
+            "STEP projection",
+            f"{fmt_energy(row['projected_energy_j'])}"
+            + (f" ({err:+.2%} vs measured)" if err is not None else ""),
+        )
+    if row.get("power_limit_w") is not None:
+        table.add_row("power limit in force", f"{row['power_limit_w']:g} W per GPU")
+    console.print(table)

@@ -1,0 +1,169 @@
+"""`wattlab run`, `devices`, `monitor`, `export` end to end on the CPU, and their bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+WATTLAB = [sys.executable, "-m", "wattlab.cli"]
+TINY = [
+    "--device", "cpu", "--model", "mobilenet_v3_small", "--stem", "imagenet",
+    "--train-samples", "256", "--test-samples", "128", "--batch-size", "64",
+    "--warmup-steps", "1", "--no-progress",
+]  # fmt: skip
+
+
+def wattlab(*args: str, cwd: Path, timeout: float = 300, env: dict | None = None):
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run(
+        [*WATTLAB, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=full_env
+    )
+
+
+@pytest.fixture(scope="module")
+def run_db(tmp_path_factory):
+    """One real tiny run with CodeCarbon and STEP, shared by the assertions below."""
+    cwd = tmp_path_factory.mktemp("run")
+    done = wattlab(
+        "run", *TINY, "--epochs", "3", "--codecarbon", "--project-after", "2",
+        "--db", "r.db", "--json", "run.json", cwd=cwd,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    return cwd
+
+
+def test_run_stores_one_complete_row(run_db):
+    con = sqlite3.connect(run_db / "r.db")
+    con.row_factory = sqlite3.Row
+    rows = con.execute("SELECT * FROM runs").fetchall()
+    assert len(rows) == 1
+    run = rows[0]
+    assert run["status"] == "ok" and run["samples"] == 3 * (256 // 64) * 64
+    assert run["energy_total_j"] > 0 and run["duration_s"] > 0
+    total = run["energy_gpu_j"] + run["energy_cpu_j"] + run["energy_dram_j"]
+    assert total + run["energy_other_j"] == pytest.approx(run["energy_total_j"])
+    kwh = run["energy_total_j"] / 3.6e6
+    assert run["co2e_kg"] == pytest.approx(kwh * 0.20)
+    assert run["co2e_low_kg"] == pytest.approx(kwh * 0.10)
+    assert run["co2e_high_kg"] == pytest.approx(kwh * 0.30)
+    assert 0 <= run["accuracy"] <= 1
+    # CodeCarbon measured the same window, offline, and its relative error is stored
+    assert run["codecarbon_energy_j"] > 0
+    assert run["codecarbon_rel_error"] == pytest.approx(
+        (run["codecarbon_energy_j"] - run["energy_total_j"]) / run["energy_total_j"]
+    )
+    windows = con.execute("SELECT name, epoch, samples, energy_total_j FROM windows").fetchall()
+    names = sorted({w["name"] for w in windows})
+    assert names == ["budget", "epoch", "eval", "run", "warmup"]
+    epochs = [w for w in windows if w["name"] == "epoch"]
+    assert sorted(w["epoch"] for w in epochs) == [1, 2, 3]
+    assert sum(w["samples"] for w in epochs) == run["samples"]
+    budget = next(w for w in windows if w["name"] == "budget")
+    assert budget["energy_total_j"] == pytest.approx(run["energy_total_j"])
+    assert sum(w["energy_total_j"] for w in epochs) <= budget["energy_total_j"] * 1.001
+    assert con.execute("SELECT COUNT(*) FROM trace").fetchone()[0] > 0
+
+
+def test_run_json_output(run_db):
+    data = json.loads((run_db / "run.json").read_text())
+    assert data["status"] == "ok" and data["samples"] == 768
+    assert data["provenance"] in ("measured", "sampled", "estimated")
+
+
+def test_export_round_trips(run_db, tmp_path):
+    done = wattlab("export", "--db", "r.db", "--format", "csv", "--out", str(tmp_path), cwd=run_db)
+    assert done.returncode == 0, done.stderr
+    import pandas as pd
+
+    runs = pd.read_csv(tmp_path / "runs.csv")
+    assert len(runs) == 1 and runs.loc[0, "status"] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--model", "resnet9000", "--epochs", "1"], "model"),
+        (["--precision", "fp8", "--epochs", "1"], "precision"),
+        (["--budget-samples", "0"], "budget_samples"),
+        (["--epochs", "1", "--dataset", "cifar10", "--data-dir", "nope"], "nope"),
+        (["--epochs", "1", "--power-limit", "250"], "power limits apply to GPUs"),
+        (["--epochs", "1", "--interval", "-1"], "interval"),
+    ],
+)
+def test_bad_input_is_one_sentence_exit_2_nothing_written(tmp_path, args, message):
+    base = [a for a in TINY if a not in ("--model", "mobilenet_v3_small")]
+    done = wattlab("run", *base, *args, "--db", "x.db", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr
+    assert "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    if not (tmp_path / "x.db").exists():
+        return
+    rows = sqlite3.connect(tmp_path / "x.db").execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+    assert rows == 0
+
+
+def test_gpus_without_a_gpu(tmp_path):
+    done = wattlab("run", "--device", "cuda", "--epochs", "1", "--db", "x.db", cwd=tmp_path,
+                   env={"CUDA_VISIBLE_DEVICES": ""})  # fmt: skip
+    assert done.returncode == 2
+    assert "no CUDA GPU" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_foreign_database_refused(tmp_path):
+    con = sqlite3.connect(tmp_path / "other.db")
+    con.execute("CREATE TABLE t (x)")
+    con.commit()
+    con.close()
+    before = (tmp_path / "other.db").read_bytes()
+    done = wattlab("run", *TINY, "--epochs", "1", "--db", "other.db", cwd=tmp_path)
+    assert done.returncode == 2 and "not a wattlab database" in done.stderr
+    assert (tmp_path / "other.db").read_bytes() == before
+
+
+def test_devices_lists_meters_and_problems(tmp_path):
+    done = wattlab("devices", "--json", "-", cwd=tmp_path, env={"CUDA_VISIBLE_DEVICES": ""})
+    assert done.returncode == 0, done.stderr
+    rows = json.loads(done.stdout)["meters"]
+    assert any(r["component"].startswith("cpu") for r in rows)
+    missing = [r for r in rows if r.get("status") == "missing"]
+    assert all(r["reason"] and r["fix"] and r["fallback"] for r in missing)
+
+
+def test_monitor_runs_command_and_reports(tmp_path):
+    code = "import time; t=time.time()\nwhile time.time()-t<0.6: pass\nraise SystemExit(3)"
+    done = wattlab(
+        "monitor", "--interval", "0.05", "--json", "m.json", "--csv-trace", "t.csv",
+        "--", sys.executable, "-c", code, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 3  # the command's own exit code
+    data = json.loads((tmp_path / "m.json").read_text())
+    assert data["exit_code"] == 3 and data["command"][0] == sys.executable
+    assert data["duration_s"] >= 0.6
+    assert data["energy_j"]["total"] > 0
+    assert set(data["co2e_kg"]) >= {"value", "low", "high"}
+    assert data["co2e_kg"]["low"] <= data["co2e_kg"]["value"] <= data["co2e_kg"]["high"]
+    assert (tmp_path / "t.csv").read_text().startswith("t_s,component,power_w")
+    assert "energy" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "code", "message"),
+    [
+        (["--"], 2, "give the command"),
+        (["--interval", "-1", "--", "true"], 2, "interval"),
+        (["--powercap-root", "/does/not/exist", "--", "true"], 2, "does not exist"),
+        (["--", "definitely-not-a-command-xyz"], 127, "command not found"),
+        (["--json", "/no/such/dir/m.json", "--", "true"], 2, "does not exist"),
+    ],
+)
+def test_monitor_bad_input(tmp_path, args, code, message):
+    done = wattlab("monitor", *args, cwd=tmp_path)
+    assert done.returncode == code, done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr

@@ -1,0 +1,162 @@
+"""`wattlab sweep` and `wattlab report` end to end on the CPU: plan, run, resume, report."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+WATTLAB = [sys.executable, "-m", "wattlab.cli"]
+
+TINY_SPEC = """
+name: tiny
+base: {model: mobilenet_v3_small, stem: imagenet, device: cpu, train_samples: 256,
+       test_samples: 128, epochs: 1, batch_size: 64, warmup_steps: 1}
+grid: {precision: [fp32]}
+repetitions: 3
+order: sequential
+warmup_runs: 0
+cooldown_s: 0
+"""
+
+
+def wattlab(*args: str, cwd: Path, timeout: float = 600):
+    return subprocess.run(
+        [*WATTLAB, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout
+    )
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory):
+    cwd = tmp_path_factory.mktemp("quickstart")
+    done = wattlab("sweep", "quickstart", "--db", "q.db", "--json", "sweep.json", cwd=cwd)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return cwd
+
+
+def test_quickstart_runs_every_planned_run_once(quickstart):
+    plan = json.loads((quickstart / "sweep.json").read_text())
+    assert len(plan["runs"]) == 8 and all(r["action"] == "run" for r in plan["runs"])
+    assert all(r["status"] == "ok" for r in plan["results"])
+    con = sqlite3.connect(quickstart / "q.db")
+    rows = con.execute(
+        "SELECT config_hash, repetition, COUNT(*) FROM runs WHERE status='ok' "
+        "GROUP BY config_hash, repetition"
+    ).fetchall()
+    assert len(rows) == 8 and all(n == 1 for *_, n in rows)
+    assert len({h for h, _, _ in rows}) == 4  # 2x2 grid
+    # CodeCarbon ran beside every run (the preset turns it on), offline
+    cc = con.execute("SELECT COUNT(*) FROM runs WHERE codecarbon_energy_j > 0").fetchone()[0]
+    assert cc == 8
+
+
+def test_rerun_resumes_and_runs_nothing(quickstart):
+    done = wattlab("sweep", "quickstart", "--db", "q.db", "--dry-run", "--json", "-",
+                   cwd=quickstart)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(done.stdout)
+    assert {r["action"] for r in plan["runs"]} == {"done"}
+    assert plan["expected_s"] == 0
+
+
+def test_report_renders_every_figure(quickstart):
+    done = wattlab("report", "--db", "q.db", "--sweep", "quickstart", "--out", "rep",
+                   "--json", "summary.json", cwd=quickstart)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    rep = quickstart / "rep"
+    html = (rep / "report.html").read_text()
+    for fig in ("energy_vs_time", "energy_components", "co2e", "power_traces",
+                "codecarbon_parity"):  # fmt: skip
+        assert (rep / f"{fig}.png").exists() and (rep / f"{fig}.svg").exists()
+    assert html.count("data:image/png;base64,") >= 5
+    assert "http://" not in html and "https://" not in html.replace("https://www.w3.org", "")
+    summary = json.loads((quickstart / "summary.json").read_text())
+    assert len(summary["configurations"]) == 4
+    for conf in summary["configurations"]:
+        assert {"time_s", "energy_j", "time_change", "energy_change"} <= set(conf)
+    assert isinstance(summary["pareto"], list) and isinstance(summary["operating_region"], list)
+
+
+def test_dry_run_lists_skips_with_reasons_and_stores_nothing(tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text(
+        TINY_SPEC.replace("grid: {precision: [fp32]}", "grid: {device: [cpu, cuda]}")
+        .replace("name: tiny", "name: mixed")
+        .replace("device: cpu, ", "")
+    )
+    env_done = subprocess.run(
+        [*WATTLAB, "sweep", str(spec), "--db", "d.db", "--dry-run", "--json", "-"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
+    )  # fmt: skip
+    assert env_done.returncode == 0, env_done.stderr
+    plan = json.loads(env_done.stdout)
+    actions = [(r["label"].split()[1], r["action"], r["reason"]) for r in plan["runs"]]
+    assert ("1xCPU", "run", "") in actions
+    assert any(a == "skip" and "no CUDA GPU" in why for _, a, why in actions)
+    runs = sqlite3.connect(tmp_path / "d.db").execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+    assert runs == 0
+
+
+def test_killed_sweep_resumes_with_every_run_exactly_once(tmp_path):
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(TINY_SPEC)
+    db = tmp_path / "k.db"
+    child = subprocess.Popen(
+        [*WATTLAB, "sweep", str(spec), "--db", str(db)],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )  # fmt: skip
+    deadline = time.time() + 300
+    ok = 0
+    while time.time() < deadline and ok < 1:
+        time.sleep(0.5)
+        if db.exists():
+            try:
+                con = sqlite3.connect(db, timeout=5)
+                ok = con.execute("SELECT COUNT(*) FROM runs WHERE status='ok'").fetchone()[0]
+                con.close()
+            except sqlite3.OperationalError:
+                ok = 0
+    os.killpg(child.pid, signal.SIGKILL)  # the sweep and the run in flight, at once
+    child.wait()
+    assert ok >= 1, "the sweep stored no run within 300 s"
+    done = wattlab("sweep", str(spec), "--db", str(db), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    con = sqlite3.connect(db)
+    reps = con.execute(
+        "SELECT repetition, COUNT(*) FROM runs WHERE status='ok' GROUP BY repetition"
+    ).fetchall()
+    assert sorted(reps) == [(0, 1), (1, 1), (2, 1)]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (TINY_SPEC.replace("grid:", "gird:"), "gird"),
+        (TINY_SPEC.replace("[fp32]", "[]"), "grid"),
+        (TINY_SPEC + "baseline: {precision: fp16}\n", "baseline"),
+        (
+            TINY_SPEC.replace("grid: {precision: [fp32]}", "grid: {power_limit_w: [250, abc]}"),
+            "power_limit_w",
+        ),  # fmt: skip
+    ],
+)
+def test_bad_spec_is_one_sentence_exit_2(tmp_path, text, message):
+    spec = tmp_path / "bad.yaml"
+    spec.write_text(text)
+    done = wattlab("sweep", str(spec), "--db", "b.db", cwd=tmp_path, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr and "Traceback" not in done.stderr
+    assert (
+        not (tmp_path / "b.db").exists()
+        or sqlite3.connect(tmp_path / "b.db").execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+        == 0
+    )

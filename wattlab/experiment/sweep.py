@@ -1,0 +1,225 @@
+"""`wattlab sweep`: a grid of runs with repetitions, each in its own process, resumable.
+
+The plan comes first: every run with its place in the (possibly shuffled) order, runs already
+stored as ok (skipped on resume), and configurations this machine cannot run (listed with the
+reason, never dropped silently). Then each run is launched under torchrun in a fresh process, so
+a crash or an out-of-memory error loses one run, not the sweep. Rows are written atomically, and
+the store refuses a second ok row for the same (sweep, config, repetition), so killing the sweep
+at any moment and running it again leaves every run present exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wattlab.experiment.config import RunConfig
+from wattlab.experiment.worker import WorkerOptions
+
+
+@dataclass
+class MachineFacts:
+    """What this machine can run: GPUs visible, and whether power limits may be set."""
+
+    cuda_gpus: int
+    can_set_power_limits: bool
+    power_limit_reason: str = ""
+
+    @classmethod
+    def detect(cls) -> MachineFacts:
+        try:
+            import torch
+
+            gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        except ImportError:
+            gpus = 0
+        reason = ""
+        can_set = True
+        from wattlab.power import FORBID_ENV, power_limits_forbidden
+
+        if gpus == 0:
+            can_set, reason = False, "no CUDA GPU here"
+        elif power_limits_forbidden():
+            can_set, reason = False, f"forbidden on this machine ({FORBID_ENV}=1)"
+        elif hasattr(os, "geteuid") and os.geteuid() != 0:
+            can_set, reason = False, "setting GPU power limits needs root"
+        return cls(cuda_gpus=gpus, can_set_power_limits=can_set, power_limit_reason=reason)
+
+
+@dataclass
+class PlanEntry:
+    order: int  # position in the run order (1-based)
+    config: RunConfig
+    repetition: int
+    label: str
+    config_hash: str
+    action: str  # 'run' | 'done' | 'skip'
+    reason: str = ""
+    expected_s: float | None = None
+
+
+@dataclass
+class SweepPlan:
+    name: str
+    entries: list[PlanEntry]
+    order_seed: int | None
+    warmup_runs: int
+    cooldown_s: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def to_run(self) -> list[PlanEntry]:
+        return [e for e in self.entries if e.action == "run"]
+
+    @property
+    def expected_s(self) -> float | None:
+        runs = self.to_run
+        known = [e.expected_s for e in runs if e.expected_s is not None]
+        if not runs:
+            return 0.0
+        if len(known) < len(runs):
+            return None
+        return sum(known) + self.cooldown_s * max(len(runs) - 1, 0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sweep": self.name,
+            "order_seed": self.order_seed,
+            "warmup_runs": self.warmup_runs,
+            "cooldown_s": self.cooldown_s,
+            "expected_s": self.expected_s,
+            "runs": [
+                {
+                    "order": e.order,
+                    "label": e.label,
+                    "repetition": e.repetition,
+                    "config_hash": e.config_hash,
+                    "action": e.action,
+                    "reason": e.reason,
+                    "expected_s": e.expected_s,
+                }
+                for e in self.entries
+            ],
+            "notes": self.notes,
+        }
+
+
+def skip_reason(cfg: RunConfig, machine: MachineFacts) -> str:
+    """Why this machine cannot run ``cfg`` ('' when it can)."""
+    if cfg.device == "cuda":
+        if machine.cuda_gpus == 0:
+            return "no CUDA GPU here"
+        if cfg.gpus > machine.cuda_gpus:
+            return f"needs {cfg.gpus} GPUs, {machine.cuda_gpus} visible here"
+        if cfg.has_power_limit and not machine.can_set_power_limits:
+            return f"power limit: {machine.power_limit_reason}"
+    return ""
+
+
+def expected_duration_s(cfg: RunConfig, history: Any) -> float | None:
+    """Expected wall time of a run, from earlier ok runs of the same configuration in the store,
+    or else of the same model and device scaled by the number of samples. None if unknown."""
+    if history is None or len(history) == 0:
+        return None
+    ok = history[history["status"] == "ok"]
+    same = ok[ok["config_hash"] == cfg.config_hash()]
+    if len(same):
+        return (
+            float(statistics.median(same["wall_s"].dropna()))
+            if same["wall_s"].notna().any()
+            else None
+        )
+    similar = ok[(ok["model"] == cfg.model) & (ok["device"] == cfg.device)]
+    similar = similar[similar["samples"].fillna(0) > 0]
+    if not len(similar):
+        return None
+    per_sample = statistics.median((similar["wall_s"] / similar["samples"]).dropna())
+    samples = cfg.budget_samples
+    if samples is None:
+        train = cfg.train_samples or 50_000
+        samples = cfg.epochs * (train // cfg.batch_size) * cfg.batch_size  # type: ignore[operator]
+    return float(per_sample * samples)
+
+
+def make_plan(spec: Any, store: Any, machine: MachineFacts) -> SweepPlan:
+    """The whole sweep, in run order, with what will run, what is done and what is skipped."""
+    order_seed = store.register_sweep(
+        spec.name, spec.model_dump(mode="json"), spec.spec_hash(), spec.order_seed
+    )
+    planned = spec.expand(order_seed=order_seed)
+    done = store.completed_keys(spec.name)
+    history = store.runs()
+    entries = []
+    for i, p in enumerate(planned, start=1):
+        reason = skip_reason(p.config, machine)
+        if (p.config_hash, p.repetition) in done:
+            action, reason = "done", "already stored as ok"
+        elif reason:
+            action = "skip"
+        else:
+            action = "run"
+        entries.append(
+            PlanEntry(
+                order=i,
+                config=p.config,
+                repetition=p.repetition,
+                label=p.label,
+                config_hash=p.config_hash,
+                action=action,
+                reason=reason,
+                expected_s=expected_duration_s(p.config, history) if action == "run" else None,
+            )
+        )
+    return SweepPlan(
+        name=spec.name,
+        entries=entries,
+        order_seed=order_seed,
+        warmup_runs=spec.warmup_runs,
+        cooldown_s=float(spec.cooldown_s),
+    )
+
+
+def run_plan(
+    plan: SweepPlan,
+    opts: WorkerOptions,
+    *,
+    on_start: Callable[[PlanEntry], None] | None = None,
+    on_finish: Callable[[PlanEntry, Any], None] | None = None,
+    launch: Callable[[RunConfig, WorkerOptions], Any] | None = None,
+) -> list[tuple[PlanEntry, Any]]:
+    """Run the plan's 'run' entries in order, each in its own process tree."""
+    from wattlab.experiment.runner import run as run_one
+
+    def default_launch(cfg: RunConfig, o: WorkerOptions) -> Any:
+        return run_one(cfg, o, subprocess_launch=True)
+
+    launch = launch or default_launch
+    outcomes = []
+    todo = plan.to_run
+    if todo and plan.warmup_runs > 0:
+        # untimed warm-up runs of the first configuration, stored in a throw-away database
+        with tempfile.TemporaryDirectory(prefix="wattlab-warmup-") as tmp:
+            for _ in range(plan.warmup_runs):
+                warm = WorkerOptions(**{**opts.__dict__, "db_path": str(Path(tmp) / "w.db")})
+                warm.sweep = None
+                warm.progress = False
+                launch(todo[0].config, warm)
+    for i, entry in enumerate(todo):
+        if i > 0 and plan.cooldown_s > 0:
+            time.sleep(plan.cooldown_s)
+        if on_start:
+            on_start(entry)
+        run_opts = WorkerOptions(**{**opts.__dict__})
+        run_opts.sweep = plan.name
+        run_opts.repetition = entry.repetition
+        outcome = launch(entry.config, run_opts)
+        outcomes.append((entry, outcome))
+        if on_finish:
+            on_finish(entry, outcome)
+    return outcomes

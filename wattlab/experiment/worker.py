@@ -1,0 +1,522 @@
+"""One training run inside one process (of torchrun's N): meter, train, gather, store.
+
+Each rank meters its own GPU; the host's CPU/DRAM are metered by local rank 0 only, so nothing
+is counted twice. Rank 0 gathers every rank's window measurements, combines them, and writes
+the run with its windows and power trace to the store in one transaction.
+
+Run by the runner as ``python -m torch.distributed.run ... -m wattlab.experiment.worker``, or
+called in-process (``execute``) for a single-process run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import socket
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from wattlab.carbon import CarbonSettings, co2e, joules_to_kwh
+from wattlab.experiment.config import RunConfig
+from wattlab.monitor import EnergyMonitor, Measurement, combine_measurements, utc_now_iso
+
+MAX_TRACE_ROWS = 50_000
+
+
+@dataclass
+class WorkerOptions:
+    """Everything besides the RunConfig that a worker needs."""
+
+    db_path: str
+    carbon: CarbonSettings = field(default_factory=CarbonSettings)
+    interval_s: float = 0.1
+    powercap_root: str | None = None
+    cpu_tdp_w: float | None = None
+    repetition: int = 0
+    sweep: str | None = None
+    progress: bool = True
+    codecarbon_country: str = "USA"
+    result_file: str | None = None
+    power_limit_requested_w: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = dict(self.__dict__)
+        data["carbon"] = self.carbon.to_dict()
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> WorkerOptions:
+        data = dict(data)
+        data["carbon"] = CarbonSettings(**data["carbon"])
+        return cls(**data)
+
+
+def window_key(name: str, epoch: int | None) -> str:
+    return f"{name}:{epoch}" if epoch is not None else name
+
+
+class _CodeCarbon:
+    """CodeCarbon's OfflineEmissionsTracker over the budget window (never the online one)."""
+
+    def __init__(self, country: str, interval_s: float) -> None:
+        import logging
+
+        from codecarbon import OfflineEmissionsTracker
+
+        logging.getLogger("codecarbon").setLevel(logging.ERROR)  # its INFO lines are noise here
+
+        self.tracker = OfflineEmissionsTracker(
+            country_iso_code=country,
+            measure_power_secs=max(interval_s, 0.5),
+            save_to_file=False,
+            log_level="error",
+            tracking_mode="machine",
+        )
+        self.data: dict[str, float] | None = None
+
+    def start(self) -> None:
+        self.tracker.start()
+
+    def stop(self) -> None:
+        self.tracker.stop()
+        data = self.tracker.final_emissions_data
+        self.data = {
+            "energy_j": float(data.energy_consumed) * 3.6e6,
+            "gpu_j": float(data.gpu_energy) * 3.6e6,
+            "cpu_j": float(data.cpu_energy) * 3.6e6,
+            "ram_j": float(data.ram_energy) * 3.6e6,
+        }
+
+
+class MonitorWindows:
+    """The training loop's WindowHooks, backed by an EnergyMonitor."""
+
+    def __init__(self, monitor: EnergyMonitor, codecarbon: _CodeCarbon | None = None) -> None:
+        self.monitor = monitor
+        self.codecarbon = codecarbon
+        self.results: dict[str, Measurement] = {}
+        self.samples: dict[str, int] = {}
+        self.utilization_readings: list[float] = []
+        self.epoch_measurements: list[Measurement] = []
+
+    def _read_utilization(self) -> None:
+        for meter in self.monitor.meters:
+            util = getattr(meter, "utilization_percent", None)
+            if callable(util):
+                try:
+                    value = util()
+                except Exception:
+                    continue
+                if value is not None:
+                    self.utilization_readings.append(float(value))
+
+    def begin(self, name: str, epoch: int | None = None) -> None:
+        self.monitor.begin_window(window_key(name, epoch))
+        if name == "budget" and self.codecarbon is not None:
+            self.codecarbon.start()
+
+    def end(self, name: str, epoch: int | None = None, samples: int = 0) -> None:
+        if name in ("epoch", "budget"):
+            self._read_utilization()
+        key = window_key(name, epoch)
+        result = self.monitor.end_window(key)
+        if name == "budget" and self.codecarbon is not None:
+            self.codecarbon.stop()
+        self.results[key] = result
+        self.samples[key] = samples
+        if name == "epoch":
+            self.epoch_measurements.append(result)
+
+
+def _local_payload(windows: MonitorWindows, monitor: EnergyMonitor) -> dict[str, Any]:
+    infos = [
+        {"component": m.info.component, "details": dict(m.info.details)} for m in monitor.meters
+    ]
+    return {
+        "hostname": socket.gethostname(),
+        "results": windows.results,
+        "samples": windows.samples,
+        "meters": infos,
+        "utilization": windows.utilization_readings,
+        "trace": list(monitor.trace),
+        "problems": [p.__dict__ for p in (monitor.discovery.problems if monitor.discovery else [])],
+    }
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as handle:
+            for line in handle:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _ram_gb() -> float | None:
+    try:
+        import psutil
+
+        return psutil.virtual_memory().total / 1e9
+    except Exception:
+        return None
+
+
+def build_run_row(
+    cfg: RunConfig,
+    opts: WorkerOptions,
+    payloads: list[dict[str, Any]],
+    train_result: Any,
+    started_at: str,
+    codecarbon: dict[str, float] | None,
+    projection: Any,
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[tuple[float, str, float]]]:
+    """Combine every rank's windows into the `runs` row, `windows` rows and trace rows."""
+    keys = list(payloads[0]["results"].keys())
+    combined: dict[str, Measurement] = {}
+    for key in keys:
+        parts = [p["results"][key] for p in payloads if key in p["results"]]
+        combined[key] = combine_measurements(parts)
+    budget = combined["budget"]
+    whole = combined.get("run", budget)
+    gpu_details = [
+        m["details"] for p in payloads for m in p["meters"] if m["component"].startswith("gpu")
+    ]
+    hostnames = sorted({p["hostname"] for p in payloads})
+    utilization = [u for p in payloads for u in p["utilization"]]
+    c = co2e(budget.total_energy_j, opts.carbon)
+    components = {
+        comp: {
+            "energy_j": budget.energy_j[comp],
+            "provenance": budget.provenance[comp].value,
+            "uncertainty_j": budget.uncertainty_j.get(comp, 0.0),
+            "in_total": budget.in_total.get(comp, True),
+        }
+        for comp in budget.energy_j
+    }
+    limits = [d.get("power_limit_w") for d in gpu_details if d.get("power_limit_w") is not None]
+    tdps = [
+        d.get("default_power_limit_w")
+        for d in gpu_details
+        if d.get("default_power_limit_w") is not None
+    ]
+    row: dict[str, Any] = {
+        "sweep": opts.sweep,
+        "status": "ok",
+        "error": None,
+        "config_hash": cfg.config_hash(),
+        "repetition": opts.repetition,
+        "config_json": cfg.model_dump(),
+        "label": cfg.label(),
+        "model": cfg.model,
+        "stem": cfg.stem,
+        "dataset": cfg.dataset,
+        "precision": cfg.precision,
+        "device": cfg.device,
+        "gpus": cfg.gpus if cfg.device == "cuda" else 0,
+        "world_size": cfg.world_size,
+        "batch_size": cfg.batch_size,
+        "epochs": float(train_result.epochs_completed),
+        "power_limit_w": max(limits) if limits else None,
+        "power_limit_requested_w": opts.power_limit_requested_w,
+        "samples": int(train_result.samples),
+        "started_at": started_at,
+        "finished_at": utc_now_iso(),
+        "hostname": ",".join(hostnames),
+        "gpu_name": ",".join(sorted({str(d.get("name")) for d in gpu_details})) or None,
+        "gpu_uuids": ",".join(str(d.get("uuid")) for d in gpu_details) or None,
+        "driver": next((str(d.get("driver")) for d in gpu_details if d.get("driver")), None),
+        "cpu_model": _cpu_model(),
+        "duration_s": budget.duration_s,
+        "wall_s": whole.duration_s,
+        "energy_total_j": budget.total_energy_j,
+        "energy_gpu_j": budget.gpu_energy_j,
+        "energy_cpu_j": budget.cpu_energy_j,
+        "energy_dram_j": budget.dram_energy_j,
+        "energy_other_j": budget.other_energy_j,
+        "energy_uncertainty_j": budget.total_uncertainty_j,
+        "provenance": budget.total_provenance.value,
+        "components_json": components,
+        "co2e_kg": c.value_kg,
+        "co2e_low_kg": c.low_kg,
+        "co2e_high_kg": c.high_kg,
+        "intensity_kg_per_kwh": opts.carbon.intensity_kg_per_kwh,
+        "pue": opts.carbon.pue,
+        "accuracy": train_result.accuracy,
+        "f1_macro": train_result.f1_macro,
+        "train_loss": train_result.train_loss,
+        "gpu_utilization_percent": (sum(utilization) / len(utilization)) if utilization else None,
+        "gpu_tdp_w": max(tdps) if tdps else None,
+        "ram_gb": _ram_gb(),
+        "train_size": getattr(train_result, "train_size", None),
+        "test_size": getattr(train_result, "test_size", None),
+        "image_size": 32,
+        "params": getattr(train_result, "params", None),
+    }
+    if codecarbon is not None:
+        cc_energy_j = codecarbon["energy_j"]
+        row["codecarbon_energy_j"] = cc_energy_j
+        row["codecarbon_co2e_kg"] = (
+            joules_to_kwh(cc_energy_j) * opts.carbon.pue * opts.carbon.intensity_kg_per_kwh
+        )
+        total = budget.total_energy_j
+        row["codecarbon_rel_error"] = (cc_energy_j - total) / total if total > 0 else None
+        row["codecarbon_components_json"] = {k: codecarbon[k] for k in ("gpu_j", "cpu_j", "ram_j")}
+    if projection is not None and getattr(projection, "energy_j", None) is not None:
+        row["projected_energy_j"] = projection.energy_j
+        row["projected_duration_s"] = getattr(projection, "duration_s", None)
+        total = budget.total_energy_j
+        row["projection_error"] = (projection.energy_j - total) / total if total > 0 else None
+    windows = []
+    for key, m in combined.items():
+        name, _, epoch = key.partition(":")
+        samples = sum(p["samples"].get(key, 0) for p in payloads[:1])
+        windows.append(
+            {
+                "name": name,
+                "epoch": int(epoch) if epoch else None,
+                "start_s": m.start_offset_s,
+                "duration_s": m.duration_s,
+                "samples": samples,
+                "energy_total_j": m.total_energy_j,
+                "energy_gpu_j": m.gpu_energy_j,
+                "energy_cpu_j": m.cpu_energy_j,
+                "energy_dram_j": m.dram_energy_j,
+                "energy_other_j": m.other_energy_j,
+                "mean_power_w": m.mean_power_w,
+                "provenance": m.total_provenance.value,
+                "short_window": int(m.is_short),
+            }
+        )
+    trace = sorted(s for p in payloads for s in p["trace"])
+    if len(trace) > MAX_TRACE_ROWS:
+        step = -(-len(trace) // MAX_TRACE_ROWS)
+        trace = trace[::step]
+    return row, windows, trace
+
+
+def _write_result_file(path: str | None, data: dict[str, Any]) -> None:
+    if path:
+        from wattlab.jsonio import dump_json
+
+        dump_json(data, path)
+
+
+def execute(cfg: RunConfig, opts: WorkerOptions) -> int | None:
+    """Run training under the monitor in this process (one rank); rank 0 stores the run.
+
+    Returns the run id on rank 0, None elsewhere. A failure is stored as a failed run (by rank
+    0, or by the runner when a rank died) and re-raised.
+    """
+    from wattlab.experiment.store import open_store
+    from wattlab.meters.discover import discover_meters
+    from wattlab.train.distributed import gather_objects, init_distributed, shutdown_distributed
+    from wattlab.train.loop import run_training
+
+    started_at = utc_now_iso()
+    dist = init_distributed(cfg.device)
+    store = open_store(opts.db_path) if dist.is_main else None
+    discovery = discover_meters(
+        include_gpus=cfg.device == "cuda",
+        gpu_indices=[dist.local_rank] if cfg.device == "cuda" else None,
+        include_host=dist.is_local_main,
+        powercap_root=Path(opts.powercap_root) if opts.powercap_root else None,
+        cpu_tdp_w=opts.cpu_tdp_w,
+    )
+    monitor = EnergyMonitor(discovery, interval_s=opts.interval_s, carbon=opts.carbon)
+    tracker = (
+        _CodeCarbon(opts.codecarbon_country, opts.interval_s)
+        if cfg.codecarbon and dist.is_main
+        else None
+    )
+    windows = MonitorWindows(monitor, tracker)
+    projector = _make_projector(cfg, dist)
+    progress = _Progress(cfg, monitor, windows, enabled=opts.progress and dist.is_main)
+    monitor.start()
+    try:
+        try:
+            with progress:
+                result = run_training(
+                    cfg,
+                    dist,
+                    windows=windows,
+                    on_epoch=lambda stats: _on_epoch(stats, windows, projector, progress, dist),
+                )
+        finally:
+            monitor.stop()
+            discovery.close()
+        payload = _local_payload(windows, monitor)
+        payloads = gather_objects(payload, dist)
+        if not dist.is_main:
+            return None
+        assert store is not None and payloads is not None
+        row, window_rows, trace = build_run_row(
+            cfg,
+            opts,
+            payloads,
+            result,
+            started_at,
+            tracker.data if tracker else None,
+            projector.projection if projector else None,
+        )
+        run_id = store.insert_run(row, window_rows, trace)
+        _write_result_file(opts.result_file, {"run_id": run_id, "status": "ok"})
+        if opts.progress:
+            from wattlab.render import print_run_row
+
+            print_run_row(row)
+        return run_id
+    except BaseException as error:
+        if dist.is_main and store is not None:
+            message = f"{type(error).__name__}: {error}"
+            run_id = store.insert_run(failed_row(cfg, opts, started_at, message))
+            _write_result_file(
+                opts.result_file, {"run_id": run_id, "status": "failed", "error": message}
+            )
+        raise
+    finally:
+        shutdown_distributed()
+
+
+def failed_row(cfg: RunConfig, opts: WorkerOptions, started_at: str, error: str) -> dict[str, Any]:
+    return {
+        "sweep": opts.sweep,
+        "status": "failed",
+        "error": error[-4000:],
+        "config_hash": cfg.config_hash(),
+        "repetition": opts.repetition,
+        "config_json": cfg.model_dump(),
+        "label": cfg.label(),
+        "model": cfg.model,
+        "stem": cfg.stem,
+        "dataset": cfg.dataset,
+        "precision": cfg.precision,
+        "device": cfg.device,
+        "gpus": cfg.gpus if cfg.device == "cuda" else 0,
+        "world_size": cfg.world_size,
+        "batch_size": cfg.batch_size,
+        "power_limit_requested_w": opts.power_limit_requested_w,
+        "started_at": started_at,
+        "finished_at": utc_now_iso(),
+        "hostname": socket.gethostname(),
+        "intensity_kg_per_kwh": opts.carbon.intensity_kg_per_kwh,
+        "pue": opts.carbon.pue,
+    }
+
+
+def _make_projector(cfg: RunConfig, dist: Any) -> Any:
+    if cfg.project_after is None:
+        return None
+    from wattlab.estimate.step import StepProjector
+
+    total_epochs = cfg.epochs if cfg.epochs is not None else None
+    if total_epochs is None:
+        return None
+
+    class _Live:
+        def __init__(self) -> None:
+            self.projector = StepProjector(total_epochs, project_after=cfg.project_after)
+            self.projection = None
+
+    return _Live()
+
+
+def _on_epoch(stats: Any, windows: MonitorWindows, live: Any, progress: Any, dist: Any) -> None:
+    progress.epoch_done(stats)
+    if live is None or not windows.epoch_measurements:
+        return
+    from wattlab.train.distributed import gather_objects
+
+    last = windows.epoch_measurements[-1]
+    parts = gather_objects(last, dist)  # a collective: every rank takes part
+    if not dist.is_main or parts is None:
+        return
+    epoch = combine_measurements(parts)
+    projection = live.projector.add_epoch(epoch.total_energy_j, epoch.duration_s)
+    if projection is not None and live.projection is None:
+        live.projection = projection
+        progress.note(
+            f"STEP after epoch {len(windows.epoch_measurements)}: {projection.describe()}"
+        )
+
+
+class _Progress:
+    """A rich progress bar on rank 0: epoch, loss, watts and joules so far (this host)."""
+
+    def __init__(
+        self, cfg: RunConfig, monitor: EnergyMonitor, windows: MonitorWindows, enabled: bool
+    ) -> None:
+        self.cfg = cfg
+        self.monitor = monitor
+        self.windows = windows
+        interactive = sys.stderr.isatty() or bool(os.environ.get("WATTLAB_PROGRESS"))
+        self.enabled = enabled and interactive
+        self.plain = enabled and not self.enabled
+        self.bar: Any = None
+        self.task: Any = None
+        self.t0 = time.perf_counter()
+
+    def __enter__(self) -> _Progress:
+        if self.enabled:
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.fields[info]}"),
+                TimeElapsedColumn(),
+                transient=False,
+            )
+            total = self.cfg.epochs or 1
+            self.task = self.bar.add_task(self.cfg.label(), total=total, info="warming up")
+            self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)
+
+    def epoch_done(self, stats: Any) -> None:
+        energy = sum(m.total_energy_j for m in self.windows.epoch_measurements)
+        duration = sum(m.duration_s for m in self.windows.epoch_measurements)
+        watts = energy / duration if duration > 0 else 0.0
+        info = (
+            f"epoch {stats.epoch} loss {stats.train_loss:.3f} "
+            f"{watts:.0f} W {energy / 1e3:.2f} kJ (rank 0's meters)"
+        )
+        if self.bar is not None:
+            self.bar.update(self.task, completed=stats.epoch, info=info)
+        elif self.plain:
+            print(f"[{self.cfg.label()}] {info}", file=sys.stderr, flush=True)
+
+    def note(self, text: str) -> None:
+        if self.bar is not None:
+            self.bar.console.print(text)
+        elif self.plain:
+            print(text, file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="wattlab-worker")
+    parser.add_argument("--config-json", required=True)
+    parser.add_argument("--options-json", required=True)
+    args = parser.parse_args(argv)
+    cfg = RunConfig(**json.loads(Path(args.config_json).read_text()))
+    opts = WorkerOptions.from_json(json.loads(Path(args.options_json).read_text()))
+    try:
+        execute(cfg, opts)
+    except Exception:
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

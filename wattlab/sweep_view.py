@@ -1,0 +1,94 @@
+"""What `wattlab sweep` shows: the plan table, a progress bar with ETA, a line per run."""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from wattlab.experiment.sweep import PlanEntry, SweepPlan, run_plan
+from wattlab.experiment.worker import WorkerOptions
+
+
+def _fmt_s(seconds: float | None) -> str:
+    if seconds is None:
+        return "unknown"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.1f} h"
+    if seconds >= 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds:.0f} s"
+
+
+def print_plan(plan: SweepPlan, dry_run: bool) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    table = Table(title=f"sweep {plan.name}: plan" + (" (dry run)" if dry_run else ""))
+    for col in ("#", "configuration", "rep", "action", "expected", "why"):
+        table.add_column(col)
+    for e in plan.entries:
+        table.add_row(
+            str(e.order),
+            e.label,
+            str(e.repetition),
+            e.action,
+            _fmt_s(e.expected_s) if e.action == "run" else "",
+            e.reason,
+        )
+    console.print(table)
+    n_run = len(plan.to_run)
+    n_done = sum(e.action == "done" for e in plan.entries)
+    n_skip = sum(e.action == "skip" for e in plan.entries)
+    console.print(
+        f"{n_run} to run, {n_done} already stored, {n_skip} skipped; order seed "
+        f"{plan.order_seed}; warm-up runs {plan.warmup_runs}; cool-down {plan.cooldown_s:g} s; "
+        f"expected duration {_fmt_s(plan.expected_s)}"
+        + ("" if plan.expected_s is not None else " (no earlier runs of these configurations)")
+    )
+
+
+def run_with_progress(plan: SweepPlan, opts: WorkerOptions) -> list[tuple[PlanEntry, Any]]:
+    """Run the plan with a progress bar over the whole sweep and a summary line per run."""
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from wattlab.experiment.store import open_store
+    from wattlab.render import run_summary_line
+
+    console = Console(highlight=False, file=sys.stderr if not sys.stdout.isatty() else None)
+    todo = plan.to_run
+    started = time.perf_counter()
+    finished: list[float] = []
+
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+        TextColumn("ETA {task.fields[eta]}"),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task(plan.name, total=len(todo), eta=_fmt_s(plan.expected_s))
+
+        def on_start(entry: PlanEntry) -> None:
+            bar.update(task, description=f"{plan.name}: {entry.label} rep {entry.repetition}")
+
+        def on_finish(entry: PlanEntry, outcome: Any) -> None:
+            finished.append(time.perf_counter())
+            done = len(finished)
+            per_run = (finished[-1] - started) / done
+            bar.update(task, advance=1, eta=_fmt_s(per_run * (len(todo) - done)))
+            row = None
+            if outcome.run_id is not None:
+                with open_store(opts.db_path) as store:
+                    runs = store.runs()
+                match = runs[runs["id"] == outcome.run_id]
+                if len(match):
+                    row = match.iloc[0].to_dict()
+            line = run_summary_line(row) if row else f"{entry.label}: {outcome.status}"
+            bar.console.print(f"[{done}/{len(todo)}] rep {entry.repetition} {line}")
+
+        return run_plan(plan, opts, on_start=on_start, on_finish=on_finish)
