@@ -167,3 +167,51 @@ def test_monitor_bad_input(tmp_path, args, code, message):
     done = wattlab("monitor", *args, cwd=tmp_path)
     assert done.returncode == code, done.stderr
     assert message in done.stderr and "Traceback" not in done.stderr
+
+
+def _write_tiny_cifar(folder: Path, per_batch: int = 64) -> None:
+    import pickle
+
+    import numpy as np
+
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for name in [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"]:
+        batch = {
+            b"data": rng.integers(0, 256, (per_batch, 3072), dtype=np.uint8),
+            b"labels": [int(v) for v in rng.integers(0, 10, per_batch)],
+            b"batch_label": name.encode(),
+        }
+        with open(folder / name, "wb") as handle:
+            pickle.dump(batch, handle)
+
+
+def test_run_reads_the_official_cifar_layout(tmp_path):
+    _write_tiny_cifar(tmp_path / "data" / "cifar-10-batches-py")
+    base = [a for a in TINY if a not in ("--train-samples", "256", "--test-samples", "128")]
+    done = wattlab("run", *base, "--dataset", "cifar10", "--data-dir", "data", "--epochs", "1",
+                   "--db", "c.db", "--json", "-", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    row = json.loads(done.stdout)
+    assert row["dataset"] == "cifar10" and row["samples"] == (5 * 64 // 64) * 64
+    (tmp_path / "data" / "cifar-10-batches-py" / "data_batch_4").unlink()
+    done = wattlab("run", *base, "--dataset", "cifar10", "--data-dir", "data", "--epochs", "1",
+                   "--db", "c.db", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2 and "data_batch_4" in done.stderr
+
+
+def test_two_gloo_processes_do_the_same_budget_and_meter_the_host_once(tmp_path):
+    rows = {}
+    for nproc in (1, 2):
+        done = wattlab("run", *TINY, "--epochs", "1", "--nproc", str(nproc), "--db", "d.db",
+                       "--json", "-", cwd=tmp_path)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        rows[nproc] = json.loads(done.stdout)
+    assert rows[1]["samples"] == rows[2]["samples"] == 256
+    assert rows[2]["world_size"] == 2
+    comps = json.loads(rows[2]["components_json"])
+    assert sorted(c.split(":")[0] for c in comps) == sorted(
+        c.split(":")[0] for c in json.loads(rows[1]["components_json"])
+    )  # the second process added no second CPU/RAM meter
+    con = sqlite3.connect(tmp_path / "d.db")
+    assert con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 2  # one row per run

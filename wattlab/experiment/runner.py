@@ -50,10 +50,25 @@ def check_devices(cfg: RunConfig) -> None:
 
 
 def check_dataset(cfg: RunConfig) -> None:
-    if cfg.dataset == "cifar10":
-        from wattlab.train.data import check_cifar10_dir
+    """A CIFAR-10 folder must hold every batch file, and its batches must parse."""
+    if cfg.dataset != "cifar10":
+        return
+    from wattlab.errors import DataError
+    from wattlab.train.data import (
+        CIFAR_TEST_FILE,
+        CIFAR_TRAIN_FILES,
+        find_cifar10_dir,
+        load_cifar10,
+    )
 
-        check_cifar10_dir(cfg.data_dir or "")
+    folder = find_cifar10_dir(cfg.data_dir or "")
+    missing = [f for f in (*CIFAR_TRAIN_FILES, CIFAR_TEST_FILE) if not (folder / f).is_file()]
+    if missing:
+        raise DataError(
+            f"CIFAR-10 folder {str(folder)!r} lacks {', '.join(missing)}; expected the "
+            "cifar-10-batches-py files data_batch_1..5 and test_batch."
+        )
+    load_cifar10(folder, train_samples=1, test_samples=1)  # parses data_batch_1 and test_batch
 
 
 def preflight(cfg: RunConfig, db_path: str | Path) -> None:
