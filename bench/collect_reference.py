@@ -32,6 +32,7 @@ def main() -> None:
     parser.add_argument("--batch-sizes", nargs="*", type=int, default=[256, 512])
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--train-samples", type=int, default=None)
+    parser.add_argument("--test-samples", type=int, default=None)
     parser.add_argument("--deadline-s", type=float, default=420.0)
     args = parser.parse_args()
 
@@ -56,6 +57,7 @@ def main() -> None:
             epochs=args.epochs,
             device=args.device,
             train_samples=args.train_samples,
+            test_samples=args.test_samples,
             sweep="reference",
         )
         opts = WorkerOptions(db_path=args.db, progress=False, sweep="reference")
@@ -68,7 +70,8 @@ def main() -> None:
         windows = store.windows()
     header = [
         "wattlab reference runs, measured on one NVIDIA H200 (the device machine of this project)",
-        "with bench/collect_reference.py: synthetic CIFAR-shaped data (50 000 train images),",
+        "with bench/collect_reference.py: synthetic CIFAR-shaped data "
+        f"({args.train_samples or 50000} train images),",
         f"{args.epochs} epochs per run after 10 warm-up steps, default power limit (700 W),",
         "GPU energy from the NVML energy counter (measured); no RAPL on that VM, so CPU and RAM",
         "energy are estimated (TDP x utilisation, 0.3725 W/GB) and the total's provenance says so.",

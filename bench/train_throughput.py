@@ -25,10 +25,12 @@ from _common import print_table, write_json  # noqa: E402
 def gpu_monitor():
     import pynvml
 
-    from wattlab.meters.nvml import NvmlGpuMeter, visible_gpus
+    from wattlab.meters.nvml import NvmlGpuMeter, NvmlSession, visible_gpus
     from wattlab.monitor import EnergyMonitor
 
+    session = NvmlSession(pynvml)  # handles stay valid while a session is open
     meter = NvmlGpuMeter(pynvml, 0, visible_gpus(pynvml)[0])
+    session.close()  # the meter holds its own reference from here on
     return EnergyMonitor([meter], interval_s=0.1).start()
 
 

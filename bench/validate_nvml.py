@@ -30,9 +30,10 @@ def main() -> None:
     import pynvml
     import torch
 
-    from wattlab.meters.nvml import NvmlGpuMeter, visible_gpus
+    from wattlab.meters.nvml import NvmlGpuMeter, NvmlSession, visible_gpus
     from wattlab.monitor import EnergyMonitor
 
+    session = NvmlSession(pynvml)  # hold NVML open: handles die with the last session
     gpus = visible_gpus(pynvml)
     counter_meter = NvmlGpuMeter(pynvml, 0, gpus[0])
     sampled_meter = NvmlGpuMeter(pynvml, 0, gpus[0], force_sampled=True)
@@ -66,6 +67,7 @@ def main() -> None:
     m_short = mon_counter.end_window("short")
     mon_counter.stop()
     mon_sampled.stop()
+    session.close()
 
     c_j = m_counter.energy_j["gpu:0"]
     s_j = m_sampled.energy_j["gpu:0"]

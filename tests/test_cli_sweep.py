@@ -160,3 +160,38 @@ def test_bad_spec_is_one_sentence_exit_2(tmp_path, text, message):
         or sqlite3.connect(tmp_path / "b.db").execute("SELECT COUNT(*) FROM runs").fetchone()[0]
         == 0
     )
+
+
+def test_sigterm_stops_the_sweep_and_stores_the_run_in_flight_as_failed(tmp_path):
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(TINY_SPEC.replace("repetitions: 3", "repetitions: 4"))
+    db = tmp_path / "t.db"
+    child = subprocess.Popen(
+        [*WATTLAB, "sweep", str(spec), "--db", str(db)],
+        cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.time() + 300
+    rows = 0
+    while time.time() < deadline and rows < 1:
+        time.sleep(0.3)
+        if db.exists():
+            try:
+                rows = (
+                    sqlite3.connect(db, timeout=5)
+                    .execute("SELECT COUNT(*) FROM runs")
+                    .fetchone()[0]
+                )
+            except sqlite3.OperationalError:
+                rows = 0
+    time.sleep(2.0)  # the next run is starting up now
+    child.send_signal(signal.SIGTERM)
+    _, err = child.communicate(timeout=120)
+    assert child.returncode in (143, -signal.SIGTERM), err
+    con = sqlite3.connect(db)
+    statuses = [s for (s,) in con.execute("SELECT status FROM runs ORDER BY id")]
+    assert len(statuses) < 4  # it stopped instead of going on with the sweep
+    if child.returncode == 143:  # the signal came while a run was in flight
+        assert "stopped by signal 15" in err
+        if statuses[-1] == "failed":  # cut short (else it had just finished and was kept)
+            error = con.execute("SELECT error FROM runs ORDER BY id DESC LIMIT 1").fetchone()[0]
+            assert "signal" in error

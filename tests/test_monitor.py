@@ -191,3 +191,42 @@ def test_combine_sums_ranks_and_refuses_double_count():
 def test_bad_interval():
     with pytest.raises(ConfigError, match="positive"):
         EnergyMonitor([], interval_s=-1)
+
+
+def test_a_stopped_monitor_starts_again_with_fresh_meters():
+    made = []
+
+    def fresh() -> list:
+        meter = ClockMeter("gpu:0", 100.0)
+        made.append(meter)
+        return meter
+
+    from wattlab.meters.base import Discovery
+
+    mon = EnergyMonitor([fresh()], interval_s=0.02, sync=None)
+    for _ in range(2):
+        mon.start()
+        with mon.window("w") as h:
+            time.sleep(0.05)
+        mon.stop()
+        assert h.result.energy_j["gpu:0"] == pytest.approx(100.0 * h.result.duration_s, rel=0.05)
+    assert not mon.started
+    # an owned discovery is re-opened on each start
+    mon = EnergyMonitor(interval_s=0.02, sync=None, discover_kwargs={})
+    mon._given_meters = None
+    import wattlab.meters.discover as discover
+
+    original = discover.discover_meters
+    discover.discover_meters = lambda **_: Discovery([fresh()], [])
+    try:
+        energies = []
+        for _ in range(2):
+            mon.start()
+            with mon.window("w") as h:
+                time.sleep(0.05)
+            mon.stop()
+            energies.append(h.result.energy_j["gpu:0"])
+    finally:
+        discover.discover_meters = original
+    assert all(e > 0 for e in energies)
+    assert len(made) == 3

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from wattlab.errors import WattlabError
+from wattlab.errors import Interrupted, WattlabError
 
 app = typer.Typer(
     add_completion=False,
@@ -631,6 +631,13 @@ def main() -> None:
     except WattlabError as error:
         print(f"wattlab: error: {error}", file=sys.stderr)
         sys.exit(2)
+    except Interrupted as stop:
+        print(
+            f"wattlab: stopped by signal {stop.signum}; a run cut short is stored as failed "
+            "(run the sweep again to resume).",
+            file=sys.stderr,
+        )
+        sys.exit(128 + stop.signum)
     except KeyboardInterrupt:
         print("wattlab: interrupted", file=sys.stderr)
         sys.exit(130)

@@ -24,3 +24,12 @@ class DataError(WattlabError):
 
 class PowerLimitError(WattlabError):
     """A power limit that is out of range, or that this process may not set."""
+
+
+class Interrupted(Exception):
+    """SIGINT or SIGTERM arrived while a run was in flight: the run is stored as failed and
+    the command stops (exit code 128 + signal number)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"interrupted by signal {signum}")
+        self.signum = signum

@@ -343,6 +343,8 @@ class EnergyMonitor:
             self._thread = None
         if self._owns_meters and self.discovery is not None:
             self.discovery.close()
+        self._t_start = None  # a later start() opens fresh meters and a new timeline
+        self._open.clear()
 
     def __enter__(self) -> EnergyMonitor:
         self.start()

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wattlab.errors import ConfigError
+from wattlab.errors import ConfigError, Interrupted
 from wattlab.experiment.config import RunConfig
 from wattlab.experiment.worker import WorkerOptions, execute, failed_row
 from wattlab.monitor import utc_now_iso
@@ -171,7 +171,10 @@ def _launch(
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // cfg.world_size)))
         child = subprocess.Popen(command, env=env, start_new_session=True)
 
+        received: list[int] = []
+
         def forward(signum: int, _frame: object) -> None:
+            received.append(signum)
             try:
                 os.killpg(child.pid, signum)
             except ProcessLookupError:
@@ -185,15 +188,21 @@ def _launch(
                 signal.signal(s, handler)
         if result_path.exists():
             result = json.loads(result_path.read_text())
-            return RunOutcome(result.get("run_id"), result["status"], result.get("error"))
-        if node_rank != 0:
-            return RunOutcome(None, "ok" if code == 0 else "failed")
-        message = f"the training processes exited with code {code} before storing the run"
-        if code < 0:
-            message = f"the training processes were killed by signal {-code}"
-        store = open_store(opts.db_path)
-        try:
-            run_id = store.insert_run(failed_row(cfg, opts, started_at, message))
-        finally:
-            store.close()
-        return RunOutcome(run_id, "failed", message)
+            outcome = RunOutcome(result.get("run_id"), result["status"], result.get("error"))
+        elif node_rank != 0:
+            outcome = RunOutcome(None, "ok" if code == 0 else "failed")
+        else:
+            message = f"the training processes exited with code {code} before storing the run"
+            if received:
+                message = f"interrupted by signal {received[0]} before the run was stored"
+            elif code < 0:
+                message = f"the training processes were killed by signal {-code}"
+            store = open_store(opts.db_path)
+            try:
+                run_id = store.insert_run(failed_row(cfg, opts, started_at, message))
+            finally:
+                store.close()
+            outcome = RunOutcome(run_id, "failed", message)
+        if received:  # the user (or a scheduler) asked us to stop: no further runs
+            raise Interrupted(received[0])
+        return outcome

@@ -149,6 +149,16 @@ def _local_payload(windows: MonitorWindows, monitor: EnergyMonitor) -> dict[str,
     }
 
 
+def _forward_gflops(cfg: RunConfig) -> float | None:
+    """Forward GFLOPs per 32x32 image, counted with torch's FlopCounterMode on the CPU."""
+    try:
+        from wattlab.train.models import build_model, forward_flops_per_sample
+
+        return forward_flops_per_sample(build_model(cfg.model, stem=cfg.stem)) / 1e9
+    except Exception:  # a count is a convenience for PRE; never fail a finished run over it
+        return None
+
+
 def _cpu_model() -> str:
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
@@ -256,9 +266,10 @@ def build_run_row(
         "gpu_tdp_w": max(tdps) if tdps else None,
         "ram_gb": _ram_gb(),
         "train_size": getattr(train_result, "train_size", None),
-        "test_size": getattr(train_result, "test_size", None),
+        "test_size": getattr(train_result, "test_samples", None),
         "image_size": 32,
         "params": getattr(train_result, "params", None),
+        "model_gflops_per_sample": _forward_gflops(cfg),
     }
     if codecarbon is not None:
         cc_energy_j = codecarbon["energy_j"]

@@ -1,0 +1,585 @@
+"""Datasets and the device-resident input pipeline.
+
+Two datasets, both CIFAR-shaped (uint8 images ``[N, 3, 32, 32]``, int64 labels, 10 classes):
+
+- ``synthetic``: generated, deterministic, no download (see :func:`synthetic_dataset`).
+- ``cifar10``: read from a user-given directory in the official ``cifar-10-batches-py`` layout.
+
+The input pipeline follows airbench (Keller Jordan's ``airbench94.py``): the whole uint8
+dataset is moved to the device once, and every batch is gathered, cropped, flipped and
+normalised there, vectorised, so the training step never waits for the host.
+
+Sharding for a fixed budget: each epoch has one permutation, drawn from a generator seeded by
+``(seed, epoch)`` and identical on every rank. It is cut into global batches of exactly
+``batch_size`` (the last partial batch is dropped) and rank ``r`` takes the slice
+``[r*b:(r+1)*b]`` of every global batch, ``b = batch_size // world_size``. A run with 1 process
+and a run with 2 processes therefore see exactly the same samples, with the same augmentation,
+at every step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+
+from wattlab.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    from wattlab.experiment.config import RunConfig
+
+NUM_CLASSES = 10
+IMAGE_SHAPE = (3, 32, 32)
+SYNTHETIC_SEED = 20_240_611  # fixed, independent of the run seed: every machine sees the same data
+SYNTHETIC_TRAIN = 50_000
+SYNTHETIC_TEST = 10_000
+SYNTHETIC_VERSION = 2  # bump when the generator changes (it names the on-disk cache file)
+CROP_PAD = 4  # random-crop padding in pixels (reflect padding, as in airbench)
+
+CIFAR_TRAIN_FILES = tuple(f"data_batch_{i}" for i in range(1, 6))
+CIFAR_TEST_FILE = "test_batch"
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Images as uint8 ``[N, 3, 32, 32]`` (0-255), labels as int64 ``[N]`` in ``[0, 10)``."""
+
+    name: str
+    train_x: torch.Tensor
+    train_y: torch.Tensor
+    test_x: torch.Tensor
+    test_y: torch.Tensor
+    num_classes: int = NUM_CLASSES
+
+    @property
+    def train_size(self) -> int:
+        return int(self.train_y.shape[0])
+
+    @property
+    def test_size(self) -> int:
+        return int(self.test_y.shape[0])
+
+
+# --------------------------------------------------------------------------------------------
+# Loading
+# --------------------------------------------------------------------------------------------
+
+
+def load_dataset(
+    source: RunConfig | str = "synthetic",
+    *,
+    data_dir: str | Path | None = None,
+    train_samples: int | None = None,
+    test_samples: int | None = None,
+    cache_dir: str | Path | None = None,
+) -> Dataset:
+    """Load a dataset by name, or the one a ``RunConfig`` names (its ``dataset``, ``data_dir``,
+    ``train_samples`` and ``test_samples``; keyword arguments given here take precedence).
+
+    ``train_samples`` / ``test_samples`` keep the first N images of each split. ``cache_dir``
+    (synthetic only) stores the generated splits as ``.pt`` files to skip the generation next
+    time; the data is also cached in memory for the life of the process.
+    """
+    if isinstance(source, str):
+        name = source
+    else:
+        name = source.dataset
+        data_dir = data_dir if data_dir is not None else source.data_dir
+        train_samples = train_samples if train_samples is not None else source.train_samples
+        test_samples = test_samples if test_samples is not None else source.test_samples
+    for label, value in (("train_samples", train_samples), ("test_samples", test_samples)):
+        if value is not None and value <= 0:
+            raise ConfigError(f"{label} must be a positive whole number, got {value}.")
+    if name == "synthetic":
+        return synthetic_dataset(train_samples, test_samples, cache_dir=cache_dir)
+    if name == "cifar10":
+        if data_dir is None:
+            raise ConfigError("dataset 'cifar10' needs a data directory (cifar-10-batches-py).")
+        return load_cifar10(data_dir, train_samples=train_samples, test_samples=test_samples)
+    raise ConfigError(f"unknown dataset {name!r}; allowed: synthetic, cifar10.")
+
+
+# --------------------------------------------------------------------------------------------
+# CIFAR-10 from the official python pickles
+# --------------------------------------------------------------------------------------------
+
+
+def find_cifar10_dir(data_dir: str | Path) -> Path:
+    """The folder holding ``data_batch_1..5`` and ``test_batch``: DIR or DIR/cifar-10-batches-py."""
+    root = Path(data_dir).expanduser()
+    if not root.is_dir():
+        raise DataError(
+            f"CIFAR-10 directory {str(root)!r} does not exist; expected a folder holding "
+            "cifar-10-batches-py (data_batch_1..5, test_batch)."
+        )
+    for candidate in (root, root / "cifar-10-batches-py"):
+        if (candidate / CIFAR_TEST_FILE).is_file():
+            return candidate
+    return root if (root / CIFAR_TRAIN_FILES[0]).is_file() else root / "cifar-10-batches-py"
+
+
+def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """One pickle: ``{b"data": uint8 [N, 3072], b"labels": [N] in 0..9}`` -> (x, y) arrays."""
+    expected = 'a pickled dict with b"data" (uint8 [N, 3072]) and b"labels" (N ints in 0..9)'
+    if not path.is_file():
+        raise DataError(f"CIFAR-10 file {str(path)!r} is missing; expected {expected}.")
+    try:
+        with path.open("rb") as f:
+            batch: Any = pickle.load(f, encoding="bytes")
+    except Exception as error:  # any unpickling failure is a malformed file
+        raise DataError(
+            f"CIFAR-10 file {str(path)!r} could not be read ({type(error).__name__}); "
+            f"expected {expected}."
+        ) from None
+    if not isinstance(batch, dict) or b"data" not in batch or b"labels" not in batch:
+        raise DataError(f"CIFAR-10 file {str(path)!r} is malformed; expected {expected}.")
+    try:
+        x = np.asarray(batch[b"data"])
+        y = np.asarray(batch[b"labels"])
+    except Exception:
+        raise DataError(f"CIFAR-10 file {str(path)!r} is malformed; expected {expected}.") from None
+    ok = (
+        x.dtype == np.uint8
+        and x.ndim == 2
+        and x.shape[1] == 3 * 32 * 32
+        and y.ndim == 1
+        and y.shape[0] == x.shape[0]
+        and x.shape[0] > 0
+        and np.issubdtype(y.dtype, np.integer)
+        and int(y.min()) >= 0
+        and int(y.max()) < NUM_CLASSES
+    )
+    if not ok:
+        raise DataError(
+            f"CIFAR-10 file {str(path)!r} has data {x.dtype} {list(x.shape)} and labels "
+            f"{list(y.shape)}; expected {expected}."
+        )
+    return x.reshape(-1, *IMAGE_SHAPE), y.astype(np.int64)
+
+
+def _read_cifar_split(folder: Path, files: tuple[str, ...], limit: int | None) -> tuple:
+    xs, ys, have = [], [], 0
+    for name in files:
+        if limit is not None and have >= limit:
+            break
+        x, y = _read_cifar_batch(folder / name)
+        xs.append(x)
+        ys.append(y)
+        have += len(y)
+    x = torch.from_numpy(np.ascontiguousarray(np.concatenate(xs)))
+    y = torch.from_numpy(np.concatenate(ys))
+    if limit is not None:
+        x, y = x[:limit].clone(), y[:limit].clone()
+    return x, y
+
+
+def load_cifar10(
+    data_dir: str | Path, *, train_samples: int | None = None, test_samples: int | None = None
+) -> Dataset:
+    """CIFAR-10 from ``data_dir`` (the ``cifar-10-batches-py`` folder or its parent)."""
+    folder = find_cifar10_dir(data_dir)
+    train_x, train_y = _read_cifar_split(folder, CIFAR_TRAIN_FILES, train_samples)
+    test_x, test_y = _read_cifar_split(folder, (CIFAR_TEST_FILE,), test_samples)
+    return Dataset("cifar10", train_x, train_y, test_x, test_y)
+
+
+# --------------------------------------------------------------------------------------------
+# Synthetic shapes
+# --------------------------------------------------------------------------------------------
+#
+# Each image: a noisy background (random base colour, a random linear colour gradient, pixel
+# noise, 0-3 specks of clutter: small rectangles of any colour) with the class's *structure*
+# pasted at a random position, in a random colour that contrasts with the background (lighter
+# on dark backgrounds, darker on light ones). The ten structures are shapes, arrangements and
+# textures:
+#
+#   0 filled square   1 hollow square   2 plus            3 diagonal cross   4 disk
+#   5 ring            6 horizontal bars 7 vertical bars   8 checkerboard     9 triangle
+#
+# each drawn at a random size of 12, 15 or 18 pixels. Because position, colour, contrast sign
+# and size are random, no fixed pixel template separates the classes: a linear classifier on
+# raw pixels stays near chance, while a CNN (local, translation-equivariant filters) learns
+# the shapes within a few epochs. (Smaller structures, 7-11 px, were tried first: small CNNs
+# with max-pooling still learnt them at once, but torchvision ResNets, which average-pool,
+# learnt them far more slowly than CIFAR-10.)
+#
+# Generation is vectorised in chunks of _CHUNK images; chunk k of a split is drawn from its
+# own generator seeded by (seed, split, k), so the first N images do not depend on how many
+# are generated (train_samples=N is a true prefix of the full split) and the output is
+# identical on every machine.
+
+_CHUNK = 2048
+_SIZES = (12, 15, 18)
+_MAX_SIZE = max(_SIZES)
+_MAX_SPECKS = 3
+_NOISE_STD = 0.06  # pixel noise, in units of the 0..1 intensity range
+_GRADIENT = 0.25  # max change of the background across the image, per channel
+_CONTRAST = (0.3, 0.6)  # |shape colour - background colour| per channel
+
+_memory_cache: dict[tuple[int, str], tuple[torch.Tensor, torch.Tensor]] = {}
+_memory_lock = threading.Lock()
+
+
+def _templates() -> torch.Tensor:
+    """Binary masks ``[10 classes, len(_SIZES), S, S]`` (S the largest size); size s
+    occupies the top-left s x s."""
+    out = torch.zeros(NUM_CLASSES, len(_SIZES), _MAX_SIZE, _MAX_SIZE)
+    for k, s in enumerate(_SIZES):
+        i = torch.arange(s).view(-1, 1).expand(s, s)  # row
+        j = torch.arange(s).view(1, -1).expand(s, s)  # column
+        c = (s - 1) / 2
+        u = (j - c) / (s / 2)  # -1..1 across
+        v = (i - c) / (s / 2)  # -1..1 down
+        r2 = u**2 + v**2
+        band = max(1, s // 7)  # half-width of plus arms and cross lines
+        border = max(1, s // 5)
+        masks = [
+            torch.ones(s, s, dtype=torch.bool),  # filled square
+            (i < border) | (i >= s - border) | (j < border) | (j >= s - border),  # hollow
+            ((i - c).abs() <= band - 0.5) | ((j - c).abs() <= band - 0.5),  # plus
+            ((i - j).abs() <= band - 1) | ((i + j - (s - 1)).abs() <= band - 1),  # cross
+            r2 <= 1.0,  # disk
+            (r2 <= 1.0) & (r2 >= 0.4),  # ring
+            (i // 2) % 2 == 0,  # horizontal bars
+            (j // 2) % 2 == 0,  # vertical bars
+            ((i // 2) + (j // 2)) % 2 == 0,  # checkerboard
+            u.abs() <= (v + 1) / 2,  # triangle, apex up
+        ]
+        for cls, mask in enumerate(masks):
+            out[cls, k, :s, :s] = mask.float()
+    return out
+
+
+def _chunk_seed(seed: int, split: str, index: int) -> int:
+    digest = hashlib.sha256(f"wattlab-synthetic:{seed}:{split}:{index}".encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
+
+def _synthetic_chunk(
+    templates: torch.Tensor, n: int, seed: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``n`` images (uint8 [n, 3, 32, 32]) and labels from one seeded generator."""
+    g = torch.Generator().manual_seed(seed)
+    h = w = 32
+    labels = torch.randint(0, NUM_CLASSES, (n,), generator=g)
+    # Background: base colour + linear gradient + noise, in 0..1.
+    base = torch.rand(n, 3, 1, 1, generator=g) * 0.8 + 0.1
+    grad = (torch.rand(n, 3, 2, generator=g) * 2 - 1) * _GRADIENT
+    ys = torch.linspace(-0.5, 0.5, h).view(1, 1, h, 1)
+    xs = torch.linspace(-0.5, 0.5, w).view(1, 1, 1, w)
+    background = base + grad[..., 0:1, None] * ys + grad[..., 1:2, None] * xs
+    # Structure colour: away from the background base, per channel.
+    delta = torch.rand(n, 3, 1, 1, generator=g) * (_CONTRAST[1] - _CONTRAST[0]) + _CONTRAST[0]
+    colour = torch.where(base < 0.5, base + delta, base - delta)
+    # Mask: the class template at a random size and position (read back through a gather).
+    size_idx = torch.randint(0, len(_SIZES), (n,), generator=g)
+    sizes = torch.tensor(_SIZES)[size_idx]
+    tmpl = templates[labels, size_idx]  # [n, S, S], size s in the top-left corner
+    py = (torch.rand(n, generator=g) * (h - sizes + 1)).long().view(n, 1, 1)
+    px = (torch.rand(n, generator=g) * (w - sizes + 1)).long().view(n, 1, 1)
+    ty = torch.arange(h).view(1, h, 1) - py  # template row under each image row, [n, h, 1]
+    tx = torch.arange(w).view(1, 1, w) - px  # [n, 1, w]
+    inside = (ty >= 0) & (ty < _MAX_SIZE) & (tx >= 0) & (tx < _MAX_SIZE)
+    rows_n = torch.arange(n).view(n, 1, 1)
+    mask = tmpl[rows_n, ty.clamp(0, _MAX_SIZE - 1), tx.clamp(0, _MAX_SIZE - 1)] * inside
+    mask = mask.unsqueeze(1)  # [n, 1, h, w]
+    # Clutter: 0-3 specks (1-3 px rectangles, any colour) under the structure.
+    n_specks = torch.randint(0, _MAX_SPECKS + 1, (n,), generator=g)
+    grid_y = torch.arange(h).view(1, h, 1)
+    grid_x = torch.arange(w).view(1, 1, w)
+    for speck in range(_MAX_SPECKS):
+        y0, x0 = (torch.randint(0, 31, (2, n, 1, 1), generator=g)).unbind(0)
+        sy, sx = (torch.randint(1, 4, (2, n, 1, 1), generator=g)).unbind(0)
+        inside = (grid_y >= y0) & (grid_y < y0 + sy) & (grid_x >= x0) & (grid_x < x0 + sx)
+        inside = (inside & (speck < n_specks).view(n, 1, 1)).unsqueeze(1).float()
+        speck_colour = torch.rand(n, 3, 1, 1, generator=g)
+        background = background * (1 - inside) + speck_colour * inside
+    image = background * (1 - mask) + colour * mask
+    image += torch.randn(n, 3, h, w, generator=g) * _NOISE_STD
+    image = (image.clamp_(0, 1) * 255).round_().to(torch.uint8)
+    return image, labels
+
+
+def _synthetic_split(split: str, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The first ``n`` images of a split, generated chunk by chunk (cached in memory)."""
+    with _memory_lock:
+        empty = (torch.empty(0, *IMAGE_SHAPE, dtype=torch.uint8), torch.empty(0, dtype=torch.long))
+        x, y = _memory_cache.get((seed, split), empty)
+        if y.shape[0] < n:
+            # Cached prefixes are whole chunks, so generation resumes at a chunk boundary.
+            templates = _templates()
+            xs, ys = [x], [y]
+            for index in range(y.shape[0] // _CHUNK, -(-n // _CHUNK)):
+                cx, cy = _synthetic_chunk(templates, _CHUNK, _chunk_seed(seed, split, index))
+                xs.append(cx)
+                ys.append(cy)
+            x, y = torch.cat(xs), torch.cat(ys)
+            _memory_cache[(seed, split)] = (x, y)
+        return x[:n], y[:n]
+
+
+def synthetic_dataset(
+    train_samples: int | None = None,
+    test_samples: int | None = None,
+    *,
+    seed: int = SYNTHETIC_SEED,
+    cache_dir: str | Path | None = None,
+) -> Dataset:
+    """The synthetic shapes dataset: 50 000 train / 10 000 test images, 10 classes.
+
+    Deterministic in ``seed`` (a fixed default, independent of the run seed). Train and test
+    are drawn from separate streams. ``train_samples`` / ``test_samples`` keep the first N.
+    """
+    n_train = min(train_samples or SYNTHETIC_TRAIN, SYNTHETIC_TRAIN)
+    n_test = min(test_samples or SYNTHETIC_TEST, SYNTHETIC_TEST)
+    if cache_dir is not None:
+        _load_disk_cache(Path(cache_dir), seed)
+    train_x, train_y = _synthetic_split("train", n_train, seed)
+    test_x, test_y = _synthetic_split("test", n_test, seed)
+    if cache_dir is not None:
+        _save_disk_cache(Path(cache_dir), seed)
+    return Dataset("synthetic", train_x, train_y, test_x, test_y)
+
+
+def _disk_cache_path(cache_dir: Path, seed: int, split: str) -> Path:
+    return cache_dir / f"wattlab-synthetic-v{SYNTHETIC_VERSION}-{seed}-{split}.pt"
+
+
+def _load_disk_cache(cache_dir: Path, seed: int) -> None:
+    for split in ("train", "test"):
+        path = _disk_cache_path(cache_dir, seed, split)
+        if (seed, split) in _memory_cache or not path.is_file():
+            continue
+        try:
+            blob = torch.load(path, weights_only=True)
+            x, y = blob["x"], blob["y"]
+        except Exception:
+            continue  # a broken cache file is regenerated and overwritten
+        if x.dtype == torch.uint8 and x.shape[1:] == IMAGE_SHAPE and len(x) % _CHUNK == 0:
+            with _memory_lock:
+                _memory_cache[(seed, split)] = (x, y)
+
+
+def _save_disk_cache(cache_dir: Path, seed: int) -> None:
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "test"):
+        x, y = _memory_cache[(seed, split)]
+        path = _disk_cache_path(cache_dir, seed, split)
+        if path.is_file():
+            continue
+        tmp = path.with_suffix(".tmp")
+        torch.save({"x": x, "y": y}, tmp)
+        tmp.replace(path)
+
+
+def clear_memory_cache() -> None:
+    """Forget the in-memory synthetic data (tests use it to check regeneration)."""
+    with _memory_lock:
+        _memory_cache.clear()
+
+
+# --------------------------------------------------------------------------------------------
+# Sharding: one permutation per epoch, identical on every rank
+# --------------------------------------------------------------------------------------------
+
+
+def epoch_generator(seed: int, epoch: int) -> torch.Generator:
+    """A CPU generator seeded by (seed, epoch): the same stream on every rank and machine."""
+    digest = hashlib.sha256(f"wattlab-epoch:{seed}:{epoch}".encode()).digest()
+    return torch.Generator().manual_seed(int.from_bytes(digest[:8], "little") & ((1 << 63) - 1))
+
+
+@dataclass(frozen=True)
+class EpochPlan:
+    """This rank's share of one epoch, on the CPU: ``indices[step]`` are the sample indices of
+    this rank's slice of global batch ``step``; ``flip``/``shift_y``/``shift_x`` the matching
+    augmentation draws (drawn for the whole global batch, so they do not depend on the world
+    size)."""
+
+    indices: torch.Tensor  # int64 [steps, per_rank_batch]
+    flip: torch.Tensor  # bool [steps, per_rank_batch]
+    shift_y: torch.Tensor  # int64 [steps, per_rank_batch], in [-CROP_PAD, CROP_PAD]
+    shift_x: torch.Tensor
+
+    @property
+    def steps(self) -> int:
+        return int(self.indices.shape[0])
+
+
+def plan_epoch(
+    n: int,
+    batch_size: int,
+    *,
+    seed: int,
+    epoch: int,
+    world_size: int = 1,
+    rank: int = 0,
+    steps: int | None = None,
+) -> EpochPlan:
+    """Rank ``rank``'s batches for one epoch over ``n`` training samples.
+
+    The permutation comes from :func:`epoch_generator` ``(seed, epoch)``; it is cut into
+    ``n // batch_size`` global batches (the last partial batch dropped), optionally only the
+    first ``steps`` of them (a partial final epoch), and rank ``r`` keeps columns
+    ``[r*b:(r+1)*b]`` of each, ``b = batch_size // world_size``.
+    """
+    if batch_size % world_size:
+        raise ConfigError(f"batch_size {batch_size} must divide evenly over {world_size} ranks.")
+    full = n // batch_size
+    if full == 0:
+        raise ConfigError(
+            f"batch_size {batch_size} is larger than the {n} training samples; "
+            "use a smaller batch or more samples."
+        )
+    steps = full if steps is None else steps
+    if not 0 < steps <= full:
+        raise ConfigError(f"an epoch has 1..{full} steps, got {steps}.")
+    g = epoch_generator(seed, epoch)
+    perm = torch.randperm(n, generator=g)
+    used = steps * batch_size
+    flip = torch.rand(n, generator=g) < 0.5
+    shifts = torch.randint(-CROP_PAD, CROP_PAD + 1, (2, n), generator=g)
+    b = batch_size // world_size
+    cols = slice(rank * b, (rank + 1) * b)
+
+    def mine(t: torch.Tensor) -> torch.Tensor:
+        return t[:used].view(steps, batch_size)[:, cols].contiguous()
+
+    return EpochPlan(mine(perm), mine(flip), mine(shifts[0]), mine(shifts[1]))
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    """An epoch's gather indices where the data lives (see :meth:`DeviceData.prepare`)."""
+
+    indices: torch.Tensor  # int64 [steps, b]: sample of each image
+    rows: torch.Tensor  # int64 [steps, b, H]: source row of each output row (crop, reflect)
+    cols: torch.Tensor  # int64 [steps, b, W]: source column (crop, reflect, flip)
+
+    @property
+    def steps(self) -> int:
+        return int(self.indices.shape[0])
+
+
+# --------------------------------------------------------------------------------------------
+# The device-resident pipeline
+# --------------------------------------------------------------------------------------------
+
+
+def _reflect(index: torch.Tensor, size: int) -> torch.Tensor:
+    """Reflect-pad an index: -1 -> 1, size -> size - 2 (numpy/torch 'reflect' padding)."""
+    index = index.abs()
+    return torch.where(index >= size, 2 * (size - 1) - index, index)
+
+
+class DeviceData:
+    """The dataset on one device, with batch gathering, augmentation and normalisation there.
+
+    Trick (airbench): the uint8 dataset is copied to the device once (4x smaller than float),
+    when it fits in half the free memory; otherwise it stays in pinned host memory and each
+    batch is copied with ``non_blocking=True``. Normalisation uses the training set's own
+    per-channel mean/std, so the same code serves CIFAR-10 and the synthetic data.
+    """
+
+    def __init__(self, data: Dataset, device: torch.device, *, channels_last: bool | None = None):
+        self.device = device
+        self.num_classes = data.num_classes
+        self.channels_last = device.type == "cuda" if channels_last is None else channels_last
+        self.memory_format = torch.channels_last if self.channels_last else torch.contiguous_format
+        nbytes = sum(t.numel() * t.element_size() for t in (data.train_x, data.test_x))
+        self.resident = device.type != "cuda" or _fits_on_device(nbytes, device)
+        home = device if self.resident else torch.device("cpu")
+        pin = device.type == "cuda" and not self.resident
+
+        def place(t: torch.Tensor) -> torch.Tensor:
+            t = t.contiguous()
+            return t.pin_memory() if pin else t.to(home, non_blocking=True)
+
+        self.train_x, self.train_y = place(data.train_x), place(data.train_y)
+        self.test_x, self.test_y = place(data.test_x), place(data.test_y)
+        # Per-channel statistics in the 0..255 scale, computed once, kept on the device.
+        mean, std = channel_stats(data.train_x)
+        self.mean = mean.float().view(1, 3, 1, 1).to(device)
+        self.inv_std = (1.0 / std).float().view(1, 3, 1, 1).to(device)
+
+    @property
+    def train_size(self) -> int:
+        return int(self.train_y.shape[0])
+
+    @property
+    def test_size(self) -> int:
+        return int(self.test_y.shape[0])
+
+    def _normalise(self, images: torch.Tensor) -> torch.Tensor:
+        if not self.resident:
+            images = images.pin_memory()  # so that the copy below is truly asynchronous
+        x = images.to(self.device, non_blocking=True).float().sub_(self.mean).mul_(self.inv_std)
+        return x.contiguous(memory_format=self.memory_format)
+
+    def prepare(self, plan: EpochPlan) -> DevicePlan:
+        """Turn an epoch's plan into gather indices on the device, once per epoch.
+
+        Trick: random crop (reflect padding of CROP_PAD pixels), horizontal flip and the batch
+        gather become ONE indexing op on the uint8 data: row/column indices are shifted,
+        reflected at the border and reversed for flipped images, so no padded copy is made and
+        a step launches only the gather and the normalisation.
+        """
+        home = self.train_x.device
+        h, w = self.train_x.shape[-2:]
+        dy = plan.shift_y.to(home, non_blocking=True).unsqueeze(-1)  # [steps, b, 1]
+        dx = plan.shift_x.to(home, non_blocking=True).unsqueeze(-1)
+        flip = plan.flip.to(home, non_blocking=True).unsqueeze(-1)
+        ar_h = torch.arange(h, device=home)
+        ar_w = torch.arange(w, device=home)
+        rows = _reflect(dy + ar_h, h)  # [steps, b, h]
+        cols = _reflect(dx + torch.where(flip, w - 1 - ar_w, ar_w), w)  # flip: read backwards
+        return DevicePlan(plan.indices.to(home, non_blocking=True), rows, cols)
+
+    def train_batch(self, plan: DevicePlan, step: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Inputs (float32, normalised, cropped, flipped) and labels for ``step`` of ``plan``."""
+        idx, rows, cols = plan.indices[step], plan.rows[step], plan.cols[step]
+        b, h, w = rows.shape[0], rows.shape[1], cols.shape[1]
+        # Advanced indices split by ':' put their broadcast dims first -> [b, h, w, C] (NHWC).
+        images = self.train_x[idx.view(b, 1, 1), :, rows.view(b, h, 1), cols.view(b, 1, w)]
+        images = images.permute(0, 3, 1, 2)  # NCHW view of NHWC memory = channels_last
+        return self._normalise(images), self.train_y[idx].to(self.device, non_blocking=True)
+
+    def test_batches(
+        self, batch_size: int, *, start: int = 0, stop: int | None = None
+    ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        """Normalised, un-augmented test batches covering ``[start, stop)`` in order."""
+        stop = self.test_size if stop is None else stop
+        for lo in range(start, stop, batch_size):
+            hi = min(lo + batch_size, stop)
+            x = self._normalise(self.test_x[lo:hi])
+            yield x, self.test_y[lo:hi].to(self.device, non_blocking=True)
+
+
+def channel_stats(images: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-channel mean and standard deviation (float64 ``[3]``, 0..255 scale) of uint8
+    images ``[N, 3, H, W]``, summed in chunks so no float copy of the whole set is made."""
+    total = torch.zeros(3, dtype=torch.float64)
+    squares = torch.zeros(3, dtype=torch.float64)
+    for chunk in images.split(2048):
+        c = chunk.to(torch.float64)
+        total += c.sum(dim=(0, 2, 3))
+        squares += (c * c).sum(dim=(0, 2, 3))
+    count = images.shape[0] * images.shape[2] * images.shape[3]
+    mean = total / count
+    std = (squares / count - mean * mean).clamp(min=1.0).sqrt()
+    return mean, std
+
+
+def _fits_on_device(nbytes: int, device: torch.device) -> bool:
+    try:
+        free, _total = torch.cuda.mem_get_info(device)
+    except Exception:
+        return True
+    return nbytes < free // 2

@@ -1,0 +1,425 @@
+"""The training loop: one run of one configuration, readable top to bottom.
+
+``run_training`` does, in order (each step is a measurement window the caller can attach energy
+to through ``WindowHooks``):
+
+1. ``run``     opens; seeds, precision flags, data on the device, model, optimizer.
+2. ``warmup``  ``cfg.warmup_steps`` real training steps (cuDNN autotuning, torch.compile,
+               NCCL set-up), then the model, optimizer and RNG go back to their initial state,
+               so the budget trains exactly as if there had been no warm-up.
+3. ``budget``  the fixed compute budget, with one ``epoch`` window per (1-based) epoch.
+4. ``eval``    accuracy and macro F1 on the test set.
+5. ``run``     closes.
+
+The hot loop is kept lean in the style of airbench: the data is on the device, batches are
+gathered and augmented there, inputs are channels_last on CUDA, there is no host-device sync
+inside a step (the loss is summed on the device and read once per epoch), the optimizer is
+fused on CUDA and gradients are freed with ``set_to_none=True``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import functools
+import logging
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import torch
+import torch.distributed as tdist
+from torch import nn
+
+from wattlab.errors import ConfigError
+from wattlab.experiment.config import RunConfig
+from wattlab.train.data import Dataset, DeviceData, load_dataset, plan_epoch
+from wattlab.train.distributed import DistContext
+from wattlab.train.models import build_model, count_parameters
+
+log = logging.getLogger(__name__)
+
+LR_WARMUP_FRACTION = 0.05  # the learning rate rises linearly over the first 5 % of the steps
+EVAL_BATCH_MAX = 1024  # per-rank evaluation batch (no gradients, so larger than training's)
+WARMUP_EPOCH = 0  # the data stream of the warm-up steps; budget epochs are numbered from 1
+
+
+class WindowHooks(Protocol):
+    """Where the caller (the energy monitor) opens and closes measurement windows.
+
+    Names: ``run``, ``warmup``, ``budget``, ``epoch`` (with ``epoch=k``, 1-based), ``eval``.
+    ``samples`` on ``end`` counts images over all ranks. The loop adds no device sync for a
+    window: the hook synchronises the device itself when it needs to.
+    """
+
+    def begin(self, name: str, epoch: int | None = None) -> None: ...
+
+    def end(self, name: str, epoch: int | None = None, samples: int = 0) -> None: ...
+
+
+class _NoWindows:
+    def begin(self, name: str, epoch: int | None = None) -> None:
+        pass
+
+    def end(self, name: str, epoch: int | None = None, samples: int = 0) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class EpochStats:
+    """One budget epoch: ``samples`` over all ranks, ``train_loss`` the mean label-smoothed
+    cross-entropy of its steps over all ranks, ``duration_s`` host wall time (the epoch ends
+    with the loss read-out, which waits for the device)."""
+
+    epoch: int
+    samples: int
+    train_loss: float
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What one run trained and how well. Sample counts are global (all ranks)."""
+
+    samples: int  # training samples in the budget (warm-up excluded)
+    steps: int  # optimizer steps in the budget
+    epochs_completed: float  # steps / steps per epoch (the last epoch may be partial)
+    warmup_samples: int  # training samples of the warm-up steps (not in ``samples``)
+    train_loss: float  # mean training loss of the last epoch
+    accuracy: float  # on the test set, 0..1
+    f1_macro: float  # on the test set, 0..1
+    per_epoch: list[EpochStats] = field(default_factory=list)
+    params: int = 0
+    world_size: int = 1
+    test_samples: int = 0  # images evaluated
+    steps_per_epoch: int = 0
+    duration_s: float = 0.0  # the budget's host wall time (ends after the last loss read-out)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The fixed compute budget in optimizer steps of one global batch."""
+
+    steps: int
+    steps_per_epoch: int
+    batch_size: int
+
+    @property
+    def samples(self) -> int:
+        return self.steps * self.batch_size
+
+    @property
+    def epochs(self) -> int:
+        """Epochs started (the last one may be partial)."""
+        return math.ceil(self.steps / self.steps_per_epoch)
+
+    def steps_in_epoch(self, epoch: int) -> int:
+        """Steps of 1-based ``epoch``."""
+        return min(self.steps_per_epoch, self.steps - (epoch - 1) * self.steps_per_epoch)
+
+
+def plan_budget(cfg: RunConfig, train_size: int) -> Budget:
+    """Steps for ``cfg.epochs`` full epochs or ``cfg.budget_samples // batch_size`` steps."""
+    per_epoch = train_size // cfg.batch_size
+    if per_epoch == 0:
+        raise ConfigError(
+            f"batch_size {cfg.batch_size} is larger than the {train_size} training samples; "
+            "use a smaller batch or more train_samples."
+        )
+    if cfg.epochs is not None:
+        steps = cfg.epochs * per_epoch
+    else:
+        steps = (cfg.budget_samples or 0) // cfg.batch_size
+        if steps == 0:
+            raise ConfigError(
+                f"budget_samples {cfg.budget_samples} is less than one global batch of "
+                f"{cfg.batch_size}; give at least {cfg.batch_size}."
+            )
+    return Budget(steps=steps, steps_per_epoch=per_epoch, batch_size=cfg.batch_size)
+
+
+def lr_at(step: int, total_steps: int, peak_lr: float) -> float:
+    """Learning rate of 0-based global ``step``: linear warm-up over the first
+    LR_WARMUP_FRACTION of the steps, then cosine decay towards 0. It depends only on the
+    global step, so it is the same for any world size."""
+    warm = max(1, round(LR_WARMUP_FRACTION * total_steps))
+    if step < warm:
+        return peak_lr * (step + 1) / warm
+    progress = (step - warm) / max(1, total_steps - warm)
+    return peak_lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
+
+
+def set_precision(precision: str, device: torch.device) -> tuple[Callable, torch.amp.GradScaler]:
+    """Set the global TF32 flags for ``precision``; return an autocast factory and a scaler.
+
+    fp32: TF32 off. tf32: TF32 on for matmuls and cuDNN convolutions. amp-bf16 / amp-fp16:
+    autocast to bfloat16 / float16 with TF32 off for what stays in fp32; amp-fp16 adds a
+    GradScaler. On the CPU tf32 is plain fp32 and amp-fp16 is refused.
+    """
+    if device.type == "cpu":
+        if precision == "amp-fp16":
+            raise ConfigError(
+                "precision 'amp-fp16' needs a CUDA GPU; on the CPU use fp32 or amp-bf16."
+            )
+        if precision == "tf32":
+            log.info("precision tf32 on the CPU is plain fp32 (TF32 is a GPU tensor-core format)")
+    tf32 = precision == "tf32"
+    # Legacy flags on purpose: they also set the newer fp32_precision flags consistently.
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True  # trick: let cuDNN time its kernels (warm-up)
+    if precision.startswith("amp-"):
+        dtype = torch.bfloat16 if precision == "amp-bf16" else torch.float16
+        autocast = functools.partial(torch.autocast, device_type=device.type, dtype=dtype)
+    else:
+        autocast = contextlib.nullcontext
+    # Trick: with a fused optimizer the scaler skips inf steps on the device, without a sync.
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "amp-fp16")
+    return autocast, scaler
+
+
+def _make_optimizer(net: nn.Module, cfg: RunConfig, device: torch.device) -> torch.optim.SGD:
+    """SGD with Nesterov momentum. Trick: no weight decay on biases and norm weights (1-D)."""
+    decay = [p for p in net.parameters() if p.ndim > 1]
+    no_decay = [p for p in net.parameters() if p.ndim <= 1]
+    groups = [
+        {"params": decay, "weight_decay": cfg.weight_decay},
+        {"params": no_decay, "weight_decay": 0.0},
+    ]
+    kwargs = {"lr": cfg.lr, "momentum": cfg.momentum, "nesterov": cfg.momentum > 0}
+    if device.type == "cuda":
+        try:  # trick: one fused kernel for the whole update (falls back to multi-tensor)
+            return torch.optim.SGD(groups, fused=True, **kwargs)
+        except (RuntimeError, TypeError, ValueError):
+            return torch.optim.SGD(groups, foreach=True, **kwargs)
+    return torch.optim.SGD(groups, **kwargs)
+
+
+def _check(cfg: RunConfig, dist: DistContext) -> None:
+    if cfg.world_size != dist.world_size:
+        raise ConfigError(
+            f"the config asks for {cfg.world_size} processes but {dist.world_size} were "
+            "started; launch with the matching torchrun --nproc-per-node."
+        )
+    if cfg.device != dist.device.type:
+        raise ConfigError(
+            f"the config asks for device {cfg.device!r} but this process runs on "
+            f"{dist.device.type!r}."
+        )
+
+
+def _all_reduce_sum(t: torch.Tensor, dist: DistContext) -> torch.Tensor:
+    if dist.distributed:
+        tdist.all_reduce(t, op=tdist.ReduceOp.SUM)
+    return t
+
+
+def macro_scores(confusion: torch.Tensor) -> tuple[float, float]:
+    """Accuracy and macro F1 from a ``[C, C]`` confusion matrix (rows true, columns predicted).
+
+    Macro F1 averages per-class F1 ``2tp / (2tp + fp + fn)`` over the classes that occur in
+    the labels or the predictions (as scikit-learn does)."""
+    confusion = confusion.double()
+    total = confusion.sum()
+    if total == 0:
+        return 0.0, 0.0
+    tp = confusion.diag()
+    fp = confusion.sum(dim=0) - tp
+    fn = confusion.sum(dim=1) - tp
+    denom = 2 * tp + fp + fn
+    present = denom > 0
+    f1 = (2 * tp[present] / denom[present]).mean()
+    return float(tp.sum() / total), float(f1)
+
+
+def run_training(
+    cfg: RunConfig,
+    dist: DistContext,
+    windows: WindowHooks | None = None,
+    on_epoch: Callable[[EpochStats], None] | None = None,
+    *,
+    dataset: Dataset | None = None,
+    model: nn.Module | None = None,
+) -> TrainResult:
+    """Train ``cfg`` on this rank (every rank calls it) and evaluate; see the module doc.
+
+    ``dataset`` replaces ``load_dataset(cfg)`` (tests, or a sweep that loads the data once);
+    ``model`` replaces ``build_model(cfg.model, ...)`` (tests and custom studies; it must be
+    freshly initialised on every rank, identically, and is moved to the device here).
+    Windows are closed only on success: after an exception the open ones stay open.
+    """
+    hooks: WindowHooks = windows if windows is not None else _NoWindows()
+    _check(cfg, dist)
+    hooks.begin("run")
+    device = dist.device
+    world = dist.world_size
+
+    # ---- Setup --------------------------------------------------------------------------------
+    autocast, scaler = set_precision(cfg.precision, device)
+    torch.manual_seed(cfg.seed)  # the same seed on every rank: identical initial weights
+    if dataset is None:
+        dataset = load_dataset(cfg)
+    data = DeviceData(dataset, device)  # trick: the whole uint8 dataset lives on the device
+    budget = plan_budget(cfg, data.train_size)
+    per_rank_batch = cfg.batch_size // world
+
+    # net: the module itself; train_model: what a step calls (DDP and/or compiled around net).
+    if model is None:
+        net = build_model(cfg.model, stem=cfg.stem, num_classes=dataset.num_classes)
+    else:
+        net = model
+    net = net.to(device, memory_format=data.memory_format)  # trick: channels_last on CUDA
+    params = count_parameters(net)
+    train_model: nn.Module = net
+    if dist.distributed:
+        # Trick: gradients as views into the all-reduce buckets (no copy in and out).
+        ids = [device.index] if device.type == "cuda" else None
+        train_model = nn.parallel.DistributedDataParallel(
+            net, device_ids=ids, gradient_as_bucket_view=True
+        )
+    if cfg.compile:
+        train_model = torch.compile(train_model)  # DDP inside compile: graphs split at buckets
+    eval_model: nn.Module = train_model
+    if dist.distributed:  # evaluate without DDP: its forward would sync buffers every batch
+        eval_model = torch.compile(net) if cfg.compile else net
+    optimizer = _make_optimizer(net, cfg, device)
+    criterion = nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)
+
+    def train_step(inputs: torch.Tensor, labels: torch.Tensor, lr: float) -> torch.Tensor:
+        for group in optimizer.param_groups:
+            group["lr"] = lr  # a Python float: setting it costs no sync
+        with autocast():
+            loss = criterion(train_model(inputs), labels)
+        scaler.scale(loss).backward()  # the scaler is a no-op unless amp-fp16
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad(set_to_none=True)  # trick: free the gradients instead of zeroing
+        return loss.detach()
+
+    # ---- Warm-up: real steps, then back to the initial state -------------------------------
+    warmup_samples = cfg.warmup_steps * cfg.batch_size
+    if cfg.warmup_steps > 0:
+        hooks.begin("warmup")
+        initial = _snapshot(net, optimizer, device)
+        train_model.train()
+        plan = plan_epoch(
+            data.train_size,
+            cfg.batch_size,
+            seed=cfg.seed,
+            epoch=WARMUP_EPOCH,
+            world_size=world,
+            rank=dist.rank,
+        )
+        batches = data.prepare(plan)
+        for i in range(cfg.warmup_steps):
+            inputs, labels = data.train_batch(batches, i % batches.steps)
+            train_step(inputs, labels, lr_at(i % budget.steps, budget.steps, cfg.lr))
+        _restore(net, optimizer, device, initial)
+        scaler = torch.amp.GradScaler(device.type, enabled=scaler.is_enabled())
+        hooks.end("warmup", samples=warmup_samples)
+
+    # ---- The budget ----------------------------------------------------------------------------
+    hooks.begin("budget")
+    budget_start = time.perf_counter()
+    per_epoch: list[EpochStats] = []
+    step = 0
+    train_model.train()
+    for epoch in range(1, budget.epochs + 1):
+        hooks.begin("epoch", epoch=epoch)
+        epoch_start = time.perf_counter()
+        steps_here = budget.steps_in_epoch(epoch)
+        plan = plan_epoch(
+            data.train_size,
+            cfg.batch_size,
+            seed=cfg.seed,
+            epoch=epoch,
+            world_size=world,
+            rank=dist.rank,
+            steps=steps_here,
+        )
+        batches = data.prepare(plan)  # the epoch's gather indices, on the device
+        loss_sum = torch.zeros((), device=device)
+        for i in range(steps_here):
+            inputs, labels = data.train_batch(batches, i)
+            loss_sum += train_step(inputs, labels, lr_at(step, budget.steps, cfg.lr))
+            step += 1
+        # The epoch's only host-device sync: the loss, summed over the ranks, read once.
+        train_loss = _all_reduce_sum(loss_sum, dist).item() / (steps_here * world)
+        samples = steps_here * cfg.batch_size
+        stats = EpochStats(epoch, samples, train_loss, time.perf_counter() - epoch_start)
+        hooks.end("epoch", epoch=epoch, samples=samples)
+        per_epoch.append(stats)
+        if on_epoch is not None:
+            on_epoch(stats)
+    budget_duration_s = time.perf_counter() - budget_start
+    hooks.end("budget", samples=budget.samples)
+
+    # ---- Evaluation: each rank scores a contiguous shard, the counts are summed --------------
+    hooks.begin("eval")
+    if dist.distributed:
+        for buffer in net.buffers():  # BatchNorm running statistics: rank 0's everywhere
+            tdist.broadcast(buffer, src=0)
+    eval_model.eval()
+    classes = dataset.num_classes
+    confusion = torch.zeros(classes * classes, dtype=torch.int64, device=device)
+    lo = dist.rank * data.test_size // world
+    hi = (dist.rank + 1) * data.test_size // world
+    eval_batch = max(1, min(EVAL_BATCH_MAX, 2 * per_rank_batch))
+    with torch.no_grad(), autocast():
+        for inputs, labels in data.test_batches(eval_batch, start=lo, stop=hi):
+            predicted = eval_model(inputs).argmax(dim=1)
+            confusion += torch.bincount(labels * classes + predicted, minlength=classes**2)
+    confusion = _all_reduce_sum(confusion, dist).view(classes, classes).cpu()
+    accuracy, f1_macro = macro_scores(confusion)
+    hooks.end("eval", samples=data.test_size)
+
+    hooks.end("run", samples=warmup_samples + budget.samples)
+    return TrainResult(
+        samples=budget.samples,
+        steps=budget.steps,
+        epochs_completed=budget.steps / budget.steps_per_epoch,
+        warmup_samples=warmup_samples,
+        train_loss=per_epoch[-1].train_loss,
+        accuracy=accuracy,
+        f1_macro=f1_macro,
+        per_epoch=per_epoch,
+        params=params,
+        world_size=world,
+        test_samples=data.test_size,
+        steps_per_epoch=budget.steps_per_epoch,
+        duration_s=budget_duration_s,
+    )
+
+
+@dataclass
+class _Snapshot:
+    model: dict[str, torch.Tensor]
+    optimizer: dict
+    cpu_rng: torch.Tensor
+    cuda_rng: torch.Tensor | None
+
+
+def _snapshot(net: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device) -> _Snapshot:
+    """Copies of everything the warm-up changes: weights, BatchNorm statistics, optimizer state
+    (momentum buffers) and the random generators (dropout)."""
+    return _Snapshot(
+        model={k: v.detach().clone() for k, v in net.state_dict().items()},
+        optimizer=copy.deepcopy(optimizer.state_dict()),
+        cpu_rng=torch.get_rng_state(),
+        cuda_rng=torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+    )
+
+
+def _restore(
+    net: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device, snap: _Snapshot
+) -> None:
+    """Copy the snapshot back in place (compiled graphs and DDP keep pointing at the same
+    tensors); an empty optimizer state drops the momentum buffers, as before the first step."""
+    net.load_state_dict(snap.model)
+    optimizer.load_state_dict(snap.optimizer)
+    torch.set_rng_state(snap.cpu_rng)
+    if snap.cuda_rng is not None:
+        torch.cuda.set_rng_state(snap.cuda_rng, device)
