@@ -103,10 +103,7 @@ def test_bad_input_is_one_sentence_exit_2_nothing_written(tmp_path, args, messag
     assert message in done.stderr
     assert "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
-    if not (tmp_path / "x.db").exists():
-        return
-    rows = sqlite3.connect(tmp_path / "x.db").execute("SELECT COUNT(*) FROM runs").fetchone()[0]
-    assert rows == 0
+    assert not (tmp_path / "x.db").exists()  # nothing written, not even an empty database
 
 
 def test_gpus_without_a_gpu(tmp_path):
@@ -215,3 +212,27 @@ def test_two_gloo_processes_do_the_same_budget_and_meter_the_host_once(tmp_path)
     )  # the second process added no second CPU/RAM meter
     con = sqlite3.connect(tmp_path / "d.db")
     assert con.execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 2  # one row per run
+
+
+def test_monitor_forwards_sigterm_to_the_command(tmp_path):
+    import signal
+    import time
+
+    code = (
+        "import signal, sys, time\n"
+        "signal.signal(signal.SIGTERM, lambda *a: (open('got-term', 'w').close(), sys.exit(7)))\n"
+        "open('ready', 'w').close()\n"
+        "time.sleep(60)\n"
+    )
+    child = subprocess.Popen(
+        [*WATTLAB, "monitor", "--json", "m.json", "--", sys.executable, "-c", code],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    deadline = time.time() + 60
+    while not (tmp_path / "ready").exists() and time.time() < deadline:
+        time.sleep(0.1)
+    child.send_signal(signal.SIGTERM)
+    child.communicate(timeout=60)
+    assert (tmp_path / "got-term").exists()  # the command itself got the signal
+    assert child.returncode == 7  # and its exit code is ours
+    assert json.loads((tmp_path / "m.json").read_text())["exit_code"] == 7

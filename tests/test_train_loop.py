@@ -187,13 +187,17 @@ def test_budget_plan():
 
 
 def test_learning_rate_schedule():
-    total, peak = 200, 0.4
+    total, peak = 2000, 0.4
     lrs = [lr_at(s, total, peak) for s in range(total)]
     warm = round(loop.LR_WARMUP_FRACTION * total)
+    assert warm == 100  # 5 % of a long budget
     assert lrs[:warm] == pytest.approx([peak * (s + 1) / warm for s in range(warm)])
     assert max(lrs) == pytest.approx(peak) and lrs[warm] == pytest.approx(peak)
     assert all(a >= b for a, b in zip(lrs[warm:], lrs[warm + 1 :], strict=False))
     assert 0 < lrs[-1] < 0.01 * peak
+    # short budgets still warm up over several steps: a fifth of them, up to 50
+    assert [lr_at(s, 20, 1.0) for s in range(4)] == pytest.approx([0.25, 0.5, 0.75, 1.0])
+    assert lr_at(49, 400, 1.0) == pytest.approx(1.0) and lr_at(48, 400, 1.0) < 1.0
 
 
 def test_macro_scores_match_scikit_learn():

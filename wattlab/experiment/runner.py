@@ -75,7 +75,11 @@ def preflight(cfg: RunConfig, db_path: str | Path) -> None:
     """Every check that can fail on user input, before anything is set or written."""
     from wattlab.experiment.store import open_store
 
-    open_store(db_path).close()
+    path = Path(db_path)
+    if path.exists():
+        open_store(path, create=False).close()  # refuses a file that is not wattlab's
+    elif not path.parent.is_dir():
+        raise ConfigError(f"cannot create the database {path}: {path.parent} does not exist.")
     check_dataset(cfg)
     check_devices(cfg)
 

@@ -41,7 +41,9 @@ from wattlab.train.models import build_model, count_parameters
 
 log = logging.getLogger(__name__)
 
-LR_WARMUP_FRACTION = 0.05  # the learning rate rises linearly over the first 5 % of the steps
+LR_WARMUP_FRACTION = 0.05  # the learning rate rises linearly over the first 5 % of the steps,
+LR_WARMUP_MIN_STEPS = 50  # but over at least 50 steps (or a fifth of a short budget):
+# a handful of warm-up steps let ResNet-50 diverge at the peak rate in short runs
 EVAL_BATCH_MAX = 1024  # per-rank evaluation batch (no gradients, so larger than training's)
 WARMUP_EPOCH = 0  # the data stream of the warm-up steps; budget epochs are numbered from 1
 
@@ -142,9 +144,12 @@ def plan_budget(cfg: RunConfig, train_size: int) -> Budget:
 
 def lr_at(step: int, total_steps: int, peak_lr: float) -> float:
     """Learning rate of 0-based global ``step``: linear warm-up over the first
-    LR_WARMUP_FRACTION of the steps, then cosine decay towards 0. It depends only on the
+    LR_WARMUP_FRACTION of the steps (at least LR_WARMUP_MIN_STEPS, at most a fifth of the
+    budget), then cosine decay towards 0. It depends only on the
     global step, so it is the same for any world size."""
-    warm = max(1, round(LR_WARMUP_FRACTION * total_steps))
+    warm = max(
+        1, round(LR_WARMUP_FRACTION * total_steps), min(LR_WARMUP_MIN_STEPS, total_steps // 5)
+    )
     if step < warm:
         return peak_lr * (step + 1) / warm
     progress = (step - warm) / max(1, total_steps - warm)
