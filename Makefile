@@ -22,7 +22,7 @@ $(STAMP): pyproject.toml Makefile
 demo: $(STAMP)
 	mkdir -p demo-out
 	$(BIN)/wattlab devices
-	$(BIN)/wattlab sweep quickstart --db $(DEMO_DB)
+	$(BIN)/wattlab sweep quickstart --device auto --db $(DEMO_DB)
 	$(BIN)/wattlab report --db $(DEMO_DB) --sweep quickstart --out $(DEMO_OUT)
 	@echo "Report: $(DEMO_OUT)/report.html (and report.md)"
 

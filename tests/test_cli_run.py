@@ -45,6 +45,8 @@ def test_run_stores_one_complete_row(run_db):
     assert len(rows) == 1
     run = rows[0]
     assert run["status"] == "ok" and run["samples"] == 3 * (256 // 64) * 64
+    assert run["train_size"] == 256 and run["test_size"] == 128
+    assert run["model_gflops_per_sample"] > 0 and run["params"] > 0
     assert run["energy_total_j"] > 0 and run["duration_s"] > 0
     total = run["energy_gpu_j"] + run["energy_cpu_j"] + run["energy_dram_j"]
     assert total + run["energy_other_j"] == pytest.approx(run["energy_total_j"])

@@ -269,7 +269,9 @@ def sweep(
     db: str = typer.Option("wattlab.db", help="SQLite results database."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and stop."),
     data_dir: str | None = typer.Option(None, help="Folder with cifar-10-batches-py."),
-    device: str | None = typer.Option(None, help="Override the spec's device: cuda | cpu."),
+    device: str | None = typer.Option(
+        None, help="Override the spec's device: cuda | cpu | auto (a GPU if there is one)."
+    ),
     interval: float = typer.Option(0.1, "--interval", help="Sampling period in seconds."),
     carbon_intensity: float | None = IntensityOpt,
     intensity_range: str | None = RangeOpt,
@@ -292,6 +294,8 @@ def sweep(
         raise WattlabError(f"--interval must be a positive number of seconds, got {interval}.")
     carbon = settings_from_flags(carbon_intensity, intensity_range, pue)
     root = _powercap_root(powercap_root)
+    if device == "auto":  # the demo: the GPU when there is one, else the CPU
+        device = _resolve_device(None)
     sweep_spec = load_spec(spec, data_dir=data_dir, device=device)
     with open_store(db) as store:
         plan = make_plan(sweep_spec, store, MachineFacts.detect())

@@ -218,27 +218,11 @@ def build_run_row(
         if d.get("default_power_limit_w") is not None
     ]
     row: dict[str, Any] = {
-        "sweep": opts.sweep,
+        **config_columns(cfg, opts, started_at),
         "status": "ok",
-        "error": None,
-        "config_hash": cfg.config_hash(),
-        "repetition": opts.repetition,
-        "config_json": cfg.model_dump(),
-        "label": cfg.label(),
-        "model": cfg.model,
-        "stem": cfg.stem,
-        "dataset": cfg.dataset,
-        "precision": cfg.precision,
-        "device": cfg.device,
-        "gpus": cfg.gpus if cfg.device == "cuda" else 0,
-        "world_size": cfg.world_size,
-        "batch_size": cfg.batch_size,
         "epochs": float(train_result.epochs_completed),
         "power_limit_w": max(limits) if limits else None,
-        "power_limit_requested_w": opts.power_limit_requested_w,
         "samples": int(train_result.samples),
-        "started_at": started_at,
-        "finished_at": utc_now_iso(),
         "hostname": ",".join(hostnames),
         "gpu_name": ",".join(sorted({str(d.get("name")) for d in gpu_details})) or None,
         "gpu_uuids": ",".join(str(d.get("uuid")) for d in gpu_details) or None,
@@ -257,8 +241,6 @@ def build_run_row(
         "co2e_kg": c.value_kg,
         "co2e_low_kg": c.low_kg,
         "co2e_high_kg": c.high_kg,
-        "intensity_kg_per_kwh": opts.carbon.intensity_kg_per_kwh,
-        "pue": opts.carbon.pue,
         "accuracy": train_result.accuracy,
         "f1_macro": train_result.f1_macro,
         "train_loss": train_result.train_loss,
@@ -396,11 +378,10 @@ def execute(cfg: RunConfig, opts: WorkerOptions) -> int | None:
         shutdown_distributed()
 
 
-def failed_row(cfg: RunConfig, opts: WorkerOptions, started_at: str, error: str) -> dict[str, Any]:
+def config_columns(cfg: RunConfig, opts: WorkerOptions, started_at: str) -> dict[str, Any]:
+    """The `runs` columns that come from the configuration alone (ok and failed rows alike)."""
     return {
         "sweep": opts.sweep,
-        "status": "failed",
-        "error": error[-4000:],
         "config_hash": cfg.config_hash(),
         "repetition": opts.repetition,
         "config_json": cfg.model_dump(),
@@ -416,9 +397,17 @@ def failed_row(cfg: RunConfig, opts: WorkerOptions, started_at: str, error: str)
         "power_limit_requested_w": opts.power_limit_requested_w,
         "started_at": started_at,
         "finished_at": utc_now_iso(),
-        "hostname": socket.gethostname(),
         "intensity_kg_per_kwh": opts.carbon.intensity_kg_per_kwh,
         "pue": opts.carbon.pue,
+    }
+
+
+def failed_row(cfg: RunConfig, opts: WorkerOptions, started_at: str, error: str) -> dict[str, Any]:
+    return {
+        **config_columns(cfg, opts, started_at),
+        "status": "failed",
+        "error": error[-4000:],
+        "hostname": socket.gethostname(),
     }
 
 

@@ -96,6 +96,7 @@ class TrainResult:
     params: int = 0
     world_size: int = 1
     test_samples: int = 0  # images evaluated
+    train_size: int = 0  # images in the training set (an epoch)
     steps_per_epoch: int = 0
     duration_s: float = 0.0  # the budget's host wall time (ends after the last loss read-out)
 
@@ -394,6 +395,7 @@ def run_training(
         params=params,
         world_size=world,
         test_samples=data.test_size,
+        train_size=data.train_size,
         steps_per_epoch=budget.steps_per_epoch,
         duration_s=budget_duration_s,
     )

@@ -15,17 +15,9 @@ import torch
 from torch import nn
 
 from wattlab.errors import ConfigError
+from wattlab.experiment.config import MODELS, STEMS
 
-MODEL_NAMES = (
-    "resnet18",
-    "resnet34",
-    "resnet50",
-    "mobilenet_v2",
-    "mobilenet_v3_small",
-    "vgg16",
-    "efficientnet_b0",
-)
-STEMS = ("cifar", "imagenet")
+MODEL_NAMES = MODELS  # one list of models: the run configuration's
 _RESNETS = ("resnet18", "resnet34", "resnet50")
 
 
