@@ -238,3 +238,9 @@ def test_monitor_forwards_sigterm_to_the_command(tmp_path):
     assert (tmp_path / "got-term").exists()  # the command itself got the signal
     assert child.returncode == 7  # and its exit code is ours
     assert json.loads((tmp_path / "m.json").read_text())["exit_code"] == 7
+
+
+def test_power_restore_without_a_journal_changes_nothing(tmp_path):
+    done = wattlab("power", "restore", cwd=tmp_path, env={"WATTLAB_STATE_DIR": str(tmp_path)})
+    assert done.returncode == 0, done.stderr
+    assert "nothing to restore" in done.stdout

@@ -92,8 +92,6 @@ def _power_session(cfg: RunConfig, pynvml_module: Any = None) -> Any:
         return nullcontext()
     from wattlab.power import PowerLimitSession
 
-    if pynvml_module is None:
-        import pynvml as pynvml_module  # type: ignore[no-redef]
     return PowerLimitSession(
         pynvml_module,
         list(range(cfg.gpus)),
@@ -108,9 +106,7 @@ def restore_pending_limits(pynvml_module: Any = None) -> list[Any]:
 
     if not default_journal_path().exists():
         return []
-    if pynvml_module is None:
-        import pynvml as pynvml_module  # type: ignore[no-redef]
-    return restore_from_journal(pynvml_module, default_journal_path())
+    return restore_from_journal(pynvml_module, default_journal_path())  # None: real NVML
 
 
 def run(
