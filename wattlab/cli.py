@@ -365,8 +365,6 @@ def report(
         raise WattlabError(f"--max-penalty must be a fraction >= 0, got {max_penalty}.")
     if out is None and json_path is None:
         raise WattlabError("give --out DIR for the report, or --json PATH for the summary.")
-    if out is not None:
-        Path(out).mkdir(parents=True, exist_ok=True)
     if import_profile is not None:
         from wattlab.analysis.profiles import analyze_profile, load_zeus_profile
         from wattlab.analysis.report import write_profile_report
@@ -374,6 +372,7 @@ def report(
         profile = load_zeus_profile(import_profile)
         analysis = analyze_profile(profile, min_saving, max_penalty, baseline_w)
         if out is not None:
+            Path(out).mkdir(parents=True, exist_ok=True)
             paths = write_profile_report(profile, analysis, out)
             print(f"report: {paths.html}")
         if json_path:
@@ -393,6 +392,7 @@ def report(
     if sweep_name is not None and len(runs) == 0:
         raise WattlabError(f"the database {db} holds no runs of sweep {sweep_name!r}.")
     if out is not None:
+        Path(out).mkdir(parents=True, exist_ok=True)
         paths = write_report(
             runs,
             windows,
