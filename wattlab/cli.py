@@ -51,9 +51,9 @@ def _powercap_root(value: str | None) -> Path | None:
 
 
 def _console():
-    from rich.console import Console
+    from wattlab.render import make_console
 
-    return Console(stderr=False, highlight=False)
+    return make_console()
 
 
 # --- devices -----------------------------------------------------------------------------
@@ -421,7 +421,6 @@ def report(
 
 
 def _print_summary(summary: dict) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from wattlab.render import fmt_co2e, fmt_energy
@@ -454,7 +453,9 @@ def _print_summary(summary: dict) -> None:
             "★" if c.get("pareto") else "",
             "✓" if c.get("operating_region") else "",
         )
-    Console(highlight=False).print(table)
+    from wattlab.render import make_console
+
+    make_console().print(table)
 
 
 def _print_profile(analysis: dict) -> None:

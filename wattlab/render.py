@@ -9,6 +9,18 @@ from wattlab.meters.base import MeterProblem
 from wattlab.monitor import Measurement
 
 
+def make_console(**kwargs: object):
+    """A rich console for tables: the terminal's width, or 160 columns when the output is a
+    file or a pipe (rich would squeeze tables into 80)."""
+    import sys
+
+    from rich.console import Console
+
+    stream = kwargs.get("file") or sys.stdout
+    width = None if getattr(stream, "isatty", lambda: False)() else 160
+    return Console(highlight=False, width=width, **kwargs)  # type: ignore[arg-type]
+
+
 def fmt_energy(energy_j: float) -> str:
     if energy_j >= 3.6e6:
         return f"{joules_to_kwh(energy_j):.3f} kWh"
@@ -60,9 +72,7 @@ def measurement_table(m: Measurement, title: str):
 
 
 def print_measurement(m: Measurement, title: str, problems: Sequence[MeterProblem] = ()) -> None:
-    from rich.console import Console
-
-    console = Console(highlight=False)
+    console = make_console()
     console.print(measurement_table(m, title))
     c = m.co2e
     console.print(
@@ -100,10 +110,9 @@ def run_summary_line(row: dict) -> str:
 
 def print_run_row(row: dict) -> None:
     """The table printed at the end of `wattlab run`."""
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(highlight=False)
+    console = make_console()
     table = Table(title=f"wattlab run: {row['label']}")
     table.add_column("what")
     table.add_column("value", justify="right")

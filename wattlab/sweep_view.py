@@ -8,6 +8,7 @@ from typing import Any
 
 from wattlab.experiment.sweep import PlanEntry, SweepPlan, run_plan
 from wattlab.experiment.worker import WorkerOptions
+from wattlab.render import make_console
 
 
 def _fmt_s(seconds: float | None) -> str:
@@ -21,10 +22,9 @@ def _fmt_s(seconds: float | None) -> str:
 
 
 def print_plan(plan: SweepPlan, dry_run: bool) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console(highlight=False)
+    console = make_console()
     table = Table(title=f"sweep {plan.name}: plan" + (" (dry run)" if dry_run else ""))
     for col in ("#", "configuration", "rep", "action", "expected", "why"):
         table.add_column(col)
@@ -51,13 +51,12 @@ def print_plan(plan: SweepPlan, dry_run: bool) -> None:
 
 def run_with_progress(plan: SweepPlan, opts: WorkerOptions) -> list[tuple[PlanEntry, Any]]:
     """Run the plan with a progress bar over the whole sweep and a summary line per run."""
-    from rich.console import Console
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from wattlab.experiment.store import open_store
     from wattlab.render import run_summary_line
 
-    console = Console(highlight=False, file=sys.stderr if not sys.stdout.isatty() else None)
+    console = make_console(file=sys.stderr if not sys.stdout.isatty() else sys.stdout)
     todo = plan.to_run
     started = time.perf_counter()
     finished: list[float] = []
