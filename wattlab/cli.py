@@ -50,6 +50,25 @@ def _powercap_root(value: str | None) -> Path | None:
     return path
 
 
+def _measurement_settings(
+    interval: float,
+    carbon_intensity: float | None,
+    intensity_range: str | None,
+    pue: float | None,
+    powercap_root: str | None,
+    json_path: str | None,
+):
+    """Check the flags every measuring command shares; return (CarbonSettings, powercap root)."""
+    from wattlab.carbon import settings_from_flags
+    from wattlab.jsonio import check_writable
+
+    check_writable(json_path)
+    if not interval > 0:
+        raise WattlabError(f"--interval must be a positive number of seconds, got {interval}.")
+    carbon = settings_from_flags(carbon_intensity, intensity_range, pue)
+    return carbon, _powercap_root(powercap_root)
+
+
 def _console():
     from wattlab.render import make_console
 
@@ -204,17 +223,14 @@ def run(
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
     """Train one configuration under the energy monitor and store it in the database."""
-    from wattlab.carbon import settings_from_flags
     from wattlab.experiment.config import make_run_config
     from wattlab.experiment.runner import run as run_config
     from wattlab.experiment.worker import WorkerOptions
-    from wattlab.jsonio import check_writable, dump_json
+    from wattlab.jsonio import dump_json
 
-    check_writable(json_path)
-    if interval <= 0:
-        raise WattlabError(f"--interval must be a positive number of seconds, got {interval}.")
-    carbon = settings_from_flags(carbon_intensity, intensity_range, pue)
-    root = _powercap_root(powercap_root)
+    carbon, root = _measurement_settings(
+        interval, carbon_intensity, intensity_range, pue, powercap_root, json_path
+    )
     cfg = make_run_config(
         model=model,
         stem=stem,
@@ -281,19 +297,16 @@ def sweep(
     json_path: str | None = JsonOpt,
 ) -> None:
     """Run a grid of configurations with repetitions; resumable; each run in its own process."""
-    from wattlab.carbon import settings_from_flags
     from wattlab.experiment.spec import load_spec
     from wattlab.experiment.store import open_store
     from wattlab.experiment.sweep import MachineFacts, make_plan
     from wattlab.experiment.worker import WorkerOptions
-    from wattlab.jsonio import check_writable, dump_json
+    from wattlab.jsonio import dump_json
     from wattlab.sweep_view import print_plan, run_with_progress
 
-    check_writable(json_path)
-    if interval <= 0:
-        raise WattlabError(f"--interval must be a positive number of seconds, got {interval}.")
-    carbon = settings_from_flags(carbon_intensity, intensity_range, pue)
-    root = _powercap_root(powercap_root)
+    carbon, root = _measurement_settings(
+        interval, carbon_intensity, intensity_range, pue, powercap_root, json_path
+    )
     if device == "auto":  # the demo: the GPU when there is one, else the CPU
         device = _resolve_device(None)
     sweep_spec = load_spec(spec, data_dir=data_dir, device=device)

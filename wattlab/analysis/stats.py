@@ -457,16 +457,7 @@ SCALING_GROUP = (
     "power_limit_requested_w",
     "batch_size",
 )
-POWER_GROUP = (
-    "model",
-    "stem",
-    "dataset",
-    "device",
-    "gpus",
-    "world_size",
-    "precision",
-    "batch_size",
-)
+POWER_GROUP = tuple(c for c in CONFIG_COLUMNS if c != "power_limit_requested_w")
 
 
 def scaling_efficiency(summary: pd.DataFrame) -> pd.DataFrame:

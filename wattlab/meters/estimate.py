@@ -18,6 +18,7 @@ Memory in use is psutil.virtual_memory().used. Stated uncertainty +-50 %.
 
 from __future__ import annotations
 
+import abc
 import os
 import threading
 import time
@@ -173,7 +174,7 @@ class CpuTimesUtilisation:
         return min(1.0, max(0.0, 1.0 - d_idle / d_total))
 
 
-class _IntegratingMeter:
+class _IntegratingMeter(abc.ABC):
     """Shared machinery: integrate a modelled power at each poll and each energy_j()."""
 
     info: MeterInfo
@@ -186,8 +187,9 @@ class _IntegratingMeter:
         self._last_t = clock()
         self._last_p: float | None = None
 
+    @abc.abstractmethod
     def _step_locked(self) -> None:
-        raise NotImplementedError
+        """Integrate the model's power up to now. The caller holds the lock."""
 
     def energy_j(self) -> float:
         """Cumulative modelled energy since the meter was opened. Units: J. Never decreases."""
