@@ -37,10 +37,10 @@ def main() -> None:
     args = parser.parse_args()
 
     from wattlab.estimate.reference import write_reference_csv
-    from wattlab.experiment.config import RunConfig
     from wattlab.experiment.runner import run
     from wattlab.experiment.store import open_store
     from wattlab.experiment.worker import WorkerOptions
+    from wattlab.train.config import RunConfig
 
     t_start = time.perf_counter()
     combos = list(itertools.product(args.models, args.precisions, args.batch_sizes))

@@ -103,8 +103,8 @@ def typical_loop(images, labels, samples: int, batch_size: int, workers: int) ->
 
 
 def wattlab_loop(samples: int, batch_size: int, compile_model: bool) -> dict:
-    from wattlab.experiment.config import RunConfig
     from wattlab.monitor import Measurement
+    from wattlab.train.config import RunConfig
     from wattlab.train.distributed import init_distributed
     from wattlab.train.loop import run_training
 
@@ -144,7 +144,7 @@ def main() -> None:
     parser.add_argument("--compile", action="store_true")
     args = parser.parse_args()
 
-    from wattlab.experiment.config import RunConfig
+    from wattlab.train.config import RunConfig
     from wattlab.train.data import load_dataset
 
     data = load_dataset(RunConfig(epochs=1, device="cpu"))

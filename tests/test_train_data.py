@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from wattlab.errors import ConfigError, DataError
-from wattlab.experiment.config import make_run_config
 from wattlab.train import data
+from wattlab.train.config import make_run_config
 from wattlab.train.data import (
     CROP_PAD,
     DeviceData,

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from wattlab.errors import ConfigError
-from wattlab.experiment.config import make_run_config
+from wattlab.train.config import make_run_config
 from wattlab.train.distributed import (
     DistContext,
     barrier,
@@ -85,7 +85,7 @@ WORKER = textwrap.dedent(
 
     import torch
 
-    from wattlab.experiment.config import RunConfig
+    from wattlab.train.config import RunConfig
     from wattlab.train.data import DeviceData, load_dataset
     from wattlab.train.distributed import (
         barrier, broadcast_object, gather_objects, init_distributed, shutdown_distributed,

@@ -10,8 +10,8 @@ from sklearn.metrics import f1_score
 from torch import nn
 
 from wattlab.errors import ConfigError
-from wattlab.experiment.config import make_run_config
 from wattlab.train import loop
+from wattlab.train.config import make_run_config
 from wattlab.train.data import synthetic_dataset
 from wattlab.train.distributed import DistContext
 from wattlab.train.loop import (

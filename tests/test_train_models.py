@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from wattlab.errors import ConfigError
-from wattlab.experiment.config import MODELS
+from wattlab.train.config import MODELS
 from wattlab.train.models import (
     MODEL_NAMES,
     build_model,

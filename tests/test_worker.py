@@ -7,10 +7,10 @@ from types import SimpleNamespace
 import pytest
 
 from wattlab.carbon import CarbonSettings
-from wattlab.experiment.config import RunConfig
 from wattlab.experiment.worker import WorkerOptions, build_run_row
 from wattlab.meters.base import Provenance
 from wattlab.monitor import Measurement
+from wattlab.train.config import RunConfig
 
 
 def _m(name: str, duration_s: float, energy: dict[str, float], prov=Provenance.MEASURED):

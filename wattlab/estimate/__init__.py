@@ -19,10 +19,10 @@ _EXPORTS = {
     "ml_co2_impact": "baselines",
     "green_algorithms": "baselines",
     "flops_based": "baselines",
-    "StepProjection": "step",
-    "StepProjector": "step",
-    "detect_stable_epoch": "step",
-    "step_project": "step",
+    "StepProjection": "wattlab.step_projection",
+    "StepProjector": "wattlab.step_projection",
+    "detect_stable_epoch": "wattlab.step_projection",
+    "step_project": "wattlab.step_projection",
     "config_features": "features",
     "model_cost": "features",
     "run_features": "features",
@@ -46,5 +46,6 @@ __all__ = sorted(_EXPORTS)
 def __getattr__(name: str) -> Any:
     if name not in _EXPORTS:
         raise AttributeError(f"module 'wattlab.estimate' has no attribute {name!r}")
-    module = importlib.import_module(f"wattlab.estimate.{_EXPORTS[name]}")
+    where = _EXPORTS[name]
+    module = importlib.import_module(where if "." in where else f"wattlab.estimate.{where}")
     return getattr(module, name)

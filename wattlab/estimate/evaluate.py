@@ -41,7 +41,7 @@ from wattlab.estimate.features import (
 )
 from wattlab.estimate.pre import FAMILIES, PreModel, fit_pre, training_table
 from wattlab.estimate.specs import PRECISIONS, lookup_gpu
-from wattlab.estimate.step import StepProjector
+from wattlab.step_projection import StepProjector
 
 EVALUATED_METHODS = ("ml-co2-impact", "green-algorithms", "flops", "step", "step-power", "pre")
 

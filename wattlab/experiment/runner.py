@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from wattlab.errors import ConfigError, Interrupted
-from wattlab.experiment.config import RunConfig
 from wattlab.experiment.worker import WorkerOptions, execute, failed_row
 from wattlab.monitor import utc_now_iso
+from wattlab.train.config import RunConfig
 
 
 @dataclass
@@ -90,7 +90,7 @@ def _power_session(cfg: RunConfig, pynvml_module: Any = None) -> Any:
 
     if not cfg.has_power_limit:
         return nullcontext()
-    from wattlab.power import PowerLimitSession
+    from wattlab.power_limits import PowerLimitSession
 
     return PowerLimitSession(
         pynvml_module,
@@ -102,7 +102,7 @@ def _power_session(cfg: RunConfig, pynvml_module: Any = None) -> Any:
 
 def restore_pending_limits(pynvml_module: Any = None) -> list[Any]:
     """Put back limits a killed run left behind (the journal), if there is a journal."""
-    from wattlab.power import default_journal_path, restore_from_journal
+    from wattlab.power_limits import default_journal_path, restore_from_journal
 
     if not default_journal_path().exists():
         return []

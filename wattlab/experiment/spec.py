@@ -44,7 +44,7 @@ from pydantic import (
 )
 
 from wattlab.errors import ConfigError
-from wattlab.experiment.config import NOT_HASHED, RunConfig, format_validation_error
+from wattlab.train.config import NOT_HASHED, RunConfig, format_validation_error
 
 PRESETS = ("paper-12", "quickstart", "h200-1gpu")
 

@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wattlab.experiment.config import RunConfig
 from wattlab.experiment.worker import WorkerOptions
+from wattlab.train.config import RunConfig
 
 
 @dataclass
@@ -41,7 +41,7 @@ class MachineFacts:
             gpus = 0
         reason = ""
         can_set = True
-        from wattlab.power import FORBID_ENV, power_limits_forbidden
+        from wattlab.power_limits import FORBID_ENV, power_limits_forbidden
 
         if gpus == 0:
             can_set, reason = False, "no CUDA GPU here"

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from wattlab.carbon import CarbonSettings, co2e, joules_to_kwh
-from wattlab.experiment.config import RunConfig
 from wattlab.monitor import EnergyMonitor, Measurement, combine_measurements, utc_now_iso
+from wattlab.train.config import RunConfig
 
 MAX_TRACE_ROWS = 50_000
 
@@ -362,7 +362,7 @@ def execute(cfg: RunConfig, opts: WorkerOptions) -> int | None:
         run_id = store.insert_run(row, window_rows, trace)
         _write_result_file(opts.result_file, {"run_id": run_id, "status": "ok"})
         if opts.progress:
-            from wattlab.render import print_run_row
+            from wattlab.cli.render import print_run_row
 
             print_run_row(row)
         return run_id
@@ -414,7 +414,7 @@ def failed_row(cfg: RunConfig, opts: WorkerOptions, started_at: str, error: str)
 def _make_projector(cfg: RunConfig, dist: Any) -> Any:
     if cfg.project_after is None:
         return None
-    from wattlab.estimate.step import StepProjector
+    from wattlab.step_projection import StepProjector
 
     total_epochs = cfg.epochs if cfg.epochs is not None else None
     if total_epochs is None:

@@ -1,1 +1,1 @@
-"""Where joules come from. The only code (with wattlab.power) that talks to NVML or sysfs."""
+"""Where joules come from. The only code (with wattlab.power_limits) that talks to NVML or sysfs."""

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from wattlab.meters.base import Discovery, Meter, MeterProblem
-from wattlab.meters.estimate import CpuEstimateMeter, RamEstimateMeter
+from wattlab.meters.modelled import CpuEstimateMeter, RamEstimateMeter
 from wattlab.meters.nvml import (
     NvmlGpuMeter,
     NvmlSession,

@@ -33,7 +33,7 @@ import torch
 from wattlab.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
-    from wattlab.experiment.config import RunConfig
+    from wattlab.train.config import RunConfig
 
 NUM_CLASSES = 10
 IMAGE_SHAPE = (3, 32, 32)

@@ -34,7 +34,7 @@ import torch.distributed as tdist
 from torch import nn
 
 from wattlab.errors import ConfigError
-from wattlab.experiment.config import RunConfig
+from wattlab.train.config import RunConfig
 from wattlab.train.data import Dataset, DeviceData, load_dataset, plan_epoch
 from wattlab.train.distributed import DistContext
 from wattlab.train.models import build_model, count_parameters

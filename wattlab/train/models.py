@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from wattlab.errors import ConfigError
-from wattlab.experiment.config import MODELS, STEMS
+from wattlab.train.config import MODELS, STEMS
 
 MODEL_NAMES = MODELS  # one list of models: the run configuration's
 _RESNETS = ("resnet18", "resnet34", "resnet50")

@@ -9,7 +9,7 @@ import pytest
 from tests.fakes.fake_pynvml import FakeClock
 from wattlab.errors import ConfigError
 from wattlab.meters.base import CPU, RAM, Meter, Provenance
-from wattlab.meters.estimate import (
+from wattlab.meters.modelled import (
     CPU_TDP_TABLE,
     GIB,
     PER_THREAD_FALLBACK_W,

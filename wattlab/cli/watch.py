@@ -97,7 +97,7 @@ def monitor_command(
     if csv_trace:
         write_text_atomic(csv_trace, trace_csv(result.samples))
     if print_table and json_path != "-":
-        from wattlab.render import print_measurement
+        from wattlab.cli.render import print_measurement
 
         print_measurement(result, title=f"wattlab monitor: {' '.join(command)}", problems=problems)
     return exit_code

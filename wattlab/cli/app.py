@@ -70,7 +70,7 @@ def _measurement_settings(
 
 
 def _console():
-    from wattlab.render import make_console
+    from wattlab.cli.render import make_console
 
     return make_console()
 
@@ -142,7 +142,7 @@ def monitor(
 ) -> None:
     """Run CMD (after --) and report its energy: `wattlab monitor -- python train.py`."""
     from wattlab.carbon import settings_from_flags
-    from wattlab.watch import monitor_command
+    from wattlab.cli.watch import monitor_command
 
     command = list(ctx.args)
     if command and command[0] == "--":
@@ -223,10 +223,10 @@ def run(
     progress: bool = typer.Option(True, help="Show a progress bar."),
 ) -> None:
     """Train one configuration under the energy monitor and store it in the database."""
-    from wattlab.experiment.config import make_run_config
     from wattlab.experiment.runner import run as run_config
     from wattlab.experiment.worker import WorkerOptions
     from wattlab.jsonio import dump_json
+    from wattlab.train.config import make_run_config
 
     carbon, root = _measurement_settings(
         interval, carbon_intensity, intensity_range, pue, powercap_root, json_path
@@ -297,12 +297,12 @@ def sweep(
     json_path: str | None = JsonOpt,
 ) -> None:
     """Run a grid of configurations with repetitions; resumable; each run in its own process."""
+    from wattlab.cli.sweep_view import print_plan, run_with_progress
     from wattlab.experiment.spec import load_spec
     from wattlab.experiment.store import open_store
     from wattlab.experiment.sweep import MachineFacts, make_plan
     from wattlab.experiment.worker import WorkerOptions
     from wattlab.jsonio import dump_json
-    from wattlab.sweep_view import print_plan, run_with_progress
 
     carbon, root = _measurement_settings(
         interval, carbon_intensity, intensity_range, pue, powercap_root, json_path
@@ -436,7 +436,7 @@ def report(
 def _print_summary(summary: dict) -> None:
     from rich.table import Table
 
-    from wattlab.render import fmt_co2e, fmt_energy
+    from wattlab.cli.render import fmt_co2e, fmt_energy
 
     table = Table(title=f"{summary.get('sweep') or 'all runs'}: per configuration (medians)")
     for col in (
@@ -466,7 +466,7 @@ def _print_summary(summary: dict) -> None:
             "★" if c.get("pareto") else "",
             "✓" if c.get("operating_region") else "",
         )
-    from wattlab.render import make_console
+    from wattlab.cli.render import make_console
 
     make_console().print(table)
 

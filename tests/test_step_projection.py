@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from wattlab.errors import ConfigError, DataError
-from wattlab.estimate.step import StepProjector, detect_stable_epoch, step_project
+from wattlab.step_projection import StepProjector, detect_stable_epoch, step_project
 
 # A 10-epoch run: one warm-up epoch (1400 J in 12.5 s), then 1000 J in 10 s per epoch.
 WARM_E = [1400.0] + [1000.0] * 9

@@ -15,7 +15,7 @@ import pytest
 
 from tests.fakes.fake_pynvml import FakeNvml, make_gpus
 from wattlab.errors import PowerLimitError
-from wattlab.power import (
+from wattlab.power_limits import (
     PowerLimitSession,
     TerminatedBySignal,
     default_journal_path,
@@ -188,7 +188,7 @@ CHILD = textwrap.dedent(
     """
     import sys, time
     from tests.fakes.fake_pynvml import FakeNvml
-    from wattlab.power import PowerLimitSession
+    from wattlab.power_limits import PowerLimitSession
     nv = FakeNvml()  # GPUs and limits from WATTLAB_FAKE_NVML_STATE
     with PowerLimitSession(nv, [0, 1], limit_w=320, journal_path=sys.argv[1]):
         print("ready", flush=True)
@@ -305,7 +305,7 @@ def test_read_power_limits_is_read_only():
 
 
 def test_forbidden_machine_refuses_before_touching_nvml(tmp_path):
-    from wattlab.power import FORBID_ENV
+    from wattlab.power_limits import FORBID_ENV
 
     nv = FakeNvml(make_gpus(1))
     session = PowerLimitSession(

@@ -6,9 +6,9 @@ import sys
 import time
 from typing import Any
 
+from wattlab.cli.render import make_console
 from wattlab.experiment.sweep import PlanEntry, SweepPlan, run_plan
 from wattlab.experiment.worker import WorkerOptions
-from wattlab.render import make_console
 
 
 def _fmt_s(seconds: float | None) -> str:
@@ -53,8 +53,8 @@ def run_with_progress(plan: SweepPlan, opts: WorkerOptions) -> list[tuple[PlanEn
     """Run the plan with a progress bar over the whole sweep and a summary line per run."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from wattlab.cli.render import run_summary_line
     from wattlab.experiment.store import open_store
-    from wattlab.render import run_summary_line
 
     console = make_console(file=sys.stderr if not sys.stdout.isatty() else sys.stdout)
     todo = plan.to_run
