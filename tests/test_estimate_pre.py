@@ -257,6 +257,16 @@ def test_unseen_precision_and_batch_are_named(fake_models) -> None:
     assert "leave-one-precision-out" in p.interval_basis
     assert "leave-one-batch-size-out" in p.interval_basis
 
+    # a known model at a known precision it never ran at (the ResNet-18 at amp-bf16)
+    runs = runs[~((runs["model"] == "r18") & (runs["precision"] == "amp-bf16"))]
+    model = fit_pre(runs, search_iter=1)
+    p = model.predict_config(**config("r18", "amp-bf16", 256))
+    assert "model 'r18' never ran at amp-bf16" in p.notes
+    assert "leave-one-precision-out" in p.interval_basis
+    assert abs(relative_error(p, "r18", "amp-bf16", 256)) < 0.2
+    inside = model.predict_config(**config("r18", "fp32", 256))
+    assert "EXTRAPOLATING" not in inside.notes
+
 
 def test_a_gpu_outside_the_data_goes_through_a_stated_transfer(fake_models) -> None:
     runs = synthetic_runs(batches=(256, 512), reps=1)

@@ -206,7 +206,8 @@ def _nonzero(scale: np.ndarray) -> np.ndarray:
 
 
 class _Physics:
-    """Non-negative least squares on relative errors: y ~ columns @ coef (linear space)."""
+    """Non-negative least squares on relative errors: y ~ columns @ coef (linear space), with
+    optional prior rows pulling coefficient j towards ``prior[j]`` with weight ``weight``."""
 
     def __init__(self, intercept: bool) -> None:
         self.intercept = intercept
@@ -217,11 +218,23 @@ class _Physics:
             return np.hstack([np.ones((parts.shape[0], 1)), parts])
         return parts
 
-    def fit(self, parts: np.ndarray, y: np.ndarray) -> _Physics:
+    def fit(
+        self,
+        parts: np.ndarray,
+        y: np.ndarray,
+        prior: np.ndarray | None = None,
+        weight: float = 0.0,
+    ) -> _Physics:
         from scipy.optimize import nnls
 
-        a = self._columns(parts)
-        self.coef, _ = nnls(a / y[:, None], np.ones_like(y))
+        a = self._columns(parts) / y[:, None]
+        b = np.ones_like(y)
+        if prior is not None and weight > 0:
+            scale = np.where(prior > 1e-12, prior, 1.0)
+            rows = np.diag(weight / scale)
+            a = np.vstack([a, rows])
+            b = np.concatenate([b, np.where(prior > 1e-12, weight, 0.0)])
+        self.coef, _ = nnls(a, b)
         return self
 
     def predict(self, parts: np.ndarray) -> np.ndarray:
@@ -229,24 +242,35 @@ class _Physics:
 
 
 _SIBLING = {"amp-bf16": "amp-fp16", "amp-fp16": "amp-bf16"}  # same tensor-core rate and bytes
+SHRINK = 0.01  # prior row weight: as strong as one run off by 1 %, pulling a per-precision
+# coefficient towards the pooled one when the runs at that precision barely constrain it
 
 
 class _PhysicsFit:
-    """y = a x launch + m x memory + c[precision] x compute (+ an intercept) on the three
-    TIME_TERMS columns: one compute coefficient per precision seen (tensor cores reach a
-    different share of their peak than FP32 units). A precision not seen uses its sibling's
-    (amp-bf16 <-> amp-fp16) or, failing that, a fit with one shared compute coefficient. The
-    time model uses it on the terms; the power model (with an intercept, the idle share) on
-    the terms as fractions of time."""
+    """y = m x memory + a[precision] x launch + c[precision] x compute (+ an intercept) on the
+    three TIME_TERMS columns. Launch and compute coefficients are per precision (autocast adds
+    cast kernels; tensor cores reach a different share of their peak than FP32 units), each
+    pulled towards the pooled fit's coefficient by a prior row of weight SHRINK, so that a
+    precision whose runs say little about a term (only launch-bound models at amp-bf16, say)
+    keeps the pooled value instead of an arbitrary one. A precision not seen uses its
+    sibling's coefficients (amp-bf16 <-> amp-fp16) or, failing that, the pooled fit. The time
+    model uses it on the terms; the power model (with an intercept, the idle share) on the
+    terms as fractions of time."""
 
     def __init__(self, intercept: bool = False) -> None:
         self.intercept = intercept
 
     def fit(self, parts: np.ndarray, precision: np.ndarray, y: np.ndarray) -> _PhysicsFit:
         self.precisions = tuple(sorted(set(precision)))
-        split = self._split(parts, self._mapped(precision))
-        self.split = _Physics(intercept=self.intercept).fit(split, y)
         self.pooled = _Physics(intercept=self.intercept).fit(parts, y)
+        pooled = self.pooled.coef
+        offset = 1 if self.intercept else 0
+        launch, compute, memory = pooled[offset : offset + 3]
+        prior = [memory] + [launch, compute] * len(self.precisions)
+        if self.intercept:
+            prior = [pooled[0], *prior]
+        split = self._split(parts, self._mapped(precision))
+        self.split = _Physics(intercept=self.intercept).fit(split, y, np.array(prior), SHRINK)
         return self
 
     def _mapped(self, precision: np.ndarray) -> np.ndarray:
@@ -262,9 +286,9 @@ class _PhysicsFit:
 
     def _split(self, parts: np.ndarray, mapped: np.ndarray) -> np.ndarray:
         launch, compute, memory = parts[:, 0], parts[:, 1], parts[:, 2]
-        columns = [launch, memory]
+        columns = [memory]
         for p in self.precisions:
-            columns.append(compute * (mapped == p))
+            columns += [launch * (mapped == p), compute * (mapped == p)]
         return np.column_stack(columns)
 
     def predict(self, parts: np.ndarray, precision: np.ndarray) -> np.ndarray:
@@ -437,6 +461,7 @@ class _Seen:
     gpu_names: tuple[str, ...]
     reference_gpu: str
     limit_fractions: tuple[float, ...]
+    model_precisions: tuple[tuple[str, str], ...] = ()  # (model name, precision) pairs run
 
 
 @dataclass
@@ -474,6 +499,12 @@ class PreModel:
             out.append(
                 ("model", f"model {model!r} is not in the reference set ({', '.join(seen.models)})")
             )
+        pair = (str(model), str(row["precision"]))
+        known = model is not None and row["precision"] in seen.precisions
+        if not out and known and pair not in seen.model_precisions:
+            out.append(
+                ("precision", f"model {model!r} never ran at {pair[1]} in the reference set")
+            )
         if row["precision"] not in seen.precisions:
             out.append(
                 (
@@ -508,23 +539,32 @@ class PreModel:
         return out
 
     def _interval_for(self, outside: list[tuple[str, str]]) -> tuple[str, dict[str, tuple]]:
-        """The interval basis and (energy, time) log-factor intervals for these reasons."""
+        """The interval basis and (energy, time) log-factor intervals for these reasons.
+
+        Inside the data: the configuration residuals' quantiles. Outside: the widest of the
+        matching protocols' intervals, made symmetric in log space (the direction in which
+        other held-out groups erred says little about a new one); reasons no protocol can
+        check widen it by NO_PROTOCOL_WIDEN."""
         bases = ["configuration"]
         unchecked = []  # no held-out protocol in the data can check these
         for protocol, _ in outside:
             (bases if protocol in self.residuals else unchecked).append(protocol)
+        bases = list(dict.fromkeys(bases))
+        unchecked = list(dict.fromkeys(unchecked))
         out = {}
         for target in ("energy", "time"):
-            lows, highs = zip(
-                *(self.protocol_interval(b, target) for b in bases if b in self.residuals),
-                strict=True,
-            )
+            lows, highs = zip(*(self.protocol_interval(b, target) for b in bases), strict=True)
             low, high = min(lows), max(highs)
+            if outside:
+                half = max(-low, high)
+                low, high = -half, half
             if unchecked:
                 low -= math.log(NO_PROTOCOL_WIDEN)
                 high += math.log(NO_PROTOCOL_WIDEN)
             out[target] = (low, high)
         basis = " + ".join(_PROTOCOL_NAMES[b] for b in bases)
+        if outside:
+            basis += " (symmetric)"
         if unchecked:
             names = ", ".join(u.replace("_", " ") for u in unchecked)
             basis += f", widened x{NO_PROTOCOL_WIDEN:g} for {names} (no held-out check possible)"
@@ -892,6 +932,15 @@ def fit_pre(
         gpu_names=tuple(sorted(str(g) for g in gpu_counts.index)),
         reference_gpu=str(gpu_counts.index[0]),
         limit_fractions=tuple(sorted({round(float(f), 3) for f in table["power_limit_fraction"]})),
+        model_precisions=tuple(
+            sorted(
+                {
+                    (str(m), str(p))
+                    for m, p in zip(table["model"], table["precision"], strict=True)
+                    if m is not None and not pd.isna(m)
+                }
+            )
+        ),
     )
     return PreModel(
         time=_Fitted(time_family[0], time_family[1], chain.time, time_mae, t_low, t_high),
