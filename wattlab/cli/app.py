@@ -209,8 +209,10 @@ def run(
     ),
     codecarbon: bool = typer.Option(False, help="Also run CodeCarbon's offline tracker."),
     codecarbon_country: str = typer.Option("USA", help="ISO code for CodeCarbon's offline mode."),
-    project_after: int | None = typer.Option(
-        None, help="STEP: project total energy after K epochs."
+    project_after: float | None = typer.Option(
+        None,
+        help="STEP: project the total after K epochs (a whole number), or after a fraction of "
+        "the budget from step-level marks (e.g. 0.1).",
     ),
     db: str = typer.Option("wattlab.db", help="SQLite results database."),
     interval: float = typer.Option(0.1, "--interval", help="Sampling period in seconds."),

@@ -46,6 +46,7 @@ LR_WARMUP_MIN_STEPS = 50  # but over at least 50 steps (or a fifth of a short bu
 # a handful of warm-up steps let ResNet-50 diverge at the peak rate in short runs
 EVAL_BATCH_MAX = 1024  # per-rank evaluation batch (no gradients, so larger than training's)
 WARMUP_EPOCH = 0  # the data stream of the warm-up steps; budget epochs are numbered from 1
+MARKS_PER_BUDGET = 200  # STEP's step-level marks, when asked for
 
 
 class WindowHooks(Protocol):
@@ -249,6 +250,7 @@ def run_training(
     *,
     dataset: Dataset | None = None,
     model: nn.Module | None = None,
+    on_mark: Callable[[int, int], None] | None = None,
 ) -> TrainResult:
     """Train ``cfg`` on this rank (every rank calls it) and evaluate; see the module doc.
 
@@ -256,6 +258,8 @@ def run_training(
     ``model`` replaces ``build_model(cfg.model, ...)`` (tests and custom studies; it must be
     freshly initialised on every rank, identically, and is moved to the device here).
     Windows are closed only on success: after an exception the open ones stay open.
+    ``on_mark(samples_done, budget_samples)`` is called at the budget's start and then about
+    MARKS_PER_BUDGET times (every few steps), with no device sync: STEP's step-level marks.
     """
     hooks: WindowHooks = windows if windows is not None else _NoWindows()
     _check(cfg, dist)
@@ -332,6 +336,9 @@ def run_training(
     budget_start = time.perf_counter()
     per_epoch: list[EpochStats] = []
     step = 0
+    mark_every = max(1, budget.steps // MARKS_PER_BUDGET) if on_mark is not None else 0
+    if on_mark is not None:
+        on_mark(0, budget.samples)
     train_model.train()
     for epoch in range(1, budget.epochs + 1):
         hooks.begin("epoch", epoch=epoch)
@@ -352,6 +359,8 @@ def run_training(
             inputs, labels = data.train_batch(batches, i)
             loss_sum += train_step(inputs, labels, lr_at(step, budget.steps, cfg.lr))
             step += 1
+            if mark_every and step % mark_every == 0:  # a host-side call: no sync
+                on_mark(step * cfg.batch_size, budget.samples)  # type: ignore[misc]
         # The epoch's only host-device sync: the loss, summed over the ranks, read once.
         train_loss = _all_reduce_sum(loss_sum, dist).item() / (steps_here * world)
         samples = steps_here * cfg.batch_size
