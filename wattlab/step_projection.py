@@ -518,7 +518,8 @@ def steady_start(
     _check_mark_settings(tolerance, min_marks, min_window_s)
     s, t, e = _marks(samples, times_s, energies_j)
     n = s.size
-    for start in range(0, n - min_marks + 1):
+    stride = max(1, (n - min_marks + 1) // 30)  # at most ~30 candidate starts: cheap per mark
+    for start in range(0, n - min_marks + 1, stride):
         if t[-1] - t[start] < min_window_s:
             break
         if _halves_agree(s[start:], t[start:], e[start:], tolerance)[0]:
@@ -630,6 +631,7 @@ class MarkProjector:
         self.energies_j: list[float] = []
         self.projection: RateProjection | None = None
         self.attempts = 0
+        self._next_attempt = 0
 
     def add_mark(
         self, samples_done: int, total_samples: int, time_s: float, energy_j: float
@@ -642,6 +644,10 @@ class MarkProjector:
         self.energies_j.append(float(energy_j))
         if self.projection is not None or samples_done < self.fraction * total_samples:
             return None
+        last = samples_done >= total_samples
+        if not last and len(self.samples) < self._next_attempt:
+            return None  # retry when 10 % more marks have come in (keeps each step cheap)
+        self._next_attempt = len(self.samples) + max(1, len(self.samples) // 10)
         self.attempts += 1
         result = project_from_marks(
             self.samples,
@@ -652,7 +658,7 @@ class MarkProjector:
             min_marks=self.min_marks,
             min_window_s=self.min_window_s,
         )
-        if result.ok or samples_done >= total_samples:
+        if result.ok or last:
             self.projection = result
             return result
         return None
