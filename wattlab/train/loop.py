@@ -456,6 +456,7 @@ class _GraphedForwardBackward:
                     loss = criterion(model(self.inputs), self.labels)
                 loss.backward()
                 optimizer.zero_grad(set_to_none=True)
+                del loss  # a live loss keeps its autograd nodes (and their stream) alive
         torch.cuda.current_stream(device).wait_stream(side)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):
