@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from wattlab.analysis.stats import (
+from wattlab.analysis.codecarbon_error import codecarbon_errors
+from wattlab.analysis.runs_table import (
     as_float,
-    codecarbon_errors,
     intensity_range,
     numeric,
     ok_runs,

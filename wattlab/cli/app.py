@@ -379,8 +379,8 @@ def report(
     if out is None and json_path is None:
         raise WattlabError("give --out DIR for the report, or --json PATH for the summary.")
     if import_profile is not None:
+        from wattlab.analysis.profile_report import write_profile_report
         from wattlab.analysis.profiles import analyze_profile, load_zeus_profile
-        from wattlab.analysis.report import write_profile_report
 
         profile = load_zeus_profile(import_profile)
         analysis = analyze_profile(profile, min_saving, max_penalty, baseline_w)
