@@ -134,11 +134,13 @@ def write_report(
     scaling = scaling_efficiency(summary)
     figures = plots.plot_run_figures(runs, trace, summary, out, pareto=pareto, region=region)
     title = title or (f"wattlab report: sweep {sweep}" if sweep else "wattlab report")
-    blocks: list[Block] = sections.header_blocks(runs, summary, data, windows)
+    blocks: list[Block] = [Para(data["finding"]["sentence"])]
+    blocks += sections.header_blocks(runs, summary, data, windows)
     blocks += [Heading("Findings"), Bullets(sections.findings(summary, data, effects, scaling))]
     blocks += [Heading("Configurations"), sections.config_table(summary, runs, data)]
     if not effects.empty:
         blocks += [Heading("Power-limit effect"), sections.effects_table(effects)]
+    blocks += sections.phase_blocks(data.get("phase_times"))
     blocks.append(Heading("GPU scaling"))
     if scaling.empty:
         blocks.append(Para("No configurations differ only in their GPU count."))

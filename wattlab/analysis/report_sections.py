@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 
 from wattlab.analysis import plots
+from wattlab.analysis.energy_shares import describe_shares
+from wattlab.analysis.phases import PHASE_NAMES
 from wattlab.analysis.report_document import (
     Block,
     Bullets,
@@ -61,25 +63,14 @@ def header_blocks(
         f"Runs: {data['runs']['ok']} ok in {len(summary)} configuration(s), "
         f"{data['runs']['failed']} failed.",
         f"Baseline: {data['baseline']['label']}.",
-        f"Operating region: {criteria_text(data['criteria'])}.",
+        f"Operating region: {criteria_text(data['criteria'])}, each configuration against "
+        f"{data['criteria']['region_reference']}.",
+        f"Intervals: {data['intervals']['method']}, {pct(data['intervals']['level'], False)} "
+        f"where a configuration has at least {data['intervals']['min_runs']} ok runs.",
     ]
     blocks: list[Block] = [Bullets(items)]
-    if counts and set(counts) <= {"estimated", "unknown"}:
-        blocks.append(
-            Para(
-                "every energy figure in this report is estimated (no hardware energy counter was "
-                "read); treat them as models, not measurements.",
-                warning=True,
-            )
-        )
-    elif data["provenance"] != "measured":
-        blocks.append(
-            Para(
-                f"some energy figures are {data['provenance']}, not read from a hardware counter; "
-                "the provenance column says which configurations.",
-                warning=True,
-            )
-        )
+    blocks += provenance_blocks(data.get("energy_shares"))
+    blocks += interval_blocks(summary, data["intervals"])
     if windows is not None and "short_window" in windows.columns and not windows.empty:
         ids = set(numeric(ok["id"]).tolist()) if "id" in ok.columns else set()
         mine = windows[pd.to_numeric(windows["run_id"], errors="coerce").isin(ids)]
@@ -126,21 +117,7 @@ def findings(
         + "; ".join(data["pareto"])
         + "."
     )
-    crit = data["criteria"]
-    region = [c for c in data["configurations"] if c["operating_region"]]
-    if region:
-        listed = "; ".join(
-            f"{c['label']} (energy {pct(c['energy_change'])}, time {pct(c['time_change'])})"
-            for c in region
-        )
-        items.append(
-            f"Operating region against the baseline ({len(region)} configuration(s) with "
-            f"{criteria_text(crit)}): {listed}."
-        )
-    else:
-        items.append(
-            f"Operating region against the baseline: no configuration has {criteria_text(crit)}."
-        )
+    items += region_findings(data, effects)
     if not effects.empty:
         capped = effects[effects["time_change"].notna() & (effects["energy_change"].notna())]
         capped = capped[capped["reference_label"] != capped["label"]]
@@ -226,8 +203,8 @@ def config_table(summary: pd.DataFrame, runs: pd.DataFrame, data: dict[str, Any]
     headers = [
         "Configuration",
         "Runs",
-        "Time (s) [95 % CI]",
-        f"Energy ({e_unit}) [95 % CI]",
+        "Time (s) [interval]",
+        f"Energy ({e_unit}) [interval]",
         f"GPU ({e_unit})",
         f"CPU ({e_unit})",
         f"DRAM/RAM ({e_unit})",
@@ -242,10 +219,13 @@ def config_table(summary: pd.DataFrame, runs: pd.DataFrame, data: dict[str, Any]
         "Region",
     ]
     note = (
-        "Medians over the ok runs of each configuration; 95 % percentile-bootstrap CIs of the "
-        "median (none with a single run). Δ = median / baseline median - 1 (negative = less). "
-        "★ = on the time-energy Pareto front; ✓ = in the operating region. A component marked "
-        "(est.) or (sampled) was not read from an energy counter in at least one run."
+        "Medians over the ok runs of each configuration. [interval] = order-statistic interval "
+        "of the median: 95 % or more coverage with 6 or more runs; with 2-5 runs it is the "
+        "min-max range (50-94 % coverage); none with a single run. Δ = median / baseline "
+        "median - 1 (negative = less). ★ = on the time-energy Pareto front; ✓ = in the "
+        "operating region (against the same configuration at its highest power limit). A "
+        "component marked (est.) or (sampled) was not read from an energy counter in at least "
+        "one run."
     )
     return Table(headers, rows, note)
 
@@ -364,3 +344,134 @@ def codecarbon_blocks(cc: dict[str, Any]) -> list[Block]:
             )
         )
     return blocks
+
+
+def provenance_blocks(shares: dict[str, Any] | None) -> list[Block]:
+    """The provenance sentence by share: a warning unless all energy was measured, and the old
+    "every figure is estimated" warning only when nothing at all was measured or sampled."""
+    if not shares or not shares.get("by_provenance"):
+        return [Para("no energy figures were recorded with their provenance.", warning=True)]
+    by_prov = shares["by_provenance"]
+    sentence = describe_shares(shares)
+    measured = (by_prov.get("measured") or 0) + (by_prov.get("sampled") or 0)
+    if measured <= 0:
+        return [
+            Para(
+                "every energy figure in this report is estimated (no hardware energy counter was "
+                f"read); treat them as models, not measurements. In detail, {sentence}",
+                warning=True,
+            )
+        ]
+    if (by_prov.get("measured") or 0) >= 1 - 1e-12:
+        return [Para(f"Energy provenance by share: {sentence}")]
+    return [
+        Para(
+            f"not every energy figure was read from a hardware counter: {sentence} The "
+            "component columns mark which parts were sampled or estimated.",
+            warning=True,
+        )
+    ]
+
+
+def interval_blocks(summary: pd.DataFrame, intervals: dict[str, Any]) -> list[Block]:
+    """A warning naming the configurations with too few runs for the stated interval."""
+    short = intervals["short_configurations"]
+    if not short:
+        return []
+    need = intervals["min_runs"]
+    coverages = []
+    for n in sorted({int(x) for x in summary.loc[summary["label"].isin(short), "n"]}):
+        if n < 2:
+            coverages.append(f"{n} run: no interval")
+        else:
+            coverages.append(f"{n} runs: the min-max range, which holds the median with "
+                             f"probability {pct(1 - 2.0 ** (1 - n), False)}")  # fmt: skip
+    return [
+        Para(
+            f"{len(short)} configuration(s) have fewer than the {need} ok runs a "
+            f"{pct(intervals['level'], False)} interval of the median needs ("
+            + "; ".join(coverages)
+            + f"): {'; '.join(short)}. Run at least {need} repetitions for "
+            f"{pct(intervals['level'], False)} intervals.",
+            warning=True,
+        )
+    ]
+
+
+def region_findings(data: dict[str, Any], effects: pd.DataFrame) -> list[str]:
+    """The operating region (each configuration against its own highest power limit) and,
+    separately and named so, the comparison with the one baseline."""
+    crit = data["criteria"]
+    items: list[str] = []
+    if effects.empty:
+        items.append(
+            "Operating region: no configuration was run at two power limits, so there is no "
+            "power-limit effect to judge."
+        )
+    else:
+        hits = effects[effects["in_operating_region"].astype(bool)]
+        if hits.empty:
+            items.append(
+                f"Operating region ({criteria_text(crit)} against the same configuration at its "
+                "highest power limit): no configuration."
+            )
+        else:
+            listed = "; ".join(
+                f"{r['label']} (energy {pct(r['energy_change'])}, time {pct(r['time_change'])} "
+                f"against {r['reference_label']})"
+                for _, r in hits.sort_values("energy_change", kind="stable").iterrows()
+            )
+            items.append(
+                f"Operating region ({len(hits)} configuration(s) with {criteria_text(crit)} "
+                f"against the same configuration at its highest power limit): {listed}."
+            )
+    vs_base = [c for c in data["configurations"] if c["region_vs_baseline"]]
+    base = data["baseline"]["label"]
+    if vs_base:
+        listed = "; ".join(
+            f"{c['label']} (energy {pct(c['energy_change'])}, time {pct(c['time_change'])})"
+            for c in vs_base
+        )
+        items.append(
+            f"Against the baseline {base} (not the operating region: precision, GPU count and "
+            f"batch size count here too), {len(vs_base)} configuration(s) have "
+            f"{criteria_text(crit)}: {listed}."
+        )
+    else:
+        items.append(
+            f"Against the baseline {base} (not the operating region), no configuration has "
+            f"{criteria_text(crit)}."
+        )
+    return items
+
+
+def phase_blocks(phases: dict[str, Any] | None) -> list[Block]:
+    """ "Where the sweep's time went": each phase's summed wall time, share and median per run;
+    nothing when the runs carry no phase times."""
+    if not phases:
+        return []
+    rows = [
+        [
+            PHASE_NAMES.get(p["phase"], p["phase"]),
+            fmt(p["total_s"]),
+            pct(p["share"], False),
+            fmt(p["median_s"]),
+        ]
+        for p in phases["phases"]
+    ]
+    rows.append(["all phases", fmt(phases["total_s"]), "100.0 %", ""])
+    sentence = (
+        f"Over {phases['runs']} run(s), {fmt(phases['total_s'])} s of wall time were spent in "
+        f"the runs' phases, of which the measured training budget took "
+        f"{pct(phases['budget_share'], False)}; the rest is overhead."
+    )
+    return [
+        Heading("Where the sweep's time went"),
+        Para(sentence),
+        Table(
+            ["Phase", "Total (s)", "Share", "Median per run (s)"],
+            rows,
+            "Wall time per phase, summed over the runs that recorded it (failed runs included). "
+            "Only the budget phase is measured for energy.",
+        ),
+    ]

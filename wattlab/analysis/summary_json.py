@@ -9,7 +9,10 @@ from typing import Any
 import pandas as pd
 
 from wattlab.analysis.codecarbon_error import codecarbon_errors
+from wattlab.analysis.energy_shares import energy_shares
+from wattlab.analysis.headline import finding
 from wattlab.analysis.intervals import CI_LEVEL, min_runs_for
+from wattlab.analysis.phases import phase_times
 from wattlab.analysis.runs_table import (
     CONFIG_COLUMNS,
     failed_runs,
@@ -101,6 +104,7 @@ def summary_to_json(
 ) -> dict[str, Any]:
     """A machine-readable summary (JSON-safe: NaN becomes null). Keys:
 
+    ``finding`` (:func:`wattlab.analysis.headline.finding`: the report's first sentence),
     ``configurations`` (one dict per configuration: ``label``, ``config_hash``, ``axes``, ``n``,
     ``time_s`` and ``energy_j`` medians with ``time_s_ci`` / ``energy_j_ci`` [low, high] and
     their ``ci_method`` / ``ci_coverage``, per-component energies, ``energy_per_sample_j``,
@@ -114,7 +118,9 @@ def summary_to_json(
     :func:`intervals_summary`), ``scaling``, ``power_limit_effects``, ``codecarbon``
     (:func:`codecarbon_errors`, or ``{"measured": false}`` without runs), ``provenance``
     (weakest over all configurations), and with ``runs``: ``runs`` (ok and failed counts,
-    failures with their errors), ``hardware`` and ``carbon``.
+    failures with their errors), ``hardware``, ``carbon``, ``energy_shares`` (see
+    :mod:`wattlab.analysis.energy_shares`) and ``phase_times`` (see
+    :mod:`wattlab.analysis.phases`; null without phase columns).
     """
     pareto = pareto_front(summary, "duration_s", "energy_total_j")
     region = operating_region(summary, min_saving, max_penalty)
@@ -122,6 +128,7 @@ def summary_to_json(
     axes = [c for c in (*CONFIG_COLUMNS, "power_limit_w") if c in summary.columns]
     base = summary[summary["is_baseline"]].iloc[0]
     out: dict[str, Any] = {
+        "finding": finding(summary),
         "configurations": [
             _config_record(row, set(pareto), set(region), set(vs_baseline), axes)
             for _, row in summary.iterrows()
@@ -163,6 +170,8 @@ def summary_to_json(
             ],
         }
         out["hardware"] = hardware(runs)
+        out["energy_shares"] = energy_shares(runs)
+        out["phase_times"] = phase_times(runs)
         rng = intensity_range(runs)
         ok = ok_runs(runs)
         out["carbon"] = {
