@@ -19,6 +19,8 @@ from wattlab.analysis.runs_table import as_float, numeric
 
 # Ratios within this of 1 are reported as "about the same".
 _SAME = 0.01
+# Ratios from this up read as "N.NNx"; smaller ones as a percentage.
+_TIMES = 1.5
 
 
 def _per_image(summary: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, str]:
@@ -33,6 +35,11 @@ def _per_image(summary: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, str]:
 
 def _times(ratio: float) -> str:
     return f"{ratio:.2f}x" if ratio < 10 else f"{ratio:.1f}x"
+
+
+def _less(ratio: float) -> str:
+    """A ratio > 1 as "N.NNx" from :data:`_TIMES` up, below it as the percentage saved."""
+    return _times(ratio) if ratio >= _TIMES else f"{(1 - 1 / ratio) * 100:.1f} %"
 
 
 def finding(summary: pd.DataFrame) -> dict[str, Any]:
@@ -52,7 +59,7 @@ def finding(summary: pd.DataFrame) -> dict[str, Any]:
         rate = 1.0 / time[best] if per == "image" else math.nan
         speed = f", {rate:,.0f} images/s" if per == "image" else ""
         return {
-            "sentence": f"One configuration, {labels[best]}: {energy[best]:.4g} J per {per}"
+            "sentence": f"One configuration, {labels[best]}: {energy[best]:#.4g} J per {per}"
             f"{speed}, over {int(row['n'])} run(s).",
             "best": labels[best],
         }
@@ -73,14 +80,23 @@ def finding(summary: pd.DataFrame) -> dict[str, Any]:
         )
     else:
         sentence = (
-            f"{who} used {_times(energy_ratio)} less energy than {than} "
+            f"{who} used {_less(energy_ratio)} less energy than {than} "
             f"{'for the same images' if per == 'image' else 'per run'} "
             f"({energy[best]:#.4g} vs {energy[ref]:#.4g} J per {per})"
         )
         if speedup >= 1 + _SAME:
-            sentence += f" and was {_times(speedup)} faster"
+            sentence += (
+                f" and was {_less(speedup)} faster"
+                if speedup >= _TIMES
+                else (f" and took {_less(speedup)} less time")
+            )
         elif speedup <= 1 / (1 + _SAME):
-            sentence += f" but took {_times(1 / speedup)} as long"
+            slower = 1 / speedup
+            sentence += (
+                f" but took {_times(slower)} as long"
+                if slower >= _TIMES
+                else f" but took {(slower - 1) * 100:.1f} % more time"
+            )
         else:
             sentence += " in about the same time"
     if overlap is None:

@@ -213,7 +213,7 @@ def plot_energy_time(
             edgecolors="#2ca02c",
             linewidths=2,
             zorder=4,
-            label="operating region",
+            label="operating region (vs own highest limit)",
         )
     if "is_baseline" in summary:
         b = np.flatnonzero(summary["is_baseline"].to_numpy(dtype=bool))
