@@ -191,6 +191,9 @@ def run(
     test_samples: int | None = typer.Option(None, help="Use only the first N test images."),
     precision: str = typer.Option("fp32", help="fp32 | tf32 | amp-bf16 | amp-fp16"),
     compile_model: bool = typer.Option(False, "--compile", help="torch.compile the model."),
+    cuda_graphs: bool = typer.Option(
+        False, "--cuda-graphs", help="Replay each step as a CUDA graph (one GPU; not amp-fp16)."
+    ),
     epochs: int | None = typer.Option(None, help="Budget in epochs."),
     budget_samples: int | None = typer.Option(None, help="Budget in training samples."),
     batch_size: int = typer.Option(256, help="Global batch size (split over processes)."),
@@ -240,6 +243,7 @@ def run(
         test_samples=test_samples,
         precision=precision,
         compile=compile_model,
+        cuda_graphs=cuda_graphs,
         epochs=epochs,
         budget_samples=budget_samples,
         batch_size=batch_size,
