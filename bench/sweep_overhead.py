@@ -164,9 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     if not engines or any(e not in ("old", "new") for e in engines):
         parser.error(f"--engines takes old and new, comma-separated, got {args.engines!r}")
-    if "old" in engines:
-        if args.baseline_src is None or not (args.baseline_src / "wattlab").is_dir():
-            parser.error("the OLD engine needs --baseline-src DIR, a checkout of d97312a")
+    baseline_ok = args.baseline_src is not None and (args.baseline_src / "wattlab").is_dir()
+    if "old" in engines and not baseline_ok:
+        parser.error("the OLD engine needs --baseline-src DIR, a checkout of d97312a")
     if args.device is None:
         args.device = "cpu" if args.small else _default_device()
     if args.budget_samples is None:
