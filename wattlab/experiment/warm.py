@@ -38,14 +38,12 @@ class WarmWorker:
     def __init__(self) -> None:
         self.proc: subprocess.Popen[str] | None = None
         self.runs = 0
-        self.spawned_at_unix: float | None = None
 
     def _start(self) -> subprocess.Popen[str]:
         from wattlab.experiment.lifetime import ENV_PARENT_PID, preexec_pdeathsig
 
         env = dict(os.environ)
         env[ENV_PARENT_PID] = str(os.getpid())
-        self.spawned_at_unix = time.time()
         self.runs = 0
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "wattlab.experiment.warm"],
@@ -62,12 +60,13 @@ class WarmWorker:
         """Run one claimed run (``opts.run_id``) in the worker; return a RunOutcome."""
         from wattlab.experiment.runner import RunOutcome, _stored_row, finish_as_failed
 
+        if opts.launched_at_unix is None:  # the runner sets it when the run was asked for
+            opts.launched_at_unix = time.time()
         proc = self.proc
         if proc is None or proc.poll() is not None:
-            proc = self._start()
+            proc = self._start()  # the first run's launch phase includes the worker's start
         opts.launcher = "warm-worker"
         opts.worker_run_index = self.runs
-        opts.launched_at_unix = self.spawned_at_unix if self.runs == 0 else time.time()
         opts.progress = False
         started_at = utc_now_iso()
         received: list[int] = []
