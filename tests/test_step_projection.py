@@ -292,3 +292,77 @@ def test_marks_must_be_ordered_and_settings_checked() -> None:
         MarkProjector(1.5)
     with pytest.raises(DataError, match="budget of 10"):
         project_from_marks(list(range(0, 21, 2)), list(range(11)), list(range(11)), 10)
+
+
+# -- the loop's mark hook and the worker's live marks ---------------------------------------
+
+
+def test_the_loop_marks_samples_without_changing_training() -> None:
+    from torch import nn
+
+    from wattlab.train.config import make_run_config
+    from wattlab.train.distributed import DistContext
+    from wattlab.train.loop import run_training
+
+    def tiny() -> nn.Module:
+        return nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                             nn.Linear(4, 10))  # fmt: skip
+
+    cfg = make_run_config(
+        device="cpu", train_samples=256, test_samples=32, batch_size=16, warmup_steps=0,
+        epochs=2, seed=1,
+    )  # fmt: skip
+    marks: list[tuple[int, int]] = []
+    import torch
+
+    torch.manual_seed(0)
+    marked = run_training(
+        cfg, DistContext(), model=tiny(), on_mark=lambda s, t: marks.append((s, t))
+    )
+    torch.manual_seed(0)
+    plain = run_training(cfg, DistContext(), model=tiny())
+    assert marks[0] == (0, 512) and marks[-1] == (512, 512)  # start and the last step
+    assert [s for s, _ in marks] == list(range(0, 513, 16))  # 32 steps: every step marked
+    assert marked.train_loss == plain.train_loss  # the hook changes nothing in training
+
+
+def test_project_after_fraction_in_the_run_config() -> None:
+    from wattlab.train.config import make_run_config
+
+    base = {"device": "cpu", "epochs": 2}
+    assert make_run_config(**base, project_after=0.1).project_after == 0.1
+    assert make_run_config(**base, project_after=3).project_after == 3
+    for bad, match in ((1.5, "whole number"), (0.2, "single process")):
+        extra = {"nproc": 2} if bad == 0.2 else {}
+        with pytest.raises(ConfigError, match=match):
+            make_run_config(**base, **extra, project_after=bad)
+
+
+def test_live_marks_read_the_meters_and_project_once(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from wattlab.experiment.worker import _LiveMarks
+
+    clock = {"j": 0.0}
+
+    class Meter:
+        def __init__(self, share: float, in_total: bool = True) -> None:
+            self.share = share
+            self.info = SimpleNamespace(details={"in_total": in_total})
+
+        def energy_j(self) -> float:
+            return clock["j"] * self.share
+
+    monitor = SimpleNamespace(meters=[Meter(0.9), Meter(0.1), Meter(5.0, in_total=False)])
+    notes: list[str] = []
+    live = _LiveMarks(0.2, monitor, notes.append)
+    samples, times, energies, truth_j = marks_of_a_run(counter_period_s=1e-6)
+    import wattlab.experiment.worker as worker
+
+    for s, t, e in zip(samples, times, energies, strict=True):
+        clock["j"] = e + 123.0  # meters count from before the budget
+        monkeypatch.setattr(worker.time, "perf_counter", lambda t=t: 1000.0 + t)
+        live.mark(s, samples[-1])
+    assert live.projection is not None and live.projection.ok
+    assert live.projection.energy_j == pytest.approx(truth_j, rel=0.02)
+    assert len(notes) == 1 and notes[0].startswith("STEP: projected")
