@@ -330,3 +330,62 @@ def test_conformal_quantiles_widen_with_few_residuals() -> None:
     low, high = _quantiles(np.linspace(-0.1, 0.1, 201), 0.9)
     assert -0.1 < low < -0.08 and 0.08 < high < 0.1
     assert _quantiles(np.array([0.05, 0.1]), 0.9)[0] == 0.0  # always contains the prediction
+
+
+# -- the reference set's collection script: conversion with its header ----------------------
+
+
+def _collect_module():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "collect_reference.py"
+    spec = importlib.util.spec_from_file_location("collect_reference", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_collect_reference_writes_specs_from_the_template(tmp_path) -> None:
+    collect = _collect_module()
+    args = collect.argparse.Namespace(
+        budget_samples=None, train_samples=50_000, device="cuda", test_samples=None, set=None,
+        precisions=list(collect.PRECISIONS), batch_sizes=[128, 256, 512], repetitions=2,
+        cooldown_s=2.0,
+    )  # fmt: skip
+    spec = collect.spec_for("resnet50", args)
+    assert spec["name"] == "h200-reference-resnet50" and spec["repetitions"] == 2
+    assert spec["base"]["model"] == "resnet50" and spec["base"]["budget_samples"] == 65_536
+    assert spec["grid"]["precision"] == ["fp32", "tf32", "amp-bf16", "amp-fp16"]
+    assert spec["grid"]["batch_size"] == [128, 256, 512] and spec["grid"]["gpus"] == [1]
+    assert collect.FULL_GRID == 84
+    from wattlab.experiment.spec import load_spec
+
+    path = tmp_path / "part.yaml"
+    path.write_text(collect.yaml.safe_dump(spec))
+    assert len(load_spec(str(path)).model_dump()["grid"]["precision"]) == 4  # a valid sweep
+
+
+@pytest.mark.slow
+def test_collect_reference_end_to_end_with_a_tiny_cpu_sweep(tmp_path) -> None:
+    from wattlab.estimate.reference import load_reference_csv, read_reference_header
+
+    collect = _collect_module()
+    csv = tmp_path / "ref.csv"
+    code = collect.main(
+        [
+            "--db", str(tmp_path / "ref.db"), "--csv", str(csv), "--device", "cpu",
+            "--only-models", "mobilenet_v3_small", "--precisions", "fp32",
+            "--batch-sizes", "32", "--budget-samples", "64", "--train-samples", "128",
+            "--test-samples", "32", "--repetitions", "1", "--cooldown-s", "0",
+            "--set", "warmup_steps=1",
+        ]
+    )  # fmt: skip
+    assert code == 0
+    header = read_reference_header(csv)
+    assert any(line.startswith("covers: 1 of 84 configurations") for line in header)
+    assert all(":" in line for line in header)  # `key: value` lines
+    runs, windows = load_reference_csv(csv)
+    assert len(runs) == 1 and runs.loc[0, "model"] == "mobilenet_v3_small"
+    assert runs.loc[0, "samples"] == 64 and runs.loc[0, "energy_total_j"] > 0
+    assert len(windows) >= 1
