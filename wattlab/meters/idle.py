@@ -8,23 +8,21 @@ from __future__ import annotations
 
 from typing import Any
 
-NVML_TEMPERATURE_GPU = 0  # nvmlTemperatureSensors_t: the GPU die
-
 
 def read_gpu_idle(job_indices: list[int] | None = None, pynvml: Any = None) -> dict[str, Any]:
     """``{"gpu:K": {"uuid", "power_w", "temperature_c"}}`` for the visible GPUs (job order),
-    or only ``job_indices``; empty when NVML cannot be read (the run goes on without)."""
-    from wattlab.meters.nvml import NvmlSession, visible_gpus
+    or only ``job_indices``; empty when NVML cannot be read (the run goes on without).
+    ``pynvml``: as everywhere in ``wattlab.meters.nvml`` (None = the real library)."""
+    from wattlab.meters.nvml import open_session, visible_gpus
 
     try:
-        session = NvmlSession(pynvml)
+        session = open_session(pynvml)
     except Exception:
         return {}
     out: dict[str, Any] = {}
     try:
-        pm = session.pynvml
         try:
-            gpus = visible_gpus(pm)
+            gpus = visible_gpus(pynvml)
         except Exception:
             return {}
         for gpu in gpus:
@@ -32,10 +30,8 @@ def read_gpu_idle(job_indices: list[int] | None = None, pynvml: Any = None) -> d
                 continue
             out[f"gpu:{gpu.job_index}"] = {
                 "uuid": gpu.uuid,
-                "power_w": _read(lambda h=gpu.handle: pm.nvmlDeviceGetPowerUsage(h) / 1000.0),
-                "temperature_c": _read(
-                    lambda h=gpu.handle: pm.nvmlDeviceGetTemperature(h, NVML_TEMPERATURE_GPU)
-                ),
+                "power_w": gpu.device.average_power_w(),
+                "temperature_c": gpu.device.temperature_c(),
             }
     finally:
         session.close()
@@ -50,10 +46,3 @@ def hottest_gpu_c(job_indices: list[int] | None = None, pynvml: Any = None) -> f
         if v.get("temperature_c") is not None
     ]
     return max(temps) if temps else None
-
-
-def _read(fn: Any) -> float | None:
-    try:
-        return float(fn())
-    except Exception:
-        return None

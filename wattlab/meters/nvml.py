@@ -50,6 +50,7 @@ SAMPLED_UPDATE_PERIOD_S = 0.1
 # trailing one-second average on Ampere (except GA100) and newer GPUs.
 NVML_FI_DEV_POWER_INSTANT = 186
 POWER_SOURCES = ("auto", "instant", "average")
+NVML_TEMPERATURE_GPU = 0  # nvmlTemperatureSensors_t: the GPU die
 
 _REFCOUNT_LOCK = threading.Lock()
 # id(module) -> [module, open sessions]; holding the module keeps its id from being reused.
@@ -133,6 +134,8 @@ class GpuDevice(Protocol):
 
     def utilization_percent(self) -> float | None: ...
 
+    def temperature_c(self) -> float | None: ...
+
     def power_limit_w(self) -> float: ...
 
     def default_power_limit_w(self) -> float: ...
@@ -202,6 +205,11 @@ class NvmlDevice:
     def utilization_percent(self) -> float | None:
         rates = self._optional("nvmlDeviceGetUtilizationRates")
         return None if rates is None else float(rates.gpu)
+
+    def temperature_c(self) -> float | None:
+        """The GPU die's temperature (degrees C), or None where NVML does not say."""
+        value = self._optional("nvmlDeviceGetTemperature", NVML_TEMPERATURE_GPU)
+        return None if value is None else float(value)
 
     def power_limit_w(self) -> float:
         return _mw_to_w(_call(self._pm, "nvmlDeviceGetPowerManagementLimit", self.handle))
