@@ -184,6 +184,7 @@ def test_summary_json(full_report):
     assert data["runs"]["failed"] == 1 and data["carbon"]["pue"] == [1.0]
 
 
+@pytest.mark.slow
 def test_escaping_single_configuration_estimated_without_codecarbon(tmp_path):
     runs = make_runs(reps=1, codecarbon=False, provenance="estimated", sweep=EVIL)
     runs = runs[runs["config_hash"] == "c1None"].copy()

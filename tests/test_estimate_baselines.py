@@ -227,6 +227,7 @@ def test_model_cost_counts_a_real_forward_pass_and_caches(tiny_models) -> None:
     assert tiny_models.builds == ["tiny"]  # built once
 
 
+@pytest.mark.slow
 def test_model_cost_with_the_real_models_module() -> None:
     pytest.importorskip("torchvision")
     pytest.importorskip("wattlab.train.models")

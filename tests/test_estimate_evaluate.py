@@ -186,6 +186,7 @@ def test_exclusions_carry_their_reasons(evaluation) -> None:
     assert all(r.endswith(".") for r in excluded["reason"])
 
 
+@pytest.mark.slow
 def test_pre_never_sees_the_configuration_it_predicts() -> None:
     runs, windows = synthetic()
     cheat = runs["config_hash"] == "l-2-amp-bf16"

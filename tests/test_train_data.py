@@ -58,6 +58,7 @@ def test_synthetic_full_size_shapes_and_classes():
     assert int(ds.train_x.float().std()) > 20  # real images, not constant
 
 
+@pytest.mark.slow
 def test_synthetic_disk_cache_round_trip(tmp_path):
     first = synthetic_dataset(50, 20, seed=7, cache_dir=tmp_path)
     files = sorted(p.name for p in tmp_path.iterdir())
