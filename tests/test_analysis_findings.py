@@ -130,6 +130,7 @@ def test_phase_times_by_hand():
     assert phase_times(runs.drop(columns=[c for c in runs if c.startswith("phase_")])) is None
 
 
+@pytest.mark.slow
 def test_report_opens_with_the_finding_and_tells_provenance_by_share(tmp_path):
     runs = two_configs()
     runs["components_json"] = [parts(0.96 * e, 0.03 * e, 0.01 * e) for e in runs["energy_total_j"]]

@@ -218,6 +218,7 @@ def tiny_models(monkeypatch: pytest.MonkeyPatch):
     clear_model_cost_cache()
 
 
+@pytest.mark.slow
 def test_model_cost_counts_a_real_forward_pass_and_caches(tiny_models) -> None:
     cost = model_cost("tiny")
     assert cost.forward_flops_per_sample == 2 * 3072 * 10  # one multiply-add = 2 FLOPs
@@ -226,6 +227,7 @@ def test_model_cost_counts_a_real_forward_pass_and_caches(tiny_models) -> None:
     assert tiny_models.builds == ["tiny"]  # built once
 
 
+@pytest.mark.slow
 def test_model_cost_with_the_real_models_module() -> None:
     pytest.importorskip("torchvision")
     pytest.importorskip("wattlab.train.models")

@@ -137,6 +137,7 @@ def evaluation():
     return runs, windows, result
 
 
+@pytest.mark.slow
 def test_every_method_is_scored_on_the_runs_it_can_handle(evaluation) -> None:
     runs, _, result = evaluation
     ok_runs = 16 + 3  # the failed run is not a measurement
@@ -156,6 +157,7 @@ def test_every_method_is_scored_on_the_runs_it_can_handle(evaluation) -> None:
             assert m["rmse_j"] >= 0 and m["mdape_percent"] <= m["mape_percent"] * 3
 
 
+@pytest.mark.slow
 def test_baseline_predictions_follow_their_formulas(evaluation) -> None:
     runs, _, result = evaluation
     run = runs[runs["id"] == 3].iloc[0]
@@ -166,6 +168,7 @@ def test_baseline_predictions_follow_their_formulas(evaluation) -> None:
     assert rows.loc["ml-co2-impact", "measured_j"] == run["energy_total_j"]
 
 
+@pytest.mark.slow
 def test_exclusions_carry_their_reasons(evaluation) -> None:
     _, _, result = evaluation
     excluded = result.excluded
@@ -183,6 +186,7 @@ def test_exclusions_carry_their_reasons(evaluation) -> None:
     assert all(r.endswith(".") for r in excluded["reason"])
 
 
+@pytest.mark.slow
 def test_pre_never_sees_the_configuration_it_predicts() -> None:
     runs, windows = synthetic()
     cheat = runs["config_hash"] == "l-2-amp-bf16"
@@ -198,6 +202,7 @@ def test_pre_never_sees_the_configuration_it_predicts() -> None:
         assert predicted == pytest.approx(lawful, rel=0.25)  # not pulled toward 3x
 
 
+@pytest.mark.slow
 def test_outputs_markdown_json_and_plots(evaluation, tmp_path: Path) -> None:
     _, _, result = evaluation
     paths = write_evaluation(result, tmp_path / "out")
@@ -307,6 +312,7 @@ def fake_cost(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(evaluate_module, "model_cost", cost)
 
 
+@pytest.mark.slow
 def test_estimate_all_lists_every_method_side_by_side(fake_cost) -> None:
     runs, _ = synthetic()
     estimates = estimate_all(

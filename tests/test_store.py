@@ -350,6 +350,7 @@ def check_consistent(db: Path) -> int:
         conn.close()
 
 
+@pytest.mark.slow
 def test_sigkill_mid_insert_leaves_a_consistent_database(tmp_path: Path) -> None:
     db = tmp_path / "kill.db"
     open_store(db).close()
