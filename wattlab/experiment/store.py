@@ -87,15 +87,15 @@ def open_store(path: str | Path, *, create: bool = True, readonly: bool = False)
                 f"cannot create the database {path}: {error.strerror or error}."
             ) from None
     try:
-        if readonly:
-            uri = f"{path.resolve().as_uri()}?mode=ro"
-            conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
-        else:
-            conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        # Opened read-write even for reading, so that closing the last connection cleans up
+        # the -wal/-shm files; query_only keeps a reader from writing.
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
     except sqlite3.Error as error:
         raise sqlite_error(path, error) from None
     try:
         _prepare(conn, path, create=create, readonly=readonly)
+        if readonly:
+            conn.execute("PRAGMA query_only = ON")
     except BaseException:
         conn.close()
         raise
@@ -138,7 +138,7 @@ def check_writable_database(path: str | Path) -> None:
     folder must exist."""
     path = Path(path).expanduser()
     if path.exists() and not _is_empty(path):
-        with open_store(path, create=False) as store:
+        with open_store(path, readonly=True) as store:  # checks only: changes nothing
             store.check_intact()
         for target in (path, *(path.with_name(path.name + s) for s in ("-wal", "-shm"))):
             if target.exists() and not os.access(target, os.R_OK | os.W_OK):
@@ -297,7 +297,12 @@ class Store:
         with self._sql():
             rows = [str(r[0]) for r in self._conn.execute("PRAGMA quick_check").fetchall()]
         if rows != ["ok"]:
-            problems = [line for row in rows for line in row.splitlines() if line.strip()]
+            problems = [
+                line
+                for row in rows
+                for line in row.splitlines()
+                if line.strip() and not line.startswith("***")
+            ]
             first = problems[0] if problems else "no result"
             raise sqlite_error(
                 self.path,
