@@ -584,3 +584,68 @@ def test_writers_adopt_an_empty_database_file(tmp_path: Path) -> None:
     assert (tmp_path / "empty.db").stat().st_size == 0  # a dry run still writes nothing
     with open_store(tmp_path / "empty.db") as store:  # what run and sweep do
         assert len(store.runs()) == 0
+
+
+# -- every numeric flag of every command goes through the bounds table ---------------------------
+
+
+def _numeric_flags() -> list[tuple[list[str], str, type, bool]]:
+    """(command words, flag, int|float, has a callback) for every numeric option of every
+    command, read from the typed signatures of the typer app's callbacks."""
+    import typing
+
+    from wattlab.cli import app as app_mod
+
+    found = []
+    groups = [([], app_mod.app)]
+    while groups:
+        words, group = groups.pop()
+        callbacks = [(words + [c.name or c.callback.__name__], c.callback)
+                     for c in group.registered_commands]  # fmt: skip
+        if group.registered_callback is not None and words:
+            callbacks.append((words, group.registered_callback.callback))
+        groups += [(words + [g.name], g.typer_instance) for g in group.registered_groups]
+        for command, callback in callbacks:
+            for name, hint in typing.get_type_hints(callback, include_extras=True).items():
+                if typing.get_origin(hint) is not typing.Annotated:
+                    continue
+                base, *extras = typing.get_args(hint)
+                kinds = {t for t in (base, *typing.get_args(base)) if t in (int, float)}
+                if not kinds:
+                    continue
+                option = extras[0]
+                flag = option.param_decls[0] if option.param_decls else f"--{name}"
+                found.append((command, flag, kinds.pop(), option.callback is not None))
+    return found
+
+
+NUMERIC_FLAGS = _numeric_flags()
+
+
+def test_every_numeric_flag_has_a_bounds_check():
+    assert len(NUMERIC_FLAGS) >= 30  # run, monitor, devices, sweep, report, estimate
+    unchecked = [" ".join([*c, f]) for c, f, _, checked in NUMERIC_FLAGS if not checked]
+    assert unchecked == []
+
+
+@pytest.mark.parametrize(
+    ("command", "flag", "kind"),
+    [entry[:3] for entry in NUMERIC_FLAGS],
+    ids=[" ".join([*c, f]) for c, f, _, _ in NUMERIC_FLAGS],
+)
+def test_every_numeric_flag_refuses_absurd_values_at_parse_time(
+    command, flag, kind, monkeypatch, capsys, tmp_path
+):
+    from wattlab.cli.app import main
+
+    monkeypatch.chdir(tmp_path)
+    values = ["nan", "inf", "-1e308"] if kind is float else ["99999999999999999999", "-1"]
+    for value in values:
+        monkeypatch.setattr(sys, "argv", ["wattlab", *command, flag, value])
+        with pytest.raises(SystemExit) as stop:
+            main()
+        err = capsys.readouterr().err
+        assert stop.value.code == 2, err
+        lines = err.strip().splitlines()
+        assert len(lines) == 1 and flag in lines[0], err
+    assert list(tmp_path.iterdir()) == []
