@@ -258,6 +258,14 @@ CASES = [
         "integrity_check",
         setup=a_corrupt_database,
     ),
+    # -- 4. a read-only database is refused before training (root may write it anyway)
+    Case(
+        "run-read-only-db",
+        [*TINY_RUN, "--db", "w.db"],
+        "read-only",
+        setup=lambda cwd: (a_database()(cwd), (cwd / "w.db").chmod(0o444)),
+        skip=lambda: "root may write a read-only file" if os.geteuid() == 0 else "",
+    ),
     # -- 10. an empty database file: readers refuse it (writers create the database in it) ----
     Case(
         "report-empty-db",
