@@ -372,9 +372,15 @@ CASES = [
         ["estimate", "--model", "resnet50", "--epochs", "1", "--duration-s", "inf"],
         "--duration-s",
     ),
-    Case("report-min-saving-nan", ["report", "--min-saving", "nan", "--json", "-"], "--min-saving"),
     Case(
-        "report-max-penalty-inf", ["report", "--max-penalty", "inf", "--json", "-"], "--max-penalty"
+        "report-min-saving-nan",
+        ["report", "--min-saving", "nan", "--json", "-"],
+        "--region-min-saving",
+    ),
+    Case(
+        "report-max-penalty-inf",
+        ["report", "--max-penalty", "inf", "--json", "-"],
+        "--region-max-slowdown",
     ),
     # usage errors are one line too
     Case("run-interval-not-a-number", [*TINY_RUN, "--interval", "abc"], "--interval"),
@@ -622,9 +628,14 @@ def _numeric_flags() -> list[tuple[list[str], str, type, bool]]:
                 if not kinds:
                     continue
                 option = extras[0]
-                flag = option.param_decls[0] if option.param_decls else f"--{name}"
+                names = [d for d in (option.default, *option.param_decls) if _is_flag(d)]
+                flag = names[0] if names else f"--{name.replace('_', '-')}"
                 found.append((command, flag, kinds.pop(), option.callback is not None))
     return found
+
+
+def _is_flag(value: object) -> bool:
+    return isinstance(value, str) and value.startswith("--")
 
 
 NUMERIC_FLAGS = _numeric_flags()

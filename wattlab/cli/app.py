@@ -220,6 +220,12 @@ def run(
     compile_model: Annotated[
         bool, typer.Option("--compile", help="torch.compile the model.")
     ] = False,
+    cuda_graphs: Annotated[
+        bool,
+        typer.Option(
+            "--cuda-graphs", help="Replay each step as a CUDA graph (one GPU; not amp-fp16)."
+        ),
+    ] = False,
     epochs: Epochs = None,
     budget_samples: BudgetSamples = None,
     batch_size: BatchSize = 256,
@@ -276,6 +282,7 @@ def run(
         test_samples=test_samples,
         precision=precision,
         compile=compile_model,
+        cuda_graphs=cuda_graphs,
         epochs=epochs,
         budget_samples=budget_samples,
         batch_size=batch_size,
@@ -300,15 +307,18 @@ def run(
         codecarbon_country=codecarbon_country,
     )
     outcome = run_config(cfg, opts, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint)
-    if json_path and outcome.run_id is not None:
-        from wattlab.experiment.store import open_store
+    if json_path and outcome.row is not None:
+        dump_json(outcome.row, json_path)
+    if outcome.status == "ok" and outcome.row is not None and opts.progress:
+        from wattlab.cli.render import print_run_row
 
-        with open_store(db, readonly=True) as store:
-            rows = store.runs()
-        row = rows[rows["id"] == outcome.run_id].iloc[0].to_dict()
-        dump_json(row, json_path)
+        print_run_row(outcome.row)
     if outcome.status != "ok":
-        print(f"wattlab: the run failed and was stored as failed: {outcome.error}", file=sys.stderr)
+        if outcome.run_id is not None and outcome.stored:
+            said = f"the run failed and was stored as failed (run {outcome.run_id})"
+        else:
+            said = "the run failed and nothing was stored"
+        print(f"wattlab: {said}: {outcome.error}", file=sys.stderr)
         raise typer.Exit(1)
 
 
@@ -434,8 +444,8 @@ def report(
     if out is None and json_path is None:
         raise WattlabError("give --out DIR for the report, or --json PATH for the summary.")
     if import_profile is not None:
+        from wattlab.analysis.profile_report import write_profile_report
         from wattlab.analysis.profiles import analyze_profile, load_zeus_profile
-        from wattlab.analysis.report import write_profile_report
 
         profile = load_zeus_profile(import_profile)
         analysis = analyze_profile(profile, min_saving, max_penalty, baseline_w)

@@ -181,10 +181,23 @@ ProjectAfter = Annotated[
 
 # --- the report --------------------------------------------------------------------------
 MinSaving = Annotated[
-    float, _number("--min-saving", "min_saving", "Operating region: least energy saving.")
+    float,
+    typer.Option(
+        "--region-min-saving",
+        "--min-saving",
+        help="Operating region: least energy saved against the same configuration at its "
+        "highest power limit (fraction).",
+        callback=bounded("--region-min-saving", "min_saving"),
+    ),
 ]
 MaxPenalty = Annotated[
-    float, _number("--max-penalty", "max_penalty", "Operating region: most extra time.")
+    float,
+    typer.Option(
+        "--region-max-slowdown",
+        "--max-penalty",
+        help="Operating region: most extra time against that configuration (fraction).",
+        callback=bounded("--region-max-slowdown", "max_penalty"),
+    ),
 ]
 BaselineW = Annotated[
     float | None, _number("--baseline-w", "baseline_w", "The profile's reference limit (W).")
