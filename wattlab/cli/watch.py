@@ -12,8 +12,6 @@ code is still ours.
 from __future__ import annotations
 
 import csv
-import ctypes
-import ctypes.util
 import io
 import os
 import signal
@@ -28,24 +26,17 @@ from wattlab.errors import WattlabError
 from wattlab.jsonio import check_writable, dump_json, write_text_atomic
 from wattlab.monitor import EnergyMonitor, Measurement
 
-PR_SET_PDEATHSIG = 1  # from <linux/prctl.h>
 
+def die_with_parent(signum: int = signal.SIGTERM) -> Callable[[], None]:
+    """A ``preexec_fn`` after which the child receives ``signum`` when this process dies, even
+    by SIGKILL (Linux PR_SET_PDEATHSIG). SIGTERM, not SIGKILL, so that the measured command can
+    clean up (a training script restoring its GPU power limits)."""
+    from wattlab.experiment.lifetime import set_parent_death_signal
 
-def die_with_parent(signum: int = signal.SIGTERM) -> Callable[[], None] | None:
-    """A ``preexec_fn`` that makes the child receive ``signum`` when this process dies (Linux
-    prctl PR_SET_PDEATHSIG); None where prctl is not available. libc is looked up here, in the
-    parent, so that the child only makes the two system calls between fork and exec."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        prctl = libc.prctl
-    except (OSError, AttributeError):
-        return None
     parent = os.getpid()
 
     def preexec() -> None:
-        prctl(PR_SET_PDEATHSIG, int(signum), 0, 0, 0)
+        set_parent_death_signal(signum)
         if os.getppid() != parent:  # the parent died before prctl: the signal would not come
             os._exit(128 + int(signum))
 
@@ -90,7 +81,7 @@ def monitor_command(
         # With the JSON on stdout, the command's own output goes to stderr.
         child_stdout = sys.stderr.fileno() if json_path == "-" else None
         try:
-            child = subprocess.Popen(command, stdout=child_stdout, preexec_fn=die_with_parent())  # noqa: PLW1509 (the preexec_fn only calls prctl)
+            child = subprocess.Popen(command, stdout=child_stdout, preexec_fn=die_with_parent())
         except FileNotFoundError:
             mon.end_window("command")
             print(f"wattlab: {command[0]}: command not found", file=sys.stderr)
