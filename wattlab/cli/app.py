@@ -537,7 +537,7 @@ def estimate(
         return
     from wattlab.carbon import settings_from_flags
     from wattlab.errors import DataError
-    from wattlab.estimate.evaluate import estimate_all, format_estimates
+    from wattlab.estimate.predict import estimate_all, format_estimates
     from wattlab.jsonio import check_writable, dump_json
 
     check_writable(json_path)
@@ -584,19 +584,74 @@ def estimate_evaluate(
     db: str | None = typer.Option(None, help="Evaluate on this database's runs."),
     data: str | None = typer.Option(None, help="Evaluate on this reference CSV."),
     out: str | None = typer.Option(None, "--out", help="Folder for the table and plot."),
-    target: str = typer.Option("total", help="Energy to predict: total | gpu."),
+    target: str = typer.Option(
+        "total", help="Energy every method predicts and is scored on: total | paper | gpu."
+    ),
+    protocol: str = typer.Option(
+        "all",
+        help="PRE's held-out group: loco | lomo | lopo | all (configuration/model/precision).",
+    ),
+    step_method: str = typer.Option(
+        "wattlab", help="STEP rule: wattlab | paper (FLUSS, s and w as published) | both."
+    ),
+    step_start: str = typer.Option(
+        "10", help="Published STEP's first window epoch s, or 'fluss' (from the power trace)."
+    ),
+    step_window: int = typer.Option(5, help="Published STEP's window w, in epochs."),
     json_path: str | None = JsonOpt,
 ) -> None:
-    """RMSE, MAPE and median APE of every method against measured runs (PRE leave-one-
-    configuration-out)."""
-    from wattlab.estimate.evaluate import evaluate_methods, write_evaluation
+    """RMSE, MAPE, bias and interval coverage of every method on the same runs and target,
+    under each protocol."""
+    from wattlab.estimate.evaluate import (
+        PROTOCOLS,
+        STEP_METHODS,
+        TARGETS,
+        evaluate_methods,
+        evaluation_markdown,
+        write_evaluation,
+    )
     from wattlab.jsonio import check_writable, dump_json
 
     check_writable(json_path)
-    if target not in ("total", "gpu"):
-        raise WattlabError(f"--target must be total or gpu, got {target!r}.")
+    if target not in TARGETS:
+        raise WattlabError(f"--target must be one of {', '.join(TARGETS)}, got {target!r}.")
+    if protocol != "all" and protocol not in PROTOCOLS:
+        raise WattlabError(
+            f"--protocol must be one of {', '.join(PROTOCOLS)} or all, got {protocol!r}."
+        )
+    if step_method not in STEP_METHODS:
+        raise WattlabError(
+            f"--step-method must be one of {', '.join(STEP_METHODS)}, got {step_method!r}."
+        )
+    if step_start == "fluss":
+        stable_epoch = None
+    elif step_start.isdigit() and int(step_start) >= 1:
+        stable_epoch = int(step_start)
+    else:
+        raise WattlabError(
+            f"--step-start must be an epoch number >= 1 or fluss, got {step_start!r}."
+        )
+    if step_window < 1:
+        raise WattlabError(
+            f"--step-window must be a whole number of epochs >= 1, got {step_window}."
+        )
     runs_df, windows_df = _estimate_runs(db, data)
-    result = evaluate_methods(runs_df, windows_df, target_column=f"energy_{target}_j")
+    traces_df = None
+    if db is not None and step_method != "wattlab":
+        from wattlab.experiment.store import open_store
+
+        with open_store(db, create=False) as store:
+            traces_df = store.trace()
+    result = evaluate_methods(
+        runs_df,
+        windows_df,
+        traces_df=traces_df,
+        target=target,
+        protocols=protocol,
+        step_method=step_method,
+        paper_stable_epoch=stable_epoch,
+        paper_window_epochs=step_window,
+    )
     if out is not None:
         Path(out).mkdir(parents=True, exist_ok=True)
         paths = write_evaluation(result, out)
@@ -605,7 +660,7 @@ def estimate_evaluate(
     if json_path:
         dump_json(result.to_dict(), json_path)
     if json_path != "-":
-        print(Path(paths["markdown"]).read_text() if out is not None else result.to_json())
+        print(evaluation_markdown(result))
 
 
 # --- export ------------------------------------------------------------------------------
