@@ -414,11 +414,14 @@ def test_reference_csv_round_trip(tmp_path: Path) -> None:
     assert len(loaded_windows) == len(epochs)
     assert loaded_windows["energy_total_j"].to_numpy() == pytest.approx(epochs["energy_total_j"])
     assert list(loaded_windows["epoch"]) == list(epochs["epoch"])
+    # the per-epoch components travel too, so STEP can project every target
+    assert loaded_windows["energy_gpu_j"].to_numpy() == pytest.approx(epochs["energy_gpu_j"])
+    assert "epoch_energy_dram_j" in text.splitlines()[2]
     # the loaded data feeds the evaluation directly
     result = evaluate_methods(
-        loaded_runs, loaded_windows, pre_search_iter=1, pre_families=("ridge",)
+        loaded_runs, loaded_windows, target="paper", pre_search_iter=1, pre_families=("ridge",)
     )
-    assert result.metrics["step"]["n"] == 16
+    assert result.metrics["step"]["n"] == 16 and result.metrics["step"]["mape_percent"] < 0.01
 
 
 @pytest.mark.parametrize(
