@@ -32,7 +32,8 @@ TRAINING_FLOPS_FACTOR = 3.0  # forward + backward (about 2x forward) per sample
 DEFAULT_FLOPS_UTILIZATION = 0.3  # assumed fraction of the dense peak rate actually achieved
 # A reduced precision's dense peak is up to 14.8x the FP32 peak (H200 BF16), but measured
 # training speed-ups are far smaller: NVIDIA's mixed-precision guide reports 1.5-3x for
-# convnets, and wattlab's H200 reference runs measured 0.9-1.0x for mobilenet_v2 at 32x32.
+# convnets, and wattlab's H200 reference runs measured 0.9x for mobilenet_v2 at 32x32
+# (amp-bf16 against fp32, batch 256 and 512).
 # The FLOPs estimate caps the precision's rate at this multiple of the FP32 rate.
 PRECISION_SPEEDUP_CAP = 2.0
 
