@@ -42,8 +42,9 @@ def test_published_settings_are_exact_on_a_drifting_trace() -> None:
     assert paper.duration_s == pytest.approx(300.0)
     # wattlab's 5 % running-median rule with w = 2 calls the drift stable at once
     ours = step_project(energies[:3], durations[:3], 30, window=2, tolerance=0.05)
-    assert ours.ok and ours.stable_epoch <= 2
-    assert (ours.energy_j - measured) / measured > 0.05
+    assert ours.ok and ours.stable_epoch == 1
+    # (1000 + 980) / 2 x 30 epochs = 29 700 J against 25 920 J measured
+    assert (ours.energy_j - measured) / measured == pytest.approx(29700 / 25920 - 1)
 
 
 def test_power_twin_is_window_power_times_total_duration() -> None:
@@ -144,3 +145,36 @@ def test_numpy_matrix_profile_and_fluss_match_stumpy() -> None:
     ours = fluss_regime_change(power)
     theirs = fluss_regime_change(power, engine="stumpy")
     assert abs(ours - theirs) <= 5
+
+
+def test_evaluation_takes_s_from_fluss_on_the_stored_trace() -> None:
+    import pandas as pd
+
+    from wattlab.estimate.evaluate import evaluate_methods
+
+    power = two_regimes()
+    energies = [1500.0, 1400.0, 1200.0] + [1000.0] * 7
+    runs = pd.DataFrame(
+        [{"id": 1, "status": "ok", "device": "cuda", "gpus": 1, "epochs": 10.0,
+          "duration_s": 600.0, "energy_total_j": sum(energies), "gpu_name": "NVIDIA H200",
+          "gpu_tdp_w": 700.0, "model": "m", "precision": "fp32"}]
+    )  # fmt: skip
+    windows = pd.DataFrame(
+        {"run_id": 1, "name": "epoch", "epoch": range(1, 11), "start_s": np.arange(0.0, 600, 60),
+         "duration_s": 60.0, "energy_total_j": energies}
+    )  # fmt: skip
+    trace = pd.DataFrame(
+        {"run_id": 1, "t_s": np.arange(600.0), "component": "gpu:0", "power_w": power}
+    )
+    result = evaluate_methods(
+        runs, windows, traces_df=trace, step_method="paper", paper_stable_epoch=None
+    )
+    row = result.predictions[result.predictions["method"] == "step-paper"].iloc[0]
+    assert "s=3 (FLUSS)" in row["notes"]
+    # s = 3 (the change falls in epoch 3), w = 5: 1500 + 1400 + (1200 + 4 x 1000) x 8 / 5
+    assert row["predicted_j"] == pytest.approx(2900 + 5200 * 8 / 5)
+    # PRE cannot learn from one run, and says so
+    assert (
+        "distinct configurations"
+        in result.excluded.loc[result.excluded["method"] == "pre", "reason"].iloc[0]
+    )

@@ -114,8 +114,8 @@ class EvaluationResult:
 
     ``predictions``: run_id, label, config_hash, model, precision, protocol ("all" for methods
     that do not learn across runs, else the PRE protocol), method, predicted_j, measured_j,
-    low_j, high_j, error_percent (signed). ``protocols``: protocol -> {"label", "common_runs",
-    "common_methods", "methods": method -> metrics on the common runs, with "own": metrics on
+    low_j, high_j, error_percent (signed), notes. ``protocols``: protocol -> {"label",
+    "common_runs", "common_methods", "methods": method -> metrics on the common runs, with "own": metrics on
     every run the method handled}. ``metrics``: the first protocol's "own" metrics by method
     (n, rmse_j, mape_percent, mdape_percent, bias_percent, coverage_percent, interval_runs,
     excluded). ``excluded``: run_id, protocol, method, reason.
@@ -492,7 +492,10 @@ def _pre_held_out(
     excluded: dict[Any, str] = {}
     learn = runs.copy()
     learn["energy_total_j"] = runs[list(target_columns)].apply(pd.to_numeric).sum(axis=1)
-    usable, features, left_out = training_table(learn)
+    try:
+        usable, features, left_out = training_table(learn)
+    except DataError as error:
+        return estimates, {index: str(error).rstrip(".") for index in runs.index}
     excluded.update({i: f"PRE has no features for it: {r}" for i, r in left_out.items()})
     column, what = PROTOCOLS[protocol]
     if column in usable and usable[column].notna().all():
@@ -544,6 +547,7 @@ _PREDICTION_COLUMNS = [
     "low_j",
     "high_j",
     "error_percent",
+    "notes",
 ]
 
 
@@ -561,6 +565,7 @@ def _row(run: dict[str, Any], run_id: Any, protocol: str, e: Estimate, measured:
         "low_j": e.energy_low_j,
         "high_j": e.energy_high_j,
         "error_percent": (e.energy_j - measured) / measured * 100.0,
+        "notes": e.notes,
     }
 
 
