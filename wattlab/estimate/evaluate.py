@@ -117,8 +117,8 @@ class EvaluationResult:
     low_j, high_j, error_percent (signed), notes. ``protocols``: protocol -> {"label",
     "common_runs", "common_methods", "methods": method -> metrics on the common runs, with
     "own": metrics on every run the method handled}. ``metrics``: the first protocol's "own"
-    metrics by method (n, rmse_j, mape_percent, mdape_percent, bias_percent, coverage_percent, interval_runs,
-    excluded). ``excluded``: run_id, protocol, method, reason.
+    metrics by method (n, rmse_j, mape_percent, mdape_percent, bias_percent, coverage_percent,
+    interval_runs, excluded). ``excluded``: run_id, protocol, method, reason.
     """
 
     predictions: pd.DataFrame
