@@ -31,12 +31,6 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def jsonable(value: Any) -> Any:
-    """``value`` with numpy scalars as Python numbers and NaN/Infinity as None, ready for JSON.
-    The one JSON cleaner: every module that writes JSON uses this."""
-    return _clean(value)
-
-
 def write_text_atomic(path: str | Path, text: str) -> Path:
     """Write ``text`` to ``path`` via a temporary file in the same folder and os.replace."""
     target = Path(path)
