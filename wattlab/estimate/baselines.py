@@ -43,8 +43,8 @@ METHOD_LABELS = {
     "flops": "FLOPs-based",
     "step": "STEP",
     "step-power": "STEP (power-based)",
-    "step-paper": "STEP, published rule",
-    "step-paper-power": "STEP, published rule (power-based)",
+    "step-paper": "STEP (published rule)",
+    "step-paper-power": "STEP (published rule, power-based)",
     "pre": "PRE",
 }
 
