@@ -1,10 +1,10 @@
 """The fault campaign, kept closed: every case runs the real CLI in a subprocess.
 
-Each row of CASES is one hostile or unlucky command line (marked slow: one subprocess each;
-the in-process check of every numeric flag at the end runs with `make test-fast`). For every row the command must exit
-with the given code (2 for bad input), print exactly one line on stderr containing ``message``
-and no traceback, print nothing on stdout, and leave the working folder exactly as it was
-(nothing written, nothing half-written).
+Each row of CASES is one hostile or unlucky command line (marked slow: one subprocess each; the
+in-process check of every numeric flag at the end runs with `make test-fast`). For every row the
+command must exit with the given code (2 for bad input), print exactly one line on stderr
+containing ``message`` and no traceback, print nothing on stdout, and leave the working folder
+exactly as it was (nothing written, nothing half-written).
 
 To add a case: append a ``Case(...)`` to CASES; ``setup`` prepares files in the working folder.
 """

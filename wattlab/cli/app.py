@@ -606,7 +606,7 @@ def estimate(
         return
     from wattlab.carbon import settings_from_flags
     from wattlab.errors import DataError
-    from wattlab.estimate.evaluate import estimate_all, format_estimates
+    from wattlab.estimate.predict import estimate_all, format_estimates
     from wattlab.jsonio import dump_json
 
     if model is None or epochs is None:
@@ -657,20 +657,89 @@ def estimate_evaluate(
     ] = None,
     out: EvaluationDir = None,
     target: Annotated[
-        str, typer.Option("--target", help="Energy to predict: total | gpu.")
+        str,
+        typer.Option(
+            "--target", help="Energy every method predicts and is scored on: total | paper | gpu."
+        ),
     ] = "total",
+    protocol: Annotated[
+        str,
+        typer.Option(
+            "--protocol",
+            help="PRE's held-out group: loco | lomo | lopo | all (configuration/model/precision).",
+        ),
+    ] = "all",
+    step_method: Annotated[
+        str,
+        typer.Option(
+            "--step-method",
+            help="STEP rule: wattlab | paper (FLUSS, s and w as published) | both.",
+        ),
+    ] = "wattlab",
+    step_start: Annotated[
+        str,
+        typer.Option(
+            "--step-start",
+            help="Published STEP's first window epoch s, or 'fluss' (from the power trace).",
+        ),
+    ] = "10",
+    step_window: Annotated[
+        int, typer.Option("--step-window", help="Published STEP's window w, in epochs.")
+    ] = 5,
     json_path: JsonOut = None,
 ) -> None:
-    """RMSE, MAPE and median APE of every method against measured runs (PRE leave-one-
-    configuration-out)."""
+    """RMSE, MAPE, bias and interval coverage of every method on the same runs and target,
+    under each protocol."""
     from wattlab.errors import echo
-    from wattlab.estimate.evaluate import evaluate_methods, write_evaluation
+    from wattlab.estimate.evaluate import (
+        PROTOCOLS,
+        STEP_METHODS,
+        TARGETS,
+        evaluate_methods,
+        evaluation_markdown,
+        write_evaluation,
+    )
     from wattlab.jsonio import dump_json, output_folder
 
-    if target not in ("total", "gpu"):
-        raise WattlabError(f"--target must be total or gpu, got {echo(target)}.")
+    if target not in TARGETS:
+        raise WattlabError(f"--target must be one of {', '.join(TARGETS)}, got {echo(target)}.")
+    if protocol != "all" and protocol not in PROTOCOLS:
+        raise WattlabError(
+            f"--protocol must be one of {', '.join(PROTOCOLS)} or all, got {echo(protocol)}."
+        )
+    if step_method not in STEP_METHODS:
+        raise WattlabError(
+            f"--step-method must be one of {', '.join(STEP_METHODS)}, got {echo(step_method)}."
+        )
+    if step_start == "fluss":
+        stable_epoch = None
+    elif step_start.isdigit() and 1 <= int(step_start) <= 100_000:
+        stable_epoch = int(step_start)
+    else:
+        raise WattlabError(
+            f"--step-start must be an epoch number >= 1 or fluss, got {echo(step_start)}."
+        )
+    if not 1 <= step_window <= 100_000:
+        raise WattlabError(
+            f"--step-window must be a whole number of epochs from 1 to 100000, got {step_window}."
+        )
     runs_df, windows_df = _estimate_runs(db, data)
-    result = evaluate_methods(runs_df, windows_df, target_column=f"energy_{target}_j")
+    traces_df = None
+    if db is not None and step_method != "wattlab":
+        from wattlab.experiment.store import open_store
+
+        with open_store(db, create=False) as store:
+            traces_df = store.trace()
+    result = evaluate_methods(
+        runs_df,
+        windows_df,
+        traces_df=traces_df,
+        target=target,
+        protocols=protocol,
+        step_method=step_method,
+        paper_stable_epoch=stable_epoch,
+        paper_window_epochs=step_window,
+    )
     if out is not None:
         with output_folder(out):
             paths = write_evaluation(result, out)
@@ -679,7 +748,7 @@ def estimate_evaluate(
     if json_path:
         dump_json(result.to_dict(), json_path)
     if json_path != "-":
-        print(Path(paths["markdown"]).read_text() if out is not None else result.to_json())
+        print(evaluation_markdown(result))
 
 
 # --- export ------------------------------------------------------------------------------
