@@ -59,6 +59,7 @@ from wattlab.cli.options import (
     TrainSamples,
     TrainSize,
     WarmupSteps,
+    bounded,
 )
 from wattlab.errors import Interrupted, WattlabError
 
@@ -684,7 +685,12 @@ def estimate_evaluate(
         ),
     ] = "10",
     step_window: Annotated[
-        int, typer.Option("--step-window", help="Published STEP's window w, in epochs.")
+        int,
+        typer.Option(
+            "--step-window",
+            help="Published STEP's window w, in epochs.",
+            callback=bounded("--step-window", "epochs"),
+        ),
     ] = 5,
     json_path: JsonOut = None,
 ) -> None:
@@ -718,10 +724,6 @@ def estimate_evaluate(
     else:
         raise WattlabError(
             f"--step-start must be an epoch number >= 1 or fluss, got {echo(step_start)}."
-        )
-    if not 1 <= step_window <= 100_000:
-        raise WattlabError(
-            f"--step-window must be a whole number of epochs from 1 to 100000, got {step_window}."
         )
     runs_df, windows_df = _estimate_runs(db, data)
     traces_df = None
