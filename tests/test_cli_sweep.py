@@ -87,6 +87,7 @@ def test_report_renders_every_figure(quickstart):
     assert isinstance(summary["pareto"], list) and isinstance(summary["operating_region"], list)
 
 
+@pytest.mark.slow
 def test_dry_run_lists_skips_with_reasons_and_stores_nothing(tmp_path):
     spec = tmp_path / "s.yaml"
     spec.write_text(
