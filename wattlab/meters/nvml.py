@@ -207,7 +207,7 @@ class NvmlDevice:
         return None if rates is None else float(rates.gpu)
 
     def temperature_c(self) -> float | None:
-        """The GPU die's temperature (degrees C), or None where NVML does not say."""
+        """The GPU die temperature in degrees C (read-only), None when NVML does not say."""
         value = self._optional("nvmlDeviceGetTemperature", NVML_TEMPERATURE_GPU)
         return None if value is None else float(value)
 
