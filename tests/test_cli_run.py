@@ -96,7 +96,7 @@ def test_export_round_trips(run_db, tmp_path):
     [
         (["--model", "resnet9000", "--epochs", "1"], "model"),
         (["--precision", "fp8", "--epochs", "1"], "precision"),
-        (["--budget-samples", "0"], "budget_samples"),
+        (["--budget-samples", "0"], "--budget-samples"),
         pytest.param(
             ["--epochs", "1", "--dataset", "cifar10", "--data-dir", "nope"],
             "nope",

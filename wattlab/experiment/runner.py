@@ -108,13 +108,9 @@ def check_inputs(cfg: RunConfig) -> None:
 
 def preflight(cfg: RunConfig, db_path: str | Path) -> None:
     """Every check that can fail on user input, before anything is set or written."""
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.store import check_writable_database
 
-    path = Path(db_path)
-    if path.exists():
-        open_store(path, create=False).close()  # refuses a file that is not wattlab's
-    elif not path.parent.is_dir():
-        raise ConfigError(f"cannot create the database {path}: {path.parent} does not exist.")
+    check_writable_database(db_path)  # wattlab's, intact, writable (or its folder is)
     check_inputs(cfg)
     check_devices(cfg)
 

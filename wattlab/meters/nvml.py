@@ -134,8 +134,6 @@ class GpuDevice(Protocol):
 
     def utilization_percent(self) -> float | None: ...
 
-    def temperature_c(self) -> float | None: ...
-
     def power_limit_w(self) -> float: ...
 
     def default_power_limit_w(self) -> float: ...
@@ -226,6 +224,10 @@ class NvmlDevice:
         _call(self._pm, "nvmlDeviceSetPowerManagementLimit", self.handle, _w_to_mw(limit_w))
 
 
+def _pynvml_key(pynvml: Any) -> int:
+    return id(pynvml)
+
+
 class NvmlSession:
     """One reference to an initialised NVML library; ``nvmlInit`` on the first open reference,
     ``nvmlShutdown`` when the last one closes. Opening happens in the constructor (NvmlError on
@@ -234,7 +236,7 @@ class NvmlSession:
     def __init__(self, pynvml: Any = None) -> None:
         self.pynvml = pynvml if pynvml is not None else load_pynvml()
         self._closed = True
-        key = id(self.pynvml)
+        key = _pynvml_key(self.pynvml)
         with _REFCOUNT_LOCK:
             entry = _REFCOUNTS.get(key)
             if entry is None:
@@ -268,7 +270,7 @@ class NvmlSession:
         if self._closed:
             return
         self._closed = True
-        key = id(self.pynvml)
+        key = _pynvml_key(self.pynvml)
         with _REFCOUNT_LOCK:
             entry = _REFCOUNTS.get(key)
             if entry is None:
@@ -300,7 +302,7 @@ def open_session(nvml: Any = None) -> Any:
 def open_session_count(pynvml: Any) -> int:
     """How many NvmlSession references are open on this module (for tests and diagnostics)."""
     with _REFCOUNT_LOCK:
-        entry = _REFCOUNTS.get(id(pynvml))
+        entry = _REFCOUNTS.get(_pynvml_key(pynvml))
         return 0 if entry is None else int(entry[1])
 
 
@@ -504,9 +506,7 @@ class NvmlGpuMeter:
             raise
 
     # -- set-up -----------------------------------------------------------------------------
-    @staticmethod
-    def _optional(read: Callable[[], Any]) -> Any:
-        """``read()``, or None when NVML cannot answer (limits on a GPU without them)."""
+    def _optional_w(self, read: Callable[[], Any]) -> Any:
         try:
             return read()
         except NvmlError:
@@ -515,9 +515,9 @@ class NvmlGpuMeter:
     def _open(self, force_sampled: bool) -> None:
         device = self.device
         name, uuid = device.name, device.uuid
-        limit_w = self._optional(device.power_limit_w)
-        default_w = self._optional(device.default_power_limit_w)
-        limit_range_w = self._optional(device.power_limit_range_w)
+        limit_w = self._optional_w(device.power_limit_w)
+        default_w = self._optional_w(device.default_power_limit_w)
+        limit_range_w = self._optional_w(device.power_limit_range_w)
 
         self._counter = not force_sampled
         reason = "forced by the caller" if force_sampled else ""
