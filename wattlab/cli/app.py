@@ -759,7 +759,10 @@ def estimate_power_limits(
         str | None, typer.Option("--db", help="SQLite results database with the run.")
     ] = None,
     run_id: Annotated[
-        int | None, typer.Option("--run", help="Id of an uncapped run in --db.")
+        int | None,
+        typer.Option(
+            "--run", help="Id of an uncapped run in --db.", callback=bounded("--run", "run_id")
+        ),
     ] = None,
     limits: Annotated[
         str | None,
