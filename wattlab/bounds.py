@@ -72,6 +72,7 @@ BOUNDS: dict[str, Bound] = {
     "power_limit_w": Bound(0, 10_000, low_open=True, unit=_W),
     "power_limit_fraction": Bound(0, 1, low_open=True),
     "project_after": Bound(0, 100_000, low_open=True),  # K epochs, or a fraction (0, 1)
+    "run_id": Bound(1, 2**63 - 1, integer=True),
     # measuring
     "interval_s": Bound(0.001, 3600, unit=_S),
     "idle_s": Bound(0, 3600, unit=_S),
