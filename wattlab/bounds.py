@@ -88,7 +88,6 @@ BOUNDS: dict[str, Bound] = {
     "train_size": Bound(1, 10**9, integer=True),
     "gpu_tdp_w": Bound(0, 10_000, low_open=True, unit=_W),
     "duration_s": Bound(0, 10**8, low_open=True, unit=_S),
-    "run_id": Bound(1, 2**63 - 1, integer=True),  # a row id in the database
     # the sweep spec
     "repetitions": Bound(1, MAX_SWEEP_RUNS, integer=True),
     "warmup_runs": Bound(0, 100, integer=True),
