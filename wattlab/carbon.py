@@ -219,10 +219,7 @@ class RegionIntensity:
 
 def region_table() -> dict[str, RegionIntensity]:
     """The shipped yearly per-country intensities, by ISO 3166-1 alpha-3 code."""
-    try:
-        text = resources.files("wattlab.data").joinpath(REGION_TABLE).read_text("utf-8")
-    except (FileNotFoundError, ModuleNotFoundError, OSError, TypeError):
-        text = (Path(__file__).parent / "data" / REGION_TABLE).read_text("utf-8")
+    text = (resources.files("wattlab") / "data" / REGION_TABLE).read_text("utf-8")
     table = {}
     for row in csv.DictReader(io.StringIO(text)):
         entry = RegionIntensity(

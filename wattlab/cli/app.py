@@ -31,6 +31,17 @@ RangeOpt = typer.Option(
     None, "--intensity-range", help="LOW:HIGH kgCO2e/kWh for the sensitivity range (0.10:0.30)."
 )
 PueOpt = typer.Option(None, "--pue", help="Power usage effectiveness of the facility (1.0).")
+RegionOpt = typer.Option(
+    None, "--region", help="ISO 3166-1 alpha-3 country (FRA, USA, ...): its yearly intensity."
+)
+TraceOpt = typer.Option(
+    None,
+    "--intensity-trace",
+    help="CSV of timestamp,intensity_kg_per_kwh: CO2e integrated over the power trace.",
+)
+MlflowOpt = typer.Option(
+    False, "--mlflow", help="Also log each stored run to MLflow ($MLFLOW_TRACKING_URI)."
+)
 PowercapOpt = typer.Option(
     None,
     "--powercap-root",
@@ -57,6 +68,9 @@ def _measurement_settings(
     pue: float | None,
     powercap_root: str | None,
     json_path: str | None,
+    region: str | None = None,
+    intensity_trace: str | None = None,
+    mlflow: bool = False,
 ):
     """Check the flags every measuring command shares; return (CarbonSettings, powercap root)."""
     from wattlab.carbon import settings_from_flags
@@ -65,8 +79,33 @@ def _measurement_settings(
     check_writable(json_path)
     if not interval > 0:
         raise WattlabError(f"--interval must be a positive number of seconds, got {interval}.")
-    carbon = settings_from_flags(carbon_intensity, intensity_range, pue)
+    carbon = settings_from_flags(carbon_intensity, intensity_range, pue, region, intensity_trace)
+    if mlflow:  # say which extra is missing before anything runs
+        from wattlab.integrations.mlflow import _mlflow
+
+        _mlflow()
     return carbon, _powercap_root(powercap_root)
+
+
+def _log_to_mlflow(db: str, run_ids: list[int]) -> None:
+    """`--mlflow` on run/sweep: export these stored runs ($MLFLOW_TRACKING_URI, experiment
+    $MLFLOW_EXPERIMENT_NAME or "wattlab")."""
+    from wattlab.integrations.mlflow import DEFAULT_EXPERIMENT, export_store
+
+    if not run_ids:
+        return
+    experiment = os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
+    try:
+        exported = export_store(db, run_ids=run_ids, experiment=experiment)
+    except Exception as error:  # the run is safe in the database; MLflow can catch up later
+        print(
+            f"wattlab: warning: run(s) {run_ids} not logged to MLflow ({error}); they are in "
+            f"{db}: `wattlab export --mlflow --db {db}` adds them later.",
+            file=sys.stderr,
+        )
+        return
+    for run_id, mlflow_id in exported:
+        print(f"mlflow: wattlab run {run_id} -> {mlflow_id}", file=sys.stderr)
 
 
 def _console():
@@ -139,6 +178,11 @@ def monitor(
     idle_s: float = typer.Option(
         0.0, "--idle-baseline", help="Seconds of idle measurement before CMD (0 = none)."
     ),
+    region: str | None = RegionOpt,
+    intensity_trace: str | None = TraceOpt,
+    prometheus_port: int | None = typer.Option(
+        None, "--prometheus-port", help="Serve live metrics for Prometheus on 127.0.0.1:N."
+    ),
 ) -> None:
     """Run CMD (after --) and report its energy: `wattlab monitor -- python train.py`."""
     from wattlab.carbon import settings_from_flags
@@ -153,7 +197,7 @@ def monitor(
         )
     if command[0].startswith("-") and command[0] != "-":
         raise WattlabError(f"unknown option {command[0]!r}; put the command to measure after --.")
-    carbon = settings_from_flags(carbon_intensity, intensity_range, pue)
+    carbon = settings_from_flags(carbon_intensity, intensity_range, pue, region, intensity_trace)
     code = monitor_command(
         command,
         interval_s=interval,
@@ -163,6 +207,7 @@ def monitor(
         powercap_root=_powercap_root(powercap_root),
         cpu_tdp_w=cpu_tdp,
         idle_s=idle_s,
+        prometheus_port=prometheus_port,
     )
     raise typer.Exit(code)
 
@@ -221,6 +266,9 @@ def run(
     cpu_tdp: float | None = CpuTdpOpt,
     json_path: str | None = JsonOpt,
     progress: bool = typer.Option(True, help="Show a progress bar."),
+    region: str | None = RegionOpt,
+    intensity_trace: str | None = TraceOpt,
+    mlflow: bool = MlflowOpt,
 ) -> None:
     """Train one configuration under the energy monitor and store it in the database."""
     from wattlab.experiment.runner import run as run_config
@@ -229,8 +277,9 @@ def run(
     from wattlab.train.config import make_run_config
 
     carbon, root = _measurement_settings(
-        interval, carbon_intensity, intensity_range, pue, powercap_root, json_path
-    )
+        interval, carbon_intensity, intensity_range, pue, powercap_root, json_path,
+        region, intensity_trace, mlflow,
+    )  # fmt: skip
     cfg = make_run_config(
         model=model,
         stem=stem,
@@ -264,13 +313,18 @@ def run(
         codecarbon_country=codecarbon_country,
     )
     outcome = run_config(cfg, opts, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint)
+    if mlflow and outcome.run_id is not None:
+        _log_to_mlflow(db, [outcome.run_id])
     if json_path and outcome.run_id is not None:
         from wattlab.experiment.store import open_store
 
         with open_store(db) as store:
             rows = store.runs()
         row = rows[rows["id"] == outcome.run_id].iloc[0].to_dict()
+        row["intensity_source"] = carbon.source
         dump_json(row, json_path)
+    if json_path != "-":
+        print(f"CO2e at {carbon.describe()}")
     if outcome.status != "ok":
         print(f"wattlab: the run failed and was stored as failed: {outcome.error}", file=sys.stderr)
         raise typer.Exit(1)
@@ -295,6 +349,9 @@ def sweep(
     powercap_root: str | None = PowercapOpt,
     cpu_tdp: float | None = CpuTdpOpt,
     json_path: str | None = JsonOpt,
+    region: str | None = RegionOpt,
+    intensity_trace: str | None = TraceOpt,
+    mlflow: bool = MlflowOpt,
 ) -> None:
     """Run a grid of configurations with repetitions; resumable; each run in its own process."""
     from wattlab.cli.sweep_view import print_plan, run_with_progress
@@ -305,8 +362,9 @@ def sweep(
     from wattlab.jsonio import dump_json
 
     carbon, root = _measurement_settings(
-        interval, carbon_intensity, intensity_range, pue, powercap_root, json_path
-    )
+        interval, carbon_intensity, intensity_range, pue, powercap_root, json_path,
+        region, intensity_trace, mlflow,
+    )  # fmt: skip
     if device == "auto":  # the demo: the GPU when there is one, else the CPU
         device = _resolve_device(None)
     sweep_spec = load_spec(spec, data_dir=data_dir, device=device)
@@ -326,7 +384,8 @@ def sweep(
         cpu_tdp_w=cpu_tdp,
         progress=False,
     )
-    outcomes = run_with_progress(plan, opts)
+    after_run = (lambda run_id: _log_to_mlflow(db, [run_id])) if mlflow else None
+    outcomes = run_with_progress(plan, opts, after_run=after_run)
     if json_path:
         data = plan.to_dict()
         data["results"] = [
@@ -613,13 +672,40 @@ def estimate_evaluate(
 def export(
     db: str = typer.Option("wattlab.db", help="SQLite results database."),
     fmt: str = typer.Option("csv", "--format", help="csv | parquet | json"),
-    out: str = typer.Option(..., "--out", help="Folder to write the tables into."),
+    out: str | None = typer.Option(None, "--out", help="Folder to write the tables into."),
     sweep_name: str | None = typer.Option(None, "--sweep", help="Only this sweep's runs."),
+    mlflow: bool = typer.Option(False, "--mlflow", help="Export each run as an MLflow run."),
+    tracking_uri: str | None = typer.Option(
+        None,
+        "--tracking-uri",
+        help="MLflow store, e.g. sqlite:///mlflow.db ($MLFLOW_TRACKING_URI).",
+    ),
+    experiment: str = typer.Option("wattlab", "--experiment", help="MLflow experiment name."),
 ) -> None:
-    """Write the runs, windows, trace and sweeps tables as files for pandas users."""
+    """Write the runs, windows, trace and sweeps tables as files for pandas users, and/or
+    turn each stored run into an MLflow run (--mlflow)."""
     from wattlab.experiment.export import export_tables
     from wattlab.experiment.store import open_store
 
+    if out is None and not mlflow:
+        raise WattlabError("give --out DIR for the table files, or --mlflow, or both.")
+    if not mlflow and (tracking_uri is not None or experiment != "wattlab"):
+        raise WattlabError("--tracking-uri and --experiment need --mlflow.")
+    if mlflow:
+        from wattlab.integrations.mlflow import export_store
+
+        exported = export_store(
+            db, tracking_uri=tracking_uri, experiment=experiment, sweep=sweep_name
+        )
+        new = [(r, m) for r, m in exported if m is not None]
+        for run_id, mlflow_id in new:
+            print(f"mlflow: wattlab run {run_id} -> {mlflow_id}")
+        print(
+            f"mlflow: {len(new)} run(s) exported to experiment {experiment!r}, "
+            f"{len(exported) - len(new)} already there."
+        )
+    if out is None:
+        return
     with open_store(db, create=False) as store:
         paths = export_tables(store, out, fmt, sweep=sweep_name)
     for path in paths:
