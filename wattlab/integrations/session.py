@@ -161,6 +161,10 @@ class TrainingMeter:
         self.monitor.begin_window(name)
         self._open.add(name)
 
+    def open_names(self) -> set[str]:
+        """The windows this process has open."""
+        return set(self._open)
+
     def is_open(self, name: str) -> bool:
         return name in self._open
 
