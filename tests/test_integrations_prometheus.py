@@ -99,8 +99,12 @@ def test_cli_monitor_serves_while_the_command_runs(tmp_path):
     try:
         line = child.stderr.readline()
         assert f"http://127.0.0.1:{port}/metrics" in line
-        families = scrape(f"http://127.0.0.1:{port}/metrics")
-        windows = {s.labels["window"] for s in families["wattlab_window_in_progress"]}
+        deadline = time.monotonic() + 30  # the window opens just after the URL is printed
+        windows: set[str] = set()
+        while "command" not in windows and time.monotonic() < deadline:
+            families = scrape(f"http://127.0.0.1:{port}/metrics")
+            windows = {s.labels["window"] for s in families["wattlab_window_in_progress"]}
+            time.sleep(0.05)
         assert "command" in windows
         assert families["wattlab_energy_joules"]
     finally:

@@ -12,7 +12,8 @@ at that moment (no extra sampling thread) and serves:
 - ``wattlab_window_in_progress{window}`` = 1, ``wattlab_window_elapsed_seconds{window}`` and
   ``wattlab_window_energy_joules{window,component,provenance}`` for every open window.
 
-It binds to 127.0.0.1 unless given another address, and it stops with the monitor.
+It binds to 127.0.0.1 unless given another address, and it stops with the monitor. The monitor
+itself serves it, so this module sits in the measuring core's layer and imports nothing above.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from wattlab.errors import ConfigError
-from wattlab.integrations import require
+from wattlab.extras import require
 
 
 def _check_port(port: object) -> int:

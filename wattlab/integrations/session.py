@@ -145,8 +145,8 @@ class TrainingMeter:
     def stop(self) -> None:
         """Stop sampling and close the meters this object opened. Idempotent."""
         if self.monitor is not None:
-            self.trace = self.monitor.trace_between(0.0, float("inf"))
             self.monitor.stop()
+            self.trace = list(self.monitor.trace)  # readable until the next start()
         self._open.clear()
         if self._discovery is not None:
             self._discovery.close()
