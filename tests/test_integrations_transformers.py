@@ -149,3 +149,53 @@ def test_precision_names():
     assert precision_of(Args()) == "amp-fp16"
     Args.fp16 = False
     assert precision_of(Args()) == "fp32"
+
+
+DDP_SCRIPT = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from test_integrations_transformers import make_trainer
+from wattlab.integrations.transformers import WattlabCallback
+
+out = Path(sys.argv[1])
+trainer = make_trainer(out, num_train_epochs=1, ddp_backend="gloo")
+callback = WattlabCallback(db=out / "w.db", interval_s=0.05).attach(trainer)
+trainer.train()
+result = {
+    "world": trainer.args.world_size,
+    "logged": sum("wattlab/train/energy_j" in h for h in trainer.state.log_history),
+    "local": sorted(callback.meter.local_results["train"].energy_j),
+    "combined": sorted(callback.results["train"].energy_j) if callback.results else None,
+    "run_id": callback.run_id,
+}
+(out / f"rank{trainer.args.process_index}.json").write_text(json.dumps(result))
+"""
+
+
+def test_two_gloo_processes_meter_the_host_once_and_only_main_logs_and_writes(tmp_path):
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP_SCRIPT)
+    tests_dir = str(Path(__file__).parent)
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node=2",
+         str(script), str(tmp_path), tests_dir],
+        capture_output=True, text=True, timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    main = json.loads((tmp_path / "rank0.json").read_text())
+    other = json.loads((tmp_path / "rank1.json").read_text())
+    assert main["world"] == other["world"] == 2
+    assert main["local"] and other["local"] == []  # the host is metered by local rank 0 only
+    assert main["combined"] == main["local"] and other["combined"] is None
+    assert (main["logged"], other["logged"]) == (1, 0)
+    assert main["run_id"] == 1 and other["run_id"] is None
+    with open_store(tmp_path / "w.db", create=False) as store:
+        runs = store.runs()
+    assert len(runs) == 1 and runs.iloc[0]["world_size"] == 2
+    assert runs.iloc[0]["batch_size"] == 16  # 8 per device x 2 processes
