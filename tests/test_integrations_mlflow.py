@@ -180,3 +180,43 @@ def test_run_with_mlflow_logs_the_run_as_it_is_stored(tmp_path, uri):
     # France's yearly intensity from the shipped table, not the 0.20 default
     assert float(run.data.params["intensity_kg_per_kwh"]) == pytest.approx(0.056039)
     assert run.data.metrics["energy_total_j"] > 0
+
+
+SWEEP_SPEC = """
+name: mlflow-tiny
+base: {model: mobilenet_v3_small, stem: imagenet, device: cpu, train_samples: 128,
+       test_samples: 64, epochs: 1, batch_size: 64, warmup_steps: 1}
+grid: {precision: [fp32]}
+repetitions: 1
+order: sequential
+warmup_runs: 0
+cooldown_s: 0
+"""
+
+
+@pytest.mark.slow
+def test_sweep_with_mlflow_and_an_intensity_trace(tmp_path, uri):
+    from datetime import datetime, timedelta, timezone
+
+    (tmp_path / "spec.yaml").write_text(SWEEP_SPEC)
+    now = datetime.now(timezone.utc)
+    (tmp_path / "grid.csv").write_text(
+        "timestamp,intensity_g_per_kwh\n"
+        f"{(now - timedelta(hours=1)).isoformat()},300\n"
+        f"{(now + timedelta(hours=1)).isoformat()},300\n"
+    )
+    done = wattlab(
+        "sweep", "spec.yaml", "--db", "s.db", "--intensity-trace", "grid.csv", "--mlflow",
+        cwd=tmp_path, env={"MLFLOW_TRACKING_URI": uri},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open_store(tmp_path / "s.db", create=False) as store:
+        run = store.runs().iloc[0]
+    # the traced intensity reached the stored run and its CO2e
+    assert run["intensity_kg_per_kwh"] == pytest.approx(0.3)
+    assert run["co2e_kg"] == pytest.approx(run["energy_total_j"] / 3.6e6 * 0.3)
+    client = MlflowClient(tracking_uri=uri)
+    runs = client.search_runs([client.get_experiment_by_name("wattlab").experiment_id])
+    assert len(runs) == 1
+    assert runs[0].data.params["sweep"] == "mlflow-tiny"
+    assert runs[0].data.metrics["co2e_kg"] == pytest.approx(run["co2e_kg"])

@@ -115,6 +115,8 @@ class WattlabCallback(Callback):
             local_rank=int(trainer.local_rank),
             world_size=int(trainer.world_size),
         )
+        if self.meter is not None:
+            self.meter.stop()
         self.results.clear()
         self.logged.clear()
         self._evals = 0

@@ -175,6 +175,8 @@ class WattlabCallback(TrainerCallback):
                 "WattlabCallback needs its Trainer to log: use "
                 "WattlabCallback(...).attach(trainer) instead of Trainer(callbacks=[...])."
             )
+        if self.meter is not None:  # a train() that raised left its meters open
+            self.meter.stop()
         self.results.clear()
         self._epoch = self._evals = 0
         self._eval_metrics = {}
