@@ -317,20 +317,22 @@ def run(
         codecarbon_country=codecarbon_country,
     )
     outcome = run_config(cfg, opts, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint)
-    if mlflow and outcome.run_id is not None:
+    if mlflow and outcome.run_id is not None and outcome.stored:
         _log_to_mlflow(db, [outcome.run_id])
-    if json_path and outcome.run_id is not None:
-        from wattlab.experiment.store import open_store
+    if json_path and outcome.row is not None:
+        dump_json({**outcome.row, "intensity_source": carbon.source}, json_path)
+    if outcome.status == "ok" and outcome.row is not None and opts.progress:
+        from wattlab.cli.render import print_run_row
 
-        with open_store(db) as store:
-            rows = store.runs()
-        row = rows[rows["id"] == outcome.run_id].iloc[0].to_dict()
-        row["intensity_source"] = carbon.source
-        dump_json(row, json_path)
-    if json_path != "-":
+        print_run_row(outcome.row)
+    if outcome.status == "ok" and json_path != "-":
         print(f"CO2e at {carbon.describe()}")
     if outcome.status != "ok":
-        print(f"wattlab: the run failed and was stored as failed: {outcome.error}", file=sys.stderr)
+        if outcome.run_id is not None and outcome.stored:
+            said = f"the run failed and was stored as failed (run {outcome.run_id})"
+        else:
+            said = "the run failed and nothing was stored"
+        print(f"wattlab: {said}: {outcome.error}", file=sys.stderr)
         raise typer.Exit(1)
 
 

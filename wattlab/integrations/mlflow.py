@@ -9,7 +9,8 @@ energy per component kind, time, power, CO2e with its range, accuracy and loss a
 epoch and evaluation window as stepped metrics); provenance, config hash and the wattlab run id
 as tags; a Markdown report of the run (``wattlab/run.md``, components with provenance and
 windows) and its row as JSON (``wattlab/run.json``) as artifacts. A run already exported to the
-same experiment (same tag ``wattlab.run_key``) is skipped, so exporting again adds only new runs.
+same experiment (same tag ``wattlab.run_key``) is skipped, so exporting again adds only new runs;
+a run still in flight (status 'running') waits for the next export.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from wattlab.errors import ConfigError, DataError
 from wattlab.integrations import require
 
 DEFAULT_EXPERIMENT = "wattlab"
+_STATUS = {"ok": "FINISHED", "failed": "FAILED", "abandoned": "KILLED"}
 _BATCH = 100  # MLflow's per-request limit on params (and a safe size for metrics)
 _PARAM_MAX = 500  # keep params short; the full config is in the run.json artifact
 
@@ -268,7 +270,7 @@ def export_rows(
         client.set_tag(mlflow_id, "mlflow.note.content", f"wattlab run {run_id} ({db_key})")
         client.log_text(mlflow_id, run_report(row, windows), "wattlab/run.md")
         client.log_dict(mlflow_id, _json_row(row), "wattlab/run.json")
-        status = "FINISHED" if row.get("status") == "ok" else "FAILED"
+        status = _STATUS.get(str(row.get("status")), "FAILED")
         client.set_terminated(mlflow_id, status=status, end_time=end_ms)
         done.append((run_id, mlflow_id))
     return done
@@ -311,6 +313,7 @@ def export_store(
         raise DataError(f"no wattlab database at {db_path}; run `wattlab run` first.")
     with open_store(db_path, create=False) as store:
         runs = store.runs(sweep=sweep)
+        runs = runs[runs["status"] != "running"]  # in flight: exported once it has finished
         if run_ids is not None:
             wanted = {int(i) for i in run_ids}
             runs = runs[runs["id"].isin(wanted)]
