@@ -78,7 +78,9 @@ def run_sweep(engine: str, src: Path, index: int, work: Path, args: argparse.Nam
     spec = work / f"{name}.yaml"
     spec.write_text(spec_text(name, args.device, args.budget_samples, args.small))
     db = work / f"{name}.db"
-    env = {**os.environ, "PYTHONPATH": str(src)}
+    # The engine's source first; what else is on the path (carried wheels) stays behind it.
+    path = [str(src), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(path)}
     command = [sys.executable, "-m", "wattlab.cli", "sweep", str(spec), "--db", str(db)]
     print(f"[{engine} #{index}] {' '.join(command)}", flush=True)
     start_unix = time.time()

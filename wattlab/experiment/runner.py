@@ -215,6 +215,7 @@ def run(
 
     ``warm``: a sweep's WarmWorker; single-process runs go to it instead of a new process.
     """
+    requested_unix = time.time()  # the launch phase of a subprocess run starts here
     preflight(cfg, opts.db_path)
     if cfg.device == "cuda":
         restore_pending_limits(pynvml_module)
@@ -230,6 +231,8 @@ def run(
             opts.power_limit_requested_w = cfg.power_limit_w
         if opts.idle is None:
             opts.idle = read_idle(cfg)
+        if subprocess_launch or warm is not None:
+            opts.launched_at_unix = opts.launched_at_unix or requested_unix
         if warm is not None and cfg.world_size == 1 and nnodes == 1:
             opts.launcher = "warm-worker"
             opts.run_id = _claim(cfg, opts)
@@ -290,7 +293,8 @@ def _launch(
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // cfg.world_size)))
         env[ENV_PARENT_PID] = str(os.getpid())  # the workers watch us too, not only torchrun
-        opts.launched_at_unix = time.time()
+        if opts.launched_at_unix is None:
+            opts.launched_at_unix = time.time()
         opts.launcher = "torchrun"
         opts_path.write_text(json.dumps(opts.to_json()))
         child = subprocess.Popen(

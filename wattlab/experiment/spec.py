@@ -47,7 +47,7 @@ from pydantic import (
 from wattlab.errors import ConfigError
 from wattlab.train.config import NOT_HASHED, RunConfig, format_validation_error
 
-PRESETS = ("paper-12", "quickstart", "h200-1gpu")
+PRESETS = ("paper-12", "quickstart", "h200-1gpu", "demo-gpu", "demo-cpu")
 
 _RUN_FIELDS = tuple(RunConfig.model_fields)
 # Set by the sweep itself: `sweep` is the spec's name, `codecarbon` a top-level key.
@@ -437,7 +437,8 @@ def preset_text(name: str) -> str:
 
 def load_spec(path_or_preset: str | Path, **base_overrides: Any) -> SweepSpec:
     """Load a sweep spec from a YAML file, or a preset by name (``paper-12``, ``quickstart``,
-    ``h200-1gpu``), applying ``base_overrides`` (e.g. ``data_dir=...``) before validation."""
+    ``h200-1gpu``, ``demo-gpu``, ``demo-cpu``), applying ``base_overrides`` (e.g.
+    ``data_dir=...``) before validation."""
     text_or_path = str(path_or_preset)
     path = Path(text_or_path).expanduser()
     if path.is_file():

@@ -257,7 +257,7 @@ def run_plan(
     from wattlab.experiment.sweep_lock import SweepLock
     from wattlab.experiment.warm import WarmWorker
 
-    with SweepLock(opts.db_path, plan.name), WarmWorker(SWEEP_EVAL_SAMPLES) as worker:
+    with SweepLock(opts.db_path, plan.name), WarmWorker() as worker:
         with open_store(opts.db_path) as store:
             abandoned = store.abandon_running(plan.name)
         if abandoned:
@@ -281,6 +281,7 @@ def run_plan(
                     )
                     warm_opts.sweep = None
                     warm_opts.progress = False
+                    warm_opts.eval_samples = SWEEP_EVAL_SAMPLES
                     launch(todo[0].config, warm_opts)
         for i, entry in enumerate(todo):
             with open_store(opts.db_path) as store:
@@ -293,6 +294,7 @@ def run_plan(
             run_opts = WorkerOptions(**{**opts.__dict__})
             run_opts.sweep = plan.name
             run_opts.repetition = entry.repetition
+            run_opts.eval_samples = SWEEP_EVAL_SAMPLES
             outcome = launch(entry.config, run_opts)
             outcomes.append((entry, outcome))
             if on_finish:
