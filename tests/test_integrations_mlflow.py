@@ -69,6 +69,7 @@ def uri(tmp_path, monkeypatch):
     return f"sqlite:///{tmp_path / 'mlflow.db'}"
 
 
+@pytest.mark.slow  # a real MLflow store: its migrations take seconds
 def test_each_run_becomes_an_mlflow_run_with_params_metrics_and_report(tmp_path, uri):
     db = measured_db(tmp_path / "w.db")
     exported = export_store(db, tracking_uri=uri, experiment="energy")
@@ -105,6 +106,7 @@ def test_each_run_becomes_an_mlflow_run_with_params_metrics_and_report(tmp_path,
         assert json.loads(Path(local, "run.json").read_text())["id"] == wattlab_id
 
 
+@pytest.mark.slow  # a real MLflow store: its migrations take seconds
 def test_exporting_again_adds_only_new_runs(tmp_path, uri):
     db = measured_db(tmp_path / "w.db", n_runs=1)
     assert export_store(db, tracking_uri=uri)[0][1] is not None

@@ -86,6 +86,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # the measured command runs for 4 s
 def test_cli_monitor_serves_while_the_command_runs(tmp_path):
     port = _free_port()
     child = subprocess.Popen(
