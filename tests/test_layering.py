@@ -31,6 +31,8 @@ LAYERS: dict[str, float] = {
     "wattlab.analysis": 4,
     "wattlab.estimate": 4,
     "wattlab.integrations": 4.5,  # may import anything below cli
+    # served by EnergyMonitor(prometheus_port=...): part of the measuring core, imports only it
+    "wattlab.integrations.prometheus": 1,
     "wattlab.cli": 5,
 }
 

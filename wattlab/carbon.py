@@ -1,14 +1,27 @@
 """Energy to CO2e: energy x PUE x carbon intensity, with a low/high sensitivity range.
 
-Defaults are the reference study's: 0.20 kgCO2e/kWh (range 0.10-0.30) and PUE 1.0. Whatever is
-used is carried with the result, so every printed CO2e can say which intensity produced it.
+Defaults are the reference study's: 0.20 kgCO2e/kWh (range 0.10-0.30) and PUE 1.0. The intensity
+can instead come from where the user is (``--region FRA``: the yearly value of a shipped
+per-country table, see ``wattlab/data/carbon_intensity_by_country.md`` for its source and licence)
+or from a time-stamped trace (``--intensity-trace CSV``: the CO2e of a window integrates power
+x intensity over the window's power trace). Whatever is used is carried with the result and
+named by ``describe()``, so every printed CO2e says which intensity produced it.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+import bisect
+import csv
+import io
+import math
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from importlib import resources
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
 
-from wattlab.errors import ConfigError
+from wattlab.errors import ConfigError, DataError
 
 J_PER_KWH = 3_600_000.0
 
@@ -16,6 +29,10 @@ DEFAULT_INTENSITY_KG_PER_KWH = 0.20
 DEFAULT_INTENSITY_LOW_KG_PER_KWH = 0.10
 DEFAULT_INTENSITY_HIGH_KG_PER_KWH = 0.30
 DEFAULT_PUE = 1.0
+DEFAULT_SOURCE = "default (reference study)"
+REGION_TABLE = "carbon_intensity_by_country.csv"
+# A user-given, regional or traced intensity keeps the study's +-50 % sensitivity band.
+BAND_LOW, BAND_HIGH = 0.5, 1.5
 
 
 def joules_to_kwh(energy_j: float) -> float:
@@ -30,8 +47,12 @@ class CarbonSettings:
     intensity_low_kg_per_kwh: float = DEFAULT_INTENSITY_LOW_KG_PER_KWH
     intensity_high_kg_per_kwh: float = DEFAULT_INTENSITY_HIGH_KG_PER_KWH
     pue: float = DEFAULT_PUE
+    source: str = DEFAULT_SOURCE  # which intensity this is, in words, for every output
+    trace: IntensityTrace | None = None  # time-stamped intensity; resolved per window
 
     def __post_init__(self) -> None:
+        if isinstance(self.trace, dict):  # coming back from to_dict() / JSON
+            object.__setattr__(self, "trace", IntensityTrace.from_dict(self.trace))
         for name in (
             "intensity_kg_per_kwh",
             "intensity_low_kg_per_kwh",
@@ -51,13 +72,18 @@ class CarbonSettings:
             raise ConfigError(f"PUE must be a number >= 1.0, got {self.pue}.")
 
     def describe(self) -> str:
+        if self.trace is not None:
+            return (
+                f"intensity from {self.source} (energy-weighted over each window, "
+                f"range x{BAND_LOW:g}-x{BAND_HIGH:g}), PUE {self.pue:g}"
+            )
         return (
-            f"intensity {self.intensity_kg_per_kwh:g} kgCO2e/kWh "
+            f"intensity {self.intensity_kg_per_kwh:g} kgCO2e/kWh [{self.source}] "
             f"(range {self.intensity_low_kg_per_kwh:g}-{self.intensity_high_kg_per_kwh:g}), "
             f"PUE {self.pue:g}"
         )
 
-    def to_dict(self) -> dict[str, float]:
+    def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
@@ -81,6 +107,7 @@ class Co2e:
                 self.settings.intensity_high_kg_per_kwh,
             ],
             "pue": self.settings.pue,
+            "intensity_source": self.settings.source,
         }
 
 
@@ -114,9 +141,44 @@ def settings_from_flags(
     intensity_kg_per_kwh: float | None = None,
     intensity_range: str | None = None,
     pue: float | None = None,
+    region: str | None = None,
+    intensity_trace: str | Path | None = None,
 ) -> CarbonSettings:
-    """Build settings from CLI flags. An intensity outside the default range widens the range
-    to include it, so the range always brackets the value."""
+    """Build settings from CLI flags. A user-given, regional or traced intensity keeps the
+    study's +-50 % band unless ``--intensity-range`` gives one, which must contain the value."""
+    given = [
+        flag
+        for flag, value in (
+            ("--carbon-intensity", intensity_kg_per_kwh),
+            ("--region", region),
+            ("--intensity-trace", intensity_trace),
+        )
+        if value is not None
+    ]
+    if len(given) > 1:
+        raise ConfigError(f"give only one of {' / '.join(given)}: each sets the intensity.")
+    pue_value = DEFAULT_PUE if pue is None else pue
+    if intensity_trace is not None:
+        if intensity_range is not None:
+            raise ConfigError(
+                "--intensity-range cannot be combined with --intensity-trace; a traced "
+                f"intensity keeps a x{BAND_LOW:g}-x{BAND_HIGH:g} band around its value."
+            )
+        trace = load_intensity_trace(intensity_trace)
+        mean = trace.mean_value()
+        return CarbonSettings(
+            intensity_kg_per_kwh=mean,
+            intensity_low_kg_per_kwh=mean * BAND_LOW,
+            intensity_high_kg_per_kwh=mean * BAND_HIGH,
+            pue=pue_value,
+            source=trace.source,
+            trace=trace,
+        )
+    source = DEFAULT_SOURCE
+    if region is not None:
+        intensity_kg_per_kwh, source = region_intensity(region)
+    elif intensity_kg_per_kwh is not None:
+        source = "--carbon-intensity"
     intensity = (
         DEFAULT_INTENSITY_KG_PER_KWH if intensity_kg_per_kwh is None else intensity_kg_per_kwh
     )
@@ -130,15 +192,227 @@ def settings_from_flags(
             and intensity_kg_per_kwh != DEFAULT_INTENSITY_KG_PER_KWH
         ):
             # keep the study's +-50 % sensitivity around a user-given value
-            low, high = intensity * 0.5, intensity * 1.5
+            low, high = intensity * BAND_LOW, intensity * BAND_HIGH
     if intensity_range is not None and not (low <= intensity <= high):
+        flag = "--region" if region is not None else "--carbon-intensity"
         raise ConfigError(
-            f"--carbon-intensity {intensity:g} lies outside --intensity-range {low:g}:{high:g}; "
-            "give a range that contains it."
+            f"{flag} gives {intensity:g} kgCO2e/kWh, outside --intensity-range "
+            f"{low:g}:{high:g}; give a range that contains it."
         )
     return CarbonSettings(
         intensity_kg_per_kwh=intensity,
         intensity_low_kg_per_kwh=low,
         intensity_high_kg_per_kwh=high,
-        pue=DEFAULT_PUE if pue is None else pue,
+        pue=pue_value,
+        source=source,
     )
+
+
+# --- intensity where the user is: a per-country table -----------------------------------------
+@dataclass(frozen=True)
+class RegionIntensity:
+    iso3: str
+    country: str
+    year: int
+    intensity_kg_per_kwh: float
+
+
+def region_table() -> dict[str, RegionIntensity]:
+    """The shipped yearly per-country intensities, by ISO 3166-1 alpha-3 code."""
+    text = (resources.files("wattlab") / "data" / REGION_TABLE).read_text("utf-8")
+    table = {}
+    for row in csv.DictReader(io.StringIO(text)):
+        entry = RegionIntensity(
+            row["iso3"], row["country"], int(row["year"]), float(row["intensity_kg_per_kwh"])
+        )
+        table[entry.iso3] = entry
+    return table
+
+
+def region_intensity(region: str) -> tuple[float, str]:
+    """(kgCO2e/kWh, a source line naming it) for an ISO 3166-1 alpha-3 country code."""
+    code = str(region).strip().upper()
+    table = region_table()
+    entry = table.get(code)
+    if entry is None:
+        hint = " (use the three-letter code, e.g. FRA, USA, DEU)" if len(code) == 2 else ""
+        raise ConfigError(
+            f"--region {region!r} is not in the shipped table of {len(table)} ISO 3166-1 "
+            f"alpha-3 country codes{hint}; give e.g. FRA, USA or DEU."
+        )
+    source = (
+        f"region {entry.iso3} ({entry.country}, {entry.year} yearly mean; "
+        "CodeCarbon energy-mix table, MIT)"
+    )
+    return entry.intensity_kg_per_kwh, source
+
+
+# --- intensity over time: a trace -------------------------------------------------------------
+@dataclass(frozen=True)
+class IntensityTrace:
+    """Time-stamped grid intensity. Value i holds from ``times_s[i]`` until ``times_s[i + 1]``;
+    the last one for one median step. Units: UNIX seconds (UTC), kgCO2e/kWh."""
+
+    times_s: tuple[float, ...]
+    values_kg_per_kwh: tuple[float, ...]
+    source: str = "intensity trace"
+    step_s: float = field(default=3600.0)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> IntensityTrace:
+        return cls(
+            times_s=tuple(float(t) for t in data["times_s"]),
+            values_kg_per_kwh=tuple(float(v) for v in data["values_kg_per_kwh"]),
+            source=str(data.get("source", "intensity trace")),
+            step_s=float(data.get("step_s", 3600.0)),
+        )
+
+    @property
+    def start_s(self) -> float:
+        return self.times_s[0]
+
+    @property
+    def end_s(self) -> float:
+        return self.times_s[-1] + self.step_s
+
+    def mean_value(self) -> float:
+        return sum(self.values_kg_per_kwh) / len(self.values_kg_per_kwh)
+
+    def value_at(self, t_s: float) -> float:
+        i = bisect.bisect_right(self.times_s, t_s) - 1
+        return self.values_kg_per_kwh[max(i, 0)]
+
+    def time_mean(self, start_s: float, end_s: float) -> float:
+        """Time-weighted mean intensity over [start_s, end_s]."""
+        if end_s <= start_s:
+            return self.value_at(start_s)
+        edges = [start_s, *(t for t in self.times_s if start_s < t < end_s), end_s]
+        total = sum((b - a) * self.value_at(a) for a, b in pairwise(edges))
+        return total / (end_s - start_s)
+
+    def check_covers(self, start_s: float, end_s: float) -> None:
+        if start_s < self.start_s or end_s > self.end_s:
+            raise DataError(
+                f"the {self.source} covers {_iso(self.start_s)} to {_iso(self.end_s)}, but the "
+                f"window ran from {_iso(start_s)} to {_iso(end_s)}; give a trace that covers it."
+            )
+
+
+def _iso(t_s: float) -> str:
+    return datetime.fromtimestamp(t_s, timezone.utc).isoformat(timespec="seconds")
+
+
+def _parse_time(text: str, path: str, line: int) -> float:
+    value = text.strip()
+    if value.endswith("Z"):
+        value = value[:-1] + "+00:00"
+    try:
+        stamp = datetime.fromisoformat(value)
+    except ValueError:
+        raise DataError(
+            f"{path} line {line}: timestamp {text!r} is not ISO-8601 (e.g. 2026-12-02T16:00:00Z)."
+        ) from None
+    if stamp.tzinfo is None:  # documented: a time without a zone is UTC
+        stamp = stamp.replace(tzinfo=timezone.utc)
+    return stamp.timestamp()
+
+
+def load_intensity_trace(path: str | Path) -> IntensityTrace:
+    """Read a CSV with a ``timestamp`` column (ISO-8601; no zone = UTC) and an
+    ``intensity_kg_per_kwh`` (or ``intensity_g_per_kwh``) column, in time order."""
+    name = str(path)
+    try:
+        text = Path(path).read_text("utf-8-sig")
+    except OSError as error:
+        raise DataError(f"cannot read the intensity trace {name}: {error.strerror}.") from None
+    reader = csv.DictReader(io.StringIO(text))
+    columns = [c.strip() for c in (reader.fieldnames or [])]
+    reader.fieldnames = columns
+    if "intensity_kg_per_kwh" in columns:
+        column, scale = "intensity_kg_per_kwh", 1.0
+    elif "intensity_g_per_kwh" in columns:
+        column, scale = "intensity_g_per_kwh", 1e-3
+    else:
+        column, scale = "", 1.0
+    if "timestamp" not in columns or not column:
+        raise DataError(
+            f"the intensity trace {name} needs the columns timestamp and intensity_kg_per_kwh "
+            f"(or intensity_g_per_kwh); it has {', '.join(columns) or 'none'}."
+        )
+    times: list[float] = []
+    values: list[float] = []
+    for line, row in enumerate(reader, start=2):
+        t = _parse_time(row["timestamp"] or "", name, line)
+        try:
+            v = float(row[column]) * scale
+        except (TypeError, ValueError):
+            v = float("nan")
+        if not (v >= 0 and math.isfinite(v)):
+            raise DataError(
+                f"{name} line {line}: {column} must be a number >= 0, got {row[column]!r}."
+            )
+        if times and t <= times[-1]:
+            raise DataError(
+                f"{name} line {line}: timestamps must increase; {row['timestamp']} does not."
+            )
+        times.append(t)
+        values.append(v)
+    if not times:
+        raise DataError(f"the intensity trace {name} has no rows.")
+    steps = sorted(b - a for a, b in pairwise(times))
+    step_s = steps[len(steps) // 2] if steps else 3600.0
+    return IntensityTrace(tuple(times), tuple(values), f"intensity trace {Path(path).name}", step_s)
+
+
+def effective_intensity(
+    trace: IntensityTrace,
+    start_s: float,
+    duration_s: float,
+    power_samples: list[tuple[float, float]],
+) -> float:
+    """kgCO2e/kWh weighted by the energy used at each moment of a window.
+
+    ``power_samples`` are (UNIX s, W of everything counted in the total). Between consecutive
+    sample times the energy is (mean power) x (time) at the intensity in force then. With fewer
+    than two samples (or no power) the time-weighted mean over the window is used.
+    """
+    end_s = start_s + duration_s
+    trace.check_covers(start_s, end_s)
+    weighted = 0.0
+    energy = 0.0
+    for (t0, p0), (t1, p1) in pairwise(power_samples):
+        a, b = max(t0, start_s), min(t1, end_s)
+        if b <= a:
+            continue
+        e = 0.5 * (p0 + p1) * (b - a)
+        weighted += e * trace.time_mean(a, b)
+        energy += e
+    if energy <= 0:
+        return trace.time_mean(start_s, end_s)
+    return weighted / energy
+
+
+def window_co2e(window: Any) -> Co2e:
+    """CO2e of a Measurement (duck-typed: total_energy_j, carbon, started_at, duration_s,
+    samples, start_offset_s, in_total). With a trace, the intensity is the window's energy-
+    weighted one and the result's settings name it; otherwise the settings' fixed intensity."""
+    settings: CarbonSettings = window.carbon
+    if settings.trace is None:
+        return co2e(window.total_energy_j, settings)
+    start_s = _parse_time(window.started_at, "the window", 0)
+    counted: dict[float, float] = {}
+    for t_s, comp, power_w in window.samples:
+        if window.in_total.get(comp, True):
+            at = start_s + (t_s - window.start_offset_s)
+            counted[at] = counted.get(at, 0.0) + power_w
+    power = sorted(counted.items())
+    intensity = effective_intensity(settings.trace, start_s, window.duration_s, power)
+    resolved = replace(
+        settings,
+        intensity_kg_per_kwh=intensity,
+        intensity_low_kg_per_kwh=intensity * BAND_LOW,
+        intensity_high_kg_per_kwh=intensity * BAND_HIGH,
+        source=f"{settings.trace.source}, energy-weighted over the window",
+        trace=None,
+    )
+    return co2e(window.total_energy_j, resolved)

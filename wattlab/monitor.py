@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, TypeVar
 
-from wattlab.carbon import CarbonSettings, Co2e, co2e, joules_to_kwh
+from wattlab.carbon import CarbonSettings, Co2e, joules_to_kwh, window_co2e
 from wattlab.errors import ConfigError, WattlabError
 from wattlab.meters.base import CPU, DRAM, GPU, RAM, Discovery, Meter, Provenance, weakest
 
@@ -137,7 +137,7 @@ class Measurement:
 
     @property
     def co2e(self) -> Co2e:
-        return co2e(self.total_energy_j, self.carbon)
+        return window_co2e(self)
 
     @property
     def idle_energy_j(self) -> float | None:
@@ -269,6 +269,9 @@ class EnergyMonitor:
         carbon: intensity and PUE for the CO2e of each result.
         record_trace: keep the power samples (for plots and the store).
         discover_kwargs: passed to ``discover_meters`` when meters is None.
+        prometheus_port: serve /metrics on this port while started (0 = any free port; needs
+            ``wattlab[prometheus]``); see ``wattlab.integrations.prometheus``.
+        prometheus_addr: the address to serve it on (loopback unless you open it up).
     """
 
     def __init__(
@@ -280,6 +283,8 @@ class EnergyMonitor:
         carbon: CarbonSettings | None = None,
         record_trace: bool = True,
         discover_kwargs: dict[str, Any] | None = None,
+        prometheus_port: int | None = None,
+        prometheus_addr: str = "127.0.0.1",
     ) -> None:
         if not (
             isinstance(interval_s, (int, float)) and interval_s > 0 and math.isfinite(interval_s)
@@ -312,6 +317,8 @@ class EnergyMonitor:
         self.result: Measurement | None = None  # the whole-run window of a `with` block
         self.results: dict[str, Measurement] = {}  # the last result of each window name
         self._owns_meters = meters is None
+        self.prometheus_port, self.prometheus_addr = prometheus_port, prometheus_addr
+        self.exporter: Any = None  # the running Prometheus endpoint, if any
 
     # --- lifecycle ----------------------------------------------------------------------
     @property
@@ -337,11 +344,22 @@ class EnergyMonitor:
             target=self._run_sampler, name="wattlab-sampler", daemon=True
         )
         self._thread.start()
+        if self.prometheus_port is not None:
+            from wattlab.integrations.prometheus import PrometheusExporter
+
+            try:
+                self.exporter = PrometheusExporter(self, self.prometheus_port, self.prometheus_addr)
+            except BaseException:
+                self.stop()
+                raise
         return self
 
     def stop(self) -> None:
         """Stop the sampler and close owned meters. ``trace`` and ``results`` stay readable
         until the next start()."""
+        if self.exporter is not None:
+            self.exporter.close()
+            self.exporter = None
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
@@ -529,3 +547,8 @@ class EnergyMonitor:
             return wrapper  # type: ignore[return-value]
 
         return decorate
+
+    def open_windows(self) -> dict[str, tuple[float, dict[str, float]]]:
+        """Each open window's elapsed seconds and cumulative energy per component at its start."""
+        now = time.perf_counter()
+        return {n: (now - w.t0, dict(w.energy0_j)) for n, w in list(self._open.items())}

@@ -36,11 +36,13 @@ from wattlab.cli.options import (
     GpuTdp,
     IdleBaseline,
     IntensityRange,
+    IntensityTrace,
     Interval,
     JsonOut,
     LearningRate,
     MaxPenalty,
     MinSaving,
+    Mlflow,
     Model,
     Nnodes,
     NodeRank,
@@ -50,7 +52,9 @@ from wattlab.cli.options import (
     PowerLimitFraction,
     Precision,
     ProjectAfter,
+    PrometheusPort,
     Pue,
+    Region,
     ReportDir,
     Seed,
     Stem,
@@ -89,13 +93,41 @@ def _measurement_settings(
     intensity_range: str | None,
     pue: float | None,
     powercap_root: str | None,
+    region: str | None = None,
+    intensity_trace: str | None = None,
+    mlflow: bool = False,
 ):
     """Check the flags every measuring command shares; return (CarbonSettings, powercap root).
     (--interval and the output paths were checked while parsing.)"""
     from wattlab.carbon import settings_from_flags
 
-    carbon = settings_from_flags(carbon_intensity, intensity_range, pue)
+    carbon = settings_from_flags(carbon_intensity, intensity_range, pue, region, intensity_trace)
+    if mlflow:  # say which extra is missing before anything runs
+        from wattlab.integrations.mlflow import _mlflow
+
+        _mlflow()
     return carbon, _powercap_root(powercap_root)
+
+
+def _log_to_mlflow(db: str, run_ids: list[int]) -> None:
+    """`--mlflow` on run/sweep: export these stored runs ($MLFLOW_TRACKING_URI, experiment
+    $MLFLOW_EXPERIMENT_NAME or "wattlab")."""
+    from wattlab.integrations.mlflow import DEFAULT_EXPERIMENT, export_store
+
+    if not run_ids:
+        return
+    experiment = os.environ.get("MLFLOW_EXPERIMENT_NAME") or DEFAULT_EXPERIMENT
+    try:
+        exported = export_store(db, run_ids=run_ids, experiment=experiment)
+    except Exception as error:  # the run is safe in the database; MLflow can catch up later
+        print(
+            f"wattlab: warning: run(s) {run_ids} not logged to MLflow ({error}); they are in "
+            f"{db}: `wattlab export --mlflow --db {db}` adds them later.",
+            file=sys.stderr,
+        )
+        return
+    for run_id, mlflow_id in exported:
+        print(f"mlflow: wattlab run {run_id} -> {mlflow_id}", file=sys.stderr)
 
 
 def _console():
@@ -163,6 +195,9 @@ def monitor(
     powercap_root: PowercapRoot = None,
     cpu_tdp: CpuTdp = None,
     idle_s: IdleBaseline = 0.0,
+    region: Region = None,
+    intensity_trace: IntensityTrace = None,
+    prometheus_port: PrometheusPort = None,
 ) -> None:
     """Run CMD (after --) and report its energy: `wattlab monitor -- python train.py`."""
     from wattlab.carbon import settings_from_flags
@@ -182,7 +217,7 @@ def monitor(
         )
     if csv_trace == "-":
         raise WattlabError("--csv-trace needs a file name; '-' (stdout) is for --json only.")
-    carbon = settings_from_flags(carbon_intensity, intensity_range, pue)
+    carbon = settings_from_flags(carbon_intensity, intensity_range, pue, region, intensity_trace)
     code = monitor_command(
         command,
         interval_s=interval,
@@ -192,6 +227,7 @@ def monitor(
         powercap_root=_powercap_root(powercap_root),
         cpu_tdp_w=cpu_tdp,
         idle_s=idle_s,
+        prometheus_port=prometheus_port,
     )
     raise typer.Exit(code)
 
@@ -264,6 +300,9 @@ def run(
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")
     ] = True,
+    region: Region = None,
+    intensity_trace: IntensityTrace = None,
+    mlflow: Mlflow = False,
 ) -> None:
     """Train one configuration under the energy monitor and store it in the database."""
     from wattlab.experiment.runner import run as run_config
@@ -271,7 +310,9 @@ def run(
     from wattlab.jsonio import dump_json
     from wattlab.train.config import make_run_config
 
-    carbon, root = _measurement_settings(carbon_intensity, intensity_range, pue, powercap_root)
+    carbon, root = _measurement_settings(
+        carbon_intensity, intensity_range, pue, powercap_root, region, intensity_trace, mlflow
+    )
     if node_rank >= nnodes:
         raise WattlabError(f"--node-rank must be below --nnodes {nnodes}, got {node_rank}.")
     cfg = make_run_config(
@@ -308,12 +349,16 @@ def run(
         codecarbon_country=codecarbon_country,
     )
     outcome = run_config(cfg, opts, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint)
+    if mlflow and outcome.run_id is not None and outcome.stored:
+        _log_to_mlflow(db, [outcome.run_id])
     if json_path and outcome.row is not None:
-        dump_json(outcome.row, json_path)
+        dump_json({**outcome.row, "intensity_source": carbon.source}, json_path)
     if outcome.status == "ok" and outcome.row is not None and opts.progress:
         from wattlab.cli.render import print_run_row
 
         print_run_row(outcome.row)
+    if outcome.status == "ok" and json_path != "-":
+        print(f"CO2e at {carbon.describe()}")
     if outcome.status != "ok":
         if outcome.run_id is not None and outcome.stored:
             said = f"the run failed and was stored as failed (run {outcome.run_id})"
@@ -349,6 +394,9 @@ def sweep(
     powercap_root: PowercapRoot = None,
     cpu_tdp: CpuTdp = None,
     json_path: JsonOut = None,
+    region: Region = None,
+    intensity_trace: IntensityTrace = None,
+    mlflow: Mlflow = False,
 ) -> None:
     """Run a grid of configurations with repetitions; resumable; each run in its own process."""
     from wattlab.cli.sweep_view import print_plan, run_with_progress
@@ -358,7 +406,9 @@ def sweep(
     from wattlab.experiment.worker import WorkerOptions
     from wattlab.jsonio import dump_json
 
-    carbon, root = _measurement_settings(carbon_intensity, intensity_range, pue, powercap_root)
+    carbon, root = _measurement_settings(
+        carbon_intensity, intensity_range, pue, powercap_root, region, intensity_trace, mlflow
+    )
     if device == "auto":  # the demo: the GPU when there is one, else the CPU
         device = _resolve_device(None)
     sweep_spec = load_spec(spec, data_dir=data_dir, device=device)
@@ -387,7 +437,8 @@ def sweep(
         cpu_tdp_w=cpu_tdp,
         progress=False,
     )
-    outcomes = run_with_progress(plan, opts)
+    after_run = (lambda run_id: _log_to_mlflow(db, [run_id])) if mlflow else None
+    outcomes = run_with_progress(plan, opts, after_run=after_run)
     if json_path:
         data = plan.to_dict()
         data["results"] = [
@@ -843,16 +894,49 @@ def estimate_power_limits(
 # --- export ------------------------------------------------------------------------------
 @app.command()
 def export(
-    out: ExportDir,
+    out: ExportDir = None,
     db: Db = "wattlab.db",
     fmt: Annotated[str, typer.Option("--format", help="csv | parquet | json")] = "csv",
     sweep_name: SweepName = None,
+    mlflow: Annotated[
+        bool, typer.Option("--mlflow", help="Export each run as an MLflow run.")
+    ] = False,
+    tracking_uri: Annotated[
+        str | None,
+        typer.Option(
+            "--tracking-uri",
+            help="MLflow store, e.g. sqlite:///mlflow.db ($MLFLOW_TRACKING_URI).",
+        ),
+    ] = None,
+    experiment: Annotated[
+        str, typer.Option("--experiment", help="MLflow experiment name.")
+    ] = "wattlab",
 ) -> None:
-    """Write the runs, windows, trace and sweeps tables as files for pandas users."""
+    """Write the runs, windows, trace and sweeps tables as files for pandas users, and/or
+    turn each stored run into an MLflow run (--mlflow)."""
     from wattlab.experiment.export import export_tables
     from wattlab.experiment.store import open_store
     from wattlab.jsonio import output_folder
 
+    if out is None and not mlflow:
+        raise WattlabError("give --out DIR for the table files, or --mlflow, or both.")
+    if not mlflow and (tracking_uri is not None or experiment != "wattlab"):
+        raise WattlabError("--tracking-uri and --experiment need --mlflow.")
+    if mlflow:
+        from wattlab.integrations.mlflow import export_store
+
+        exported = export_store(
+            db, tracking_uri=tracking_uri, experiment=experiment, sweep=sweep_name
+        )
+        new = [(r, m) for r, m in exported if m is not None]
+        for run_id, mlflow_id in new:
+            print(f"mlflow: wattlab run {run_id} -> {mlflow_id}")
+        print(
+            f"mlflow: {len(new)} run(s) exported to experiment {experiment!r}, "
+            f"{len(exported) - len(new)} already there."
+        )
+    if out is None:
+        return
     with open_store(db, readonly=True) as store, output_folder(out):
         paths = export_tables(store, out, fmt, sweep=sweep_name)
     for path in paths:

@@ -81,7 +81,7 @@ EvaluationDir = Annotated[
     typer.Option("--out", help="Folder for the table and plot.", callback=output_dir),
 ]
 ExportDir = Annotated[
-    str,
+    str | None,
     typer.Option("--out", help="Folder to write the tables into.", callback=output_dir),
 ]
 Db = Annotated[str, typer.Option("--db", help="SQLite results database.")]
@@ -220,4 +220,28 @@ EstimatePowerLimit = Annotated[
 DurationS = Annotated[
     float | None,
     _number("--duration-s", "duration_s", "Expected duration for TDP baselines."),
+]
+
+
+# --- integrations (issue 14) ----------------------------------------------------------------
+Region = Annotated[
+    str | None,
+    typer.Option(
+        "--region", help="ISO 3166-1 alpha-3 country (FRA, USA, ...): its yearly intensity."
+    ),
+]
+IntensityTrace = Annotated[
+    str | None,
+    typer.Option(
+        "--intensity-trace",
+        help="CSV of timestamp,intensity_kg_per_kwh: CO2e integrated over the power trace.",
+    ),
+]
+Mlflow = Annotated[
+    bool,
+    typer.Option("--mlflow", help="Also log each stored run to MLflow ($MLFLOW_TRACKING_URI)."),
+]
+PrometheusPort = Annotated[
+    int | None,
+    _number("--prometheus-port", "prometheus_port", "Serve live metrics on 127.0.0.1:N."),
 ]

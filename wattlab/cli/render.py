@@ -78,7 +78,7 @@ def print_measurement(m: Measurement, title: str, problems: Sequence[MeterProble
     console.print(
         f"duration {m.duration_s:.2f} s · energy {joules_to_kwh(m.total_energy_j):.6f} kWh "
         f"({m.total_provenance.value}) · CO2e {fmt_co2e(c.value_kg)} "
-        f"(range {fmt_co2e(c.low_kg)}–{fmt_co2e(c.high_kg)}) at {m.carbon.describe()}"
+        f"(range {fmt_co2e(c.low_kg)}–{fmt_co2e(c.high_kg)}) at {c.settings.describe()}"
     )
     if m.idle_energy_j is not None:
         console.print(

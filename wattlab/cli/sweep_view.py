@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from wattlab.cli.render import make_console
@@ -51,8 +52,11 @@ def print_plan(plan: SweepPlan, dry_run: bool) -> None:
         console.print(f"note: {note}")
 
 
-def run_with_progress(plan: SweepPlan, opts: WorkerOptions) -> list[tuple[PlanEntry, Any]]:
-    """Run the plan with a progress bar over the whole sweep and a summary line per run."""
+def run_with_progress(
+    plan: SweepPlan, opts: WorkerOptions, after_run: Callable[[int], None] | None = None
+) -> list[tuple[PlanEntry, Any]]:
+    """Run the plan with a progress bar over the whole sweep and a summary line per run;
+    ``after_run(run_id)`` is called for each stored run (e.g. to log it to MLflow)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from wattlab.cli.render import run_summary_line
@@ -91,5 +95,7 @@ def run_with_progress(plan: SweepPlan, opts: WorkerOptions) -> list[tuple[PlanEn
                     row = match.iloc[0].to_dict()
             line = run_summary_line(row) if row else f"{entry.label}: {outcome.status}"
             bar.console.print(f"[{done}/{len(todo)}] rep {entry.repetition} {line}")
+            if after_run is not None and outcome.run_id is not None:
+                after_run(outcome.run_id)
 
         return run_plan(plan, opts, on_start=on_start, on_finish=on_finish)

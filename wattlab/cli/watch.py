@@ -63,6 +63,7 @@ def monitor_command(
     cpu_tdp_w: float | None = None,
     idle_s: float = 0.0,
     print_table: bool = True,
+    prometheus_port: int | None = None,
 ) -> int:
     """Run ``command`` under an EnergyMonitor; write/print the result; return its exit code."""
     check_writable(json_path)
@@ -72,8 +73,11 @@ def monitor_command(
         carbon=carbon,
         sync=None,  # the child's GPU work is not ours to wait for; its exit ends it
         discover_kwargs={"powercap_root": powercap_root, "cpu_tdp_w": cpu_tdp_w},
+        prometheus_port=prometheus_port,
     )
     mon.start()
+    if mon.exporter is not None:
+        print(f"wattlab: Prometheus metrics at {mon.exporter.url}", file=sys.stderr, flush=True)
     try:
         if idle_s > 0:
             mon.measure_idle(idle_s)

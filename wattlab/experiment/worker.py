@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wattlab.carbon import CarbonSettings, co2e, joules_to_kwh
+from wattlab.carbon import CarbonSettings, joules_to_kwh, window_co2e
 from wattlab.errors import Interrupted
 from wattlab.monitor import EnergyMonitor, Measurement, combine_measurements, utc_now_iso
 from wattlab.train.config import RunConfig
@@ -248,7 +248,7 @@ def build_run_row(
     ]
     hostnames = sorted({p["hostname"] for p in payloads})
     utilization = [u for p in payloads for u in p["utilization"]]
-    c = co2e(budget.total_energy_j, opts.carbon)
+    c = window_co2e(budget)  # a traced intensity is weighted by the budget's power
     components = {
         comp: {
             "energy_j": budget.energy_j[comp],
@@ -288,6 +288,7 @@ def build_run_row(
         "co2e_kg": c.value_kg,
         "co2e_low_kg": c.low_kg,
         "co2e_high_kg": c.high_kg,
+        "intensity_kg_per_kwh": c.settings.intensity_kg_per_kwh,
         "accuracy": train_result.accuracy,
         "f1_macro": train_result.f1_macro,
         "train_loss": train_result.train_loss,
@@ -304,7 +305,7 @@ def build_run_row(
         cc_energy_j = codecarbon["energy_j"]
         row["codecarbon_energy_j"] = cc_energy_j
         row["codecarbon_co2e_kg"] = (
-            joules_to_kwh(cc_energy_j) * opts.carbon.pue * opts.carbon.intensity_kg_per_kwh
+            joules_to_kwh(cc_energy_j) * c.settings.pue * c.settings.intensity_kg_per_kwh
         )
         compared = combined.get(CODECARBON_WINDOW, budget)  # the window CodeCarbon measured
         total = compared.total_energy_j

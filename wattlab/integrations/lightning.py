@@ -1,0 +1,235 @@
+"""Energy of a PyTorch Lightning fit (``pip install 'wattlab[lightning]'``).
+
+    from wattlab.integrations.lightning import WattlabCallback
+
+    trainer = pl.Trainer(max_epochs=3, callbacks=[WattlabCallback(db="wattlab.db")])
+    trainer.fit(model, train_loader, val_loader)
+
+Windows: ``train`` (from ``on_train_start`` to ``on_train_end``), one per training epoch (in
+Lightning 2 an epoch's end-of-epoch validation runs before ``on_train_epoch_end``, so it is inside
+that epoch's window) and one per validation run (``eval``; the sanity check is not metered). At
+the end of each, the numbers of ``window_metrics`` go to every logger of the Trainer
+(``logger.log_metrics``) under ``wattlab/train/...``, ``wattlab/epoch/...``,
+``wattlab/eval/...``. With ``db=``, the run is stored in a wattlab database with the
+module's hyper-parameters and the Trainer's settings as its config.
+
+Under DDP every process meters its own GPU, the first process of each machine meters the host,
+windows are combined on global rank 0, and only it logs and writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from wattlab.carbon import CarbonSettings
+from wattlab.integrations import require
+from wattlab.integrations.session import (
+    Gather,
+    RankInfo,
+    TrainingMeter,
+    run_row,
+    store_run,
+    window_metrics,
+    window_row,
+)
+from wattlab.meters.base import Meter
+from wattlab.monitor import Measurement
+
+_pl = require("pytorch_lightning", "lightning", "wattlab's Lightning callback")
+Callback = _pl.Callback
+
+_PRECISION = {"bf16": "amp-bf16", "16": "amp-fp16", "32": "fp32", "64": "fp64"}
+_ACCURACY_KEYS = ("val_accuracy", "val_acc", "accuracy", "acc")
+
+
+def precision_name(precision: object) -> str:
+    """wattlab's precision name for Lightning's ("32-true", "bf16-mixed", "16-mixed", ...)."""
+    text = str(precision)
+    head = text.split("-", 1)[0]
+    if head == "bf16" and "true" in text:
+        return "bf16"
+    if head == "16" and "true" in text:
+        return "fp16"
+    return _PRECISION.get(head, text)
+
+
+def _number(value: Any) -> float | None:
+    try:
+        return float(value.item() if hasattr(value, "item") else value)
+    except (TypeError, ValueError):
+        return None
+
+
+class WattlabCallback(Callback):
+    """Meter a Lightning fit, its epochs and validations; log them to the Trainer's loggers.
+
+    Args: as for ``wattlab.integrations.transformers.WattlabCallback``.
+    """
+
+    def __init__(
+        self,
+        db: str | Path | None = None,
+        *,
+        carbon: CarbonSettings | None = None,
+        interval_s: float = 0.1,
+        powercap_root: str | Path | None = None,
+        cpu_tdp_w: float | None = None,
+        prometheus_port: int | None = None,
+        meters: Sequence[Meter] | None = None,
+        gather: Gather | None = None,
+        sweep: str | None = None,
+    ) -> None:
+        self.db = db
+        self.carbon = carbon or CarbonSettings()
+        self.interval_s = interval_s
+        self.powercap_root = powercap_root
+        self.cpu_tdp_w = cpu_tdp_w
+        self.prometheus_port = prometheus_port
+        self.meters = meters
+        self.gather = gather
+        self.sweep = sweep
+        self.meter: TrainingMeter | None = None
+        self.results: dict[str, Measurement] = {}
+        self.logged: list[dict[str, float]] = []  # what went to the loggers, in order
+        self.run_id: int | None = None
+        self._evals = 0
+
+    def _close(self, trainer: Any, key: str, prefix: str) -> Measurement | None:
+        assert self.meter is not None
+        m = self.meter.end(key)
+        if m is not None:
+            self.results[key] = m
+            metrics = window_metrics(m, prefix)
+            self.logged.append(metrics)
+            for logger in trainer.loggers:
+                logger.log_metrics(metrics, step=trainer.global_step)
+        return m
+
+    # --- hooks -----------------------------------------------------------------------------
+    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        device = trainer.strategy.root_device
+        rank = RankInfo(
+            rank=int(trainer.global_rank),
+            local_rank=int(trainer.local_rank),
+            world_size=int(trainer.world_size),
+        )
+        if self.meter is not None:
+            self.meter.stop()
+        self.results.clear()
+        self.logged.clear()
+        self._evals = 0
+        self.meter = TrainingMeter(
+            rank,
+            device.type,
+            gpu_index=device.index,
+            meters=self.meters,
+            interval_s=self.interval_s,
+            carbon=self.carbon,
+            powercap_root=self.powercap_root,
+            cpu_tdp_w=self.cpu_tdp_w,
+            gather=self.gather,
+            prometheus_port=self.prometheus_port,
+        )
+        self.meter.start()
+        self.meter.begin("train")
+
+    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+        if self.meter is not None and self.meter.started:
+            self.meter.begin(f"epoch:{trainer.current_epoch + 1}")
+
+    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+        key = f"epoch:{trainer.current_epoch + 1}"
+        if self.meter is not None and self.meter.is_open(key):
+            self._close(trainer, key, "wattlab/epoch")
+
+    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+        if trainer.sanity_checking or self.meter is None or not self.meter.started:
+            return
+        self._evals += 1
+        self.meter.begin(f"eval:{self._evals}")
+
+    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+        key = f"eval:{self._evals}"
+        if self.meter is not None and self.meter.is_open(key):
+            self._close(trainer, key, "wattlab/eval")
+
+    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+        if self.meter is None or not self.meter.is_open("train"):
+            return
+        for key in sorted(self.meter.open_names() - {"train"}):  # an epoch cut short by max_steps
+            self._close(
+                trainer, key, "wattlab/epoch" if key.startswith("epoch") else "wattlab/eval"
+            )
+        train = self._close(trainer, "train", "wattlab/train")
+        self.meter.stop()
+        traces = self.meter.gather(self.meter.trace)
+        if train is None or self.db is None:
+            return
+        trace = sorted(s for part in traces or [] for s in part)
+        self.run_id = self._store(trainer, pl_module, train, trace)
+
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+        if self.meter is not None:
+            self.meter.stop()
+
+    # --- the database ----------------------------------------------------------------------
+    def _store(
+        self,
+        trainer: Any,
+        pl_module: Any,
+        train: Measurement,
+        trace: list[tuple[float, str, float]],
+    ) -> int:
+        world = int(trainer.world_size)
+        loader = getattr(trainer, "train_dataloader", None)
+        per_device = getattr(loader, "batch_size", None)
+        accumulate = int(getattr(trainer, "accumulate_grad_batches", 1) or 1)
+        batch = int(per_device) * world * accumulate if per_device else None
+        precision = precision_name(trainer.precision)
+        device = trainer.strategy.root_device.type
+        hparams = dict(getattr(pl_module, "hparams", {}) or {})
+        config = {
+            "framework": "lightning",
+            "lightning_version": _pl.__version__,
+            "module_class": type(pl_module).__name__,
+            "hparams": hparams,
+            "trainer": {
+                "max_epochs": trainer.max_epochs,
+                "max_steps": trainer.max_steps,
+                "precision": str(trainer.precision),
+                "accumulate_grad_batches": accumulate,
+                "world_size": world,
+                "strategy": type(trainer.strategy).__name__,
+                "gradient_clip_val": trainer.gradient_clip_val,
+            },
+        }
+        metrics = trainer.callback_metrics
+        accuracy = next((_number(metrics[k]) for k in _ACCURACY_KEYS if k in metrics), None)
+        loss = next((_number(metrics[k]) for k in ("train_loss", "loss") if k in metrics), None)
+        model = type(pl_module).__name__
+        label = f"{model} {world}x{'GPU' if device == 'cuda' else device.upper()} {precision}"
+        if batch:
+            label += f" bs{batch}"
+        row = run_row(
+            config=config,
+            label=label,
+            train=train,
+            started_at=(self.meter.started_at if self.meter else None) or train.started_at,
+            model=model,
+            precision=precision,
+            device=device,
+            world_size=world,
+            batch_size=batch,
+            epochs=float(trainer.current_epoch),
+            samples=int(trainer.global_step) * batch if batch else None,
+            accuracy=accuracy,
+            train_loss=loss,
+            sweep=self.sweep,
+        )
+        windows = []
+        for key, m in self.results.items():
+            name, _, index = key.partition(":")
+            windows.append(window_row(name, int(index) if index else None, m, None))
+        return store_run(self.db, row, windows, trace)

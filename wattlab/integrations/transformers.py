@@ -1,0 +1,279 @@
+"""Energy of a Hugging Face ``Trainer`` run (``pip install 'wattlab[transformers]'``).
+
+    from wattlab.integrations.transformers import WattlabCallback
+
+    trainer = Trainer(model=model, args=args, train_dataset=train, eval_dataset=test)
+    WattlabCallback(db="wattlab.db").attach(trainer)
+    trainer.train()
+
+Windows: ``train`` (all of ``trainer.train()``, evaluations during it included), one per epoch
+and one per evaluation. At the end of each, the numbers of ``window_metrics`` (energy per
+component kind and per provenance, time, mean power, CO2e with its low/high range and the
+intensity used) go through ``trainer.log`` under ``wattlab/train/...``, ``wattlab/epoch/...``,
+``wattlab/eval/...``, so every ``report_to`` integration (W&B, MLflow, TensorBoard) records them.
+With ``db=``, the run is stored in a wattlab database with ``TrainingArguments`` as its config.
+
+Under accelerate / torchrun DDP every process meters its own GPU, the first process of each
+machine meters the host, windows are combined on the main process, and only it logs and
+writes. Give ``attach`` the Trainer: a callback alone cannot reach ``trainer.log``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from wattlab.carbon import CarbonSettings
+from wattlab.errors import WattlabError
+from wattlab.integrations import require
+from wattlab.integrations.session import (
+    Gather,
+    RankInfo,
+    TrainingMeter,
+    run_row,
+    store_run,
+    window_metrics,
+    window_row,
+)
+from wattlab.meters.base import Meter
+from wattlab.monitor import Measurement
+
+_transformers = require("transformers", "transformers", "wattlab's Hugging Face callback")
+TrainerCallback = _transformers.TrainerCallback
+
+# TrainingArguments that name where things go, not what is trained: kept, but not hashed.
+_NOT_HASHED = (
+    "output_dir",
+    "logging_dir",
+    "run_name",
+    "report_to",
+    "hub_model_id",
+    "hub_token",
+    "push_to_hub",
+    "overwrite_output_dir",
+    "disable_tqdm",
+)
+
+
+def precision_of(args: Any) -> str:
+    """wattlab's precision name for TrainingArguments' flags."""
+    if getattr(args, "bf16", False):
+        return "amp-bf16"
+    if getattr(args, "fp16", False):
+        return "amp-fp16"
+    if getattr(args, "tf32", None):
+        return "tf32"
+    return "fp32"
+
+
+def rank_of(args: Any) -> RankInfo:
+    return RankInfo(
+        rank=int(args.process_index),
+        local_rank=int(args.local_process_index),
+        world_size=int(args.world_size),
+    )
+
+
+class WattlabCallback(TrainerCallback):
+    """Meter a Trainer's training, epochs and evaluations; log them through ``trainer.log``.
+
+    Args:
+        db: store the run in this wattlab database (main process only); None stores nothing.
+        carbon: intensity and PUE (e.g. ``settings_from_flags(region="FRA")``).
+        interval_s: power sampling period (s).
+        powercap_root, cpu_tdp_w: as for ``wattlab devices``.
+        prometheus_port: also serve the live meters to Prometheus (main process).
+        meters: meters to use instead of discovering this process's own (tests, custom rigs).
+        gather: how windows reach the main process (default: torch.distributed when
+            initialised).
+        sweep: the sweep name to store the run under.
+    """
+
+    def __init__(
+        self,
+        db: str | Path | None = None,
+        *,
+        carbon: CarbonSettings | None = None,
+        interval_s: float = 0.1,
+        powercap_root: str | Path | None = None,
+        cpu_tdp_w: float | None = None,
+        prometheus_port: int | None = None,
+        meters: Sequence[Meter] | None = None,
+        gather: Gather | None = None,
+        sweep: str | None = None,
+    ) -> None:
+        self.db = db
+        self.carbon = carbon or CarbonSettings()
+        self.interval_s = interval_s
+        self.powercap_root = powercap_root
+        self.cpu_tdp_w = cpu_tdp_w
+        self.prometheus_port = prometheus_port
+        self.meters = meters
+        self.gather = gather
+        self.sweep = sweep
+        self.trainer: Any = None
+        self.meter: TrainingMeter | None = None
+        self.results: dict[str, Measurement] = {}  # combined windows (main process)
+        self.run_id: int | None = None
+        self._epoch = 0
+        self._evals = 0
+        self._eval_metrics: dict[str, float] = {}
+
+    # --- wiring ----------------------------------------------------------------------------
+    def attach(self, trainer: Any) -> WattlabCallback:
+        """Register with ``trainer`` (ahead of the reporting callbacks, so they are still
+        open when the training totals arrive) and meter its evaluations. Returns self."""
+        if self.trainer is not None:
+            raise WattlabError("this WattlabCallback is already attached to a Trainer.")
+        self.trainer = trainer
+        handler = trainer.callback_handler
+        if self in handler.callbacks:
+            handler.callbacks.remove(self)
+        handler.callbacks.insert(0, self)
+        original = trainer.evaluate
+
+        @functools.wraps(original)
+        def evaluate(*args: Any, **kwargs: Any) -> Any:
+            return self._metered_evaluate(original, *args, **kwargs)
+
+        trainer.evaluate = evaluate
+        return self
+
+    def _new_meter(self, args: Any) -> TrainingMeter:
+        device = args.device
+        return TrainingMeter(
+            rank_of(args),
+            device.type,
+            gpu_index=device.index,
+            meters=self.meters,
+            interval_s=self.interval_s,
+            carbon=self.carbon,
+            powercap_root=self.powercap_root,
+            cpu_tdp_w=self.cpu_tdp_w,
+            gather=self.gather,
+            prometheus_port=self.prometheus_port,
+        )
+
+    def _log(self, metrics: dict[str, float]) -> None:
+        if self.trainer is not None and self.trainer.state.is_world_process_zero:
+            self.trainer.log(dict(metrics))
+
+    def _close(self, key: str, prefix: str) -> Measurement | None:
+        assert self.meter is not None
+        m = self.meter.end(key)
+        if m is not None:
+            self.results[key] = m
+            self._log(window_metrics(m, prefix))
+        return m
+
+    # --- Trainer events ----------------------------------------------------------------------
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.trainer is None:
+            raise WattlabError(
+                "WattlabCallback needs its Trainer to log: use "
+                "WattlabCallback(...).attach(trainer) instead of Trainer(callbacks=[...])."
+            )
+        if self.meter is not None:  # a train() that raised left its meters open
+            self.meter.stop()
+        self.results.clear()
+        self._epoch = self._evals = 0
+        self._eval_metrics = {}
+        self.meter = self._new_meter(args)
+        self.meter.start()
+        self.meter.begin("train")
+
+    def on_epoch_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.meter is None:
+            return
+        self._epoch += 1
+        self.meter.begin(f"epoch:{self._epoch}")
+
+    def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        key = f"epoch:{self._epoch}"
+        if self.meter is not None and self.meter.is_open(key):
+            self._close(key, "wattlab/epoch")
+
+    def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        metrics = kwargs.get("metrics") or {}
+        self._eval_metrics = {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
+
+    def _metered_evaluate(self, original: Any, *args: Any, **kwargs: Any) -> Any:
+        own = self.meter is None or not self.meter.started
+        if own:  # evaluate() outside train(): a session of its own
+            self.meter = self._new_meter(self.trainer.args)
+            self.meter.start()
+        self._evals += 1
+        key = f"eval:{self._evals}"
+        self.meter.begin(key)
+        try:
+            return original(*args, **kwargs)
+        finally:
+            self._close(key, "wattlab/eval")
+            if own:
+                self.meter.stop()
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self.meter is None or not self.meter.is_open("train"):
+            return
+        epoch_key = f"epoch:{self._epoch}"
+        if self.meter.is_open(epoch_key):
+            self._close(epoch_key, "wattlab/epoch")
+        train = self._close("train", "wattlab/train")
+        self.meter.stop()
+        traces = self.meter.gather(self.meter.trace)
+        if train is None or self.db is None:
+            return
+        trace = sorted(s for part in traces or [] for s in part)
+        self.run_id = self._store(args, state, train, trace)
+
+    # --- the database ----------------------------------------------------------------------
+    def _store(
+        self, args: Any, state: Any, train: Measurement, trace: list[tuple[float, str, float]]
+    ) -> int:
+        model = self.trainer.model
+        model_config = getattr(model, "config", None)
+        model_name = getattr(model_config, "model_type", None) or type(model).__name__
+        args_dict = args.to_dict()
+        hashed = {k: v for k, v in args_dict.items() if k not in _NOT_HASHED}
+        config = {
+            "framework": "transformers",
+            "transformers_version": _transformers.__version__,
+            "training_arguments": hashed,
+            "model_class": type(model).__name__,
+            "model_config": model_config.to_dict() if model_config is not None else None,
+        }
+        world = int(args.world_size)
+        batch = (
+            int(args.per_device_train_batch_size) * world * int(args.gradient_accumulation_steps)
+        )
+        precision = precision_of(args)
+        device = args.device.type
+        label = f"{model_name} {world}x{'GPU' if device == 'cuda' else device.upper()} "
+        label += f"{precision} bs{batch}"
+        train_loss = next(
+            (h["train_loss"] for h in reversed(state.log_history) if "train_loss" in h), None
+        )
+        row = run_row(
+            config=config,
+            label=label,
+            train=train,
+            started_at=self.meter.started_at or train.started_at,
+            model=model_name,
+            precision=precision,
+            device=device,
+            world_size=world,
+            batch_size=batch,
+            epochs=float(state.epoch) if state.epoch is not None else None,
+            samples=int(state.global_step) * batch,
+            accuracy=self._eval_metrics.get("eval_accuracy"),
+            train_loss=train_loss,
+            sweep=self.sweep,
+        )
+        row["config_json"] = {**config, "training_arguments": args_dict}
+        windows = []
+        for key, m in self.results.items():
+            name, _, index = key.partition(":")
+            windows.append(window_row(name, int(index) if index else None, m, None))
+        return store_run(self.db, row, windows, trace)
