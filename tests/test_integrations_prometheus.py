@@ -119,5 +119,8 @@ def test_cli_monitor_bad_port(tmp_path):
          "--", sys.executable, "-c", "pass"],
         cwd=tmp_path, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
-    assert done.returncode == 2 and "integer 0-65535" in done.stderr
+    assert (
+        done.returncode == 2
+        and "--prometheus-port must be a whole number from 0 to 65535" in done.stderr
+    )
     assert "Traceback" not in done.stderr

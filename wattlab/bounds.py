@@ -76,7 +76,7 @@ BOUNDS: dict[str, Bound] = {
     # measuring
     "interval_s": Bound(0.001, 3600, unit=_S),
     "idle_s": Bound(0, 3600, unit=_S),
-    "prometheus_port": Bound(1, 65_535, integer=True),
+    "prometheus_port": Bound(0, 65_535, integer=True),  # 0 = any free port
     "cpu_tdp_w": Bound(0, 10_000, low_open=True, unit=_W),
     "carbon_intensity_kg_per_kwh": Bound(0, 10, unit="kgCO2e/kWh"),
     "pue": Bound(1, 10),
