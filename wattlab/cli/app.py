@@ -9,6 +9,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -295,6 +296,28 @@ def sweep(
     powercap_root: str | None = PowercapOpt,
     cpu_tdp: float | None = CpuTdpOpt,
     json_path: str | None = JsonOpt,
+    resume: bool = typer.Option(
+        False, "--resume", help="Continue a stored sweep (the same as running it again)."
+    ),
+    # --- SLURM (--executor slurm); see docs/cluster.md ---
+    executor: str = typer.Option("local", help="Where runs execute: local | slurm (job array)."),
+    partition: str | None = typer.Option(None, help="SLURM partition."),
+    gpus_per_task: int | None = typer.Option(
+        None, help="SLURM GPUs per task (default: the run's GPU count)."
+    ),
+    cpus_per_task: int | None = typer.Option(None, help="SLURM CPUs per task."),
+    time_limit: int = typer.Option(60, "--time-limit", help="SLURM time limit per task (min)."),
+    account: str | None = typer.Option(None, help="SLURM account to charge."),
+    sbatch_flag: list[str] = typer.Option(
+        [], "--sbatch-flag", help="Extra sbatch option, repeatable: --sbatch-flag=--qos=high."
+    ),
+    array_parallelism: int | None = typer.Option(
+        None, help="SLURM array tasks running at once (default: no limit of ours)."
+    ),
+    slurm_folder: str | None = typer.Option(
+        None, help="Shared folder for task results and logs (default: wattlab-slurm/ by --db)."
+    ),
+    slurm_poll: float = typer.Option(5.0, help="Seconds between looks at the SLURM queue."),
 ) -> None:
     """Run a grid of configurations with repetitions; resumable; each run in its own process."""
     from wattlab.cli.sweep_view import print_plan, run_with_progress
@@ -307,11 +330,22 @@ def sweep(
     carbon, root = _measurement_settings(
         interval, carbon_intensity, intensity_range, pue, powercap_root, json_path
     )
+    from wattlab.experiment.executors import EXECUTORS
+
+    if executor not in EXECUTORS:
+        raise WattlabError(f"--executor {executor!r} is unknown; allowed: {', '.join(EXECUTORS)}.")
+    slurm = None
+    if executor == "slurm":
+        slurm = _slurm_options(
+            db, slurm_folder, partition, gpus_per_task, cpus_per_task, time_limit, account,
+            sbatch_flag, array_parallelism, slurm_poll,
+        )  # fmt: skip
     if device == "auto":  # the demo: the GPU when there is one, else the CPU
         device = _resolve_device(None)
     sweep_spec = load_spec(spec, data_dir=data_dir, device=device)
     with open_store(db) as store:
-        plan = make_plan(sweep_spec, store, MachineFacts.detect())
+        machine = MachineFacts.detect() if slurm is None else _cluster_machine()
+        plan = make_plan(sweep_spec, store, machine)
     if json_path and dry_run:
         dump_json(plan.to_dict(), json_path)
     if json_path != "-":
@@ -326,7 +360,12 @@ def sweep(
         cpu_tdp_w=cpu_tdp,
         progress=False,
     )
-    outcomes = run_with_progress(plan, opts)
+    if slurm is None:
+        outcomes = run_with_progress(plan, opts)
+    else:
+        from wattlab.cli.slurm_view import run_on_slurm_with_lines
+
+        outcomes = run_on_slurm_with_lines(plan, opts, slurm)
     if json_path:
         data = plan.to_dict()
         data["results"] = [
@@ -349,6 +388,49 @@ def sweep(
             file=sys.stderr,
         )
         raise typer.Exit(1)
+
+
+def _slurm_options(
+    db: str,
+    folder: str | None,
+    partition: str | None,
+    gpus_per_task: int | None,
+    cpus_per_task: int | None,
+    time_limit_min: int,
+    account: str | None,
+    sbatch_flags: list[str],
+    array_parallelism: int | None,
+    poll_s: float,
+) -> Any:
+    """The validated SlurmOptions of `wattlab sweep --executor slurm`."""
+    from wattlab.experiment.executors.slurm import SlurmOptions, check_slurm_here
+
+    slurm = SlurmOptions(
+        folder=Path(folder) if folder else Path(db).expanduser().resolve().parent / "wattlab-slurm",
+        partition=partition,
+        gpus_per_task=gpus_per_task,
+        cpus_per_task=cpus_per_task,
+        time_limit_min=time_limit_min,
+        account=account,
+        sbatch_flags=list(sbatch_flags),
+        array_parallelism=array_parallelism,
+        poll_s=poll_s,
+    )
+    slurm.validate()
+    check_slurm_here()
+    return slurm
+
+
+def _cluster_machine() -> Any:
+    """What the cluster's nodes offer, as far as planning goes: GPUs are SLURM's business
+    (a task asks for them), power limits are not set on shared cluster nodes."""
+    from wattlab.experiment.sweep import MachineFacts
+
+    return MachineFacts(
+        cuda_gpus=1 << 16,
+        can_set_power_limits=False,
+        power_limit_reason="not set on SLURM nodes by wattlab",
+    )
 
 
 # --- report ------------------------------------------------------------------------------

@@ -34,6 +34,8 @@ _OK_UNIQUE_SQL = (
     f"CREATE UNIQUE INDEX IF NOT EXISTS {_OK_UNIQUE_INDEX} "
     "ON runs (sweep, config_hash, repetition) WHERE status = 'ok'"
 )
+# Created on open when missing (databases made before it existed); see schema.sql.
+_JOBS_TABLE = "scheduler_jobs"
 _JSON_COLUMNS = ("config_json", "components_json", "codecarbon_components_json", "spec_json")
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _CHUNK = 500  # ids per IN (...) query, well under SQLite's parameter limit
@@ -128,6 +130,7 @@ def _prepare(conn: sqlite3.Connection, path: Path, *, create: bool) -> None:
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
         if str(mode).lower() != "wal":
             conn.execute("PRAGMA journal_mode = WAL")
+        _ensure_jobs_table(conn)
         has_guard = conn.execute(
             "SELECT 1 FROM sqlite_master WHERE type='index' AND name=?", (_OK_UNIQUE_INDEX,)
         ).fetchone()
@@ -141,6 +144,18 @@ def _prepare(conn: sqlite3.Connection, path: Path, *, create: bool) -> None:
                 ) from None
     except sqlite3.DatabaseError as error:
         raise DataError(f"{path} could not be opened as a SQLite database ({error}).") from None
+
+
+def _ensure_jobs_table(conn: sqlite3.Connection) -> None:
+    """Add the scheduler_jobs table to a database created before it existed."""
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (_JOBS_TABLE,)
+    ).fetchone()
+    if exists:
+        return
+    statement = schema_sql().split(f"CREATE TABLE IF NOT EXISTS {_JOBS_TABLE}", 1)[1]
+    statement = statement.split(";", 1)[0]
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {_JOBS_TABLE}{statement}")
 
 
 def _create_schema(conn: sqlite3.Connection) -> None:
@@ -190,7 +205,9 @@ class Store:
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self._conn = conn
         self.path = path
-        self._columns = {t: self._table_columns(t) for t in ("runs", "windows", "trace", "sweeps")}
+        self._columns = {
+            t: self._table_columns(t) for t in ("runs", "windows", "trace", "sweeps", _JOBS_TABLE)
+        }
 
     # -- lifecycle -------------------------------------------------------------------------
     def close(self) -> None:
@@ -215,6 +232,8 @@ class Store:
         run: dict[str, Any],
         windows: Sequence[dict[str, Any]] = (),
         trace: Iterable[tuple[float, str, float]] = (),
+        *,
+        job: dict[str, Any] | None = None,
     ) -> int:
         """Store one run, its windows and its power trace in ONE transaction; return its id.
 
@@ -222,6 +241,10 @@ class Store:
         here); an unknown name is a ValueError. ``trace`` rows are ``(t_s, component, power_w)``:
         seconds from the run's start, a component name such as ``gpu:0``, watts. Raises
         AlreadyStoredError when the same (sweep, config_hash, repetition) is already 'ok'.
+
+        ``job`` (a ``scheduler_jobs`` row without ``run_id``) records the scheduler job that ran
+        it in the same transaction; a ``result_id`` stored before raises AlreadyStoredError, so
+        merging one result file twice stores nothing the second time.
         """
         run_cols = self._checked_columns("runs", run, forbidden=("id",))
         status = run.get("status")
@@ -230,6 +253,7 @@ class Store:
         window_rows = list(windows)
         for window in window_rows:
             self._checked_columns("windows", window, forbidden=("run_id",))
+        job_cols = [] if job is None else self._checked_columns(_JOBS_TABLE, job, ("run_id",))
 
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
@@ -254,9 +278,19 @@ class Store:
                     for t_s, component, power_w in trace
                 ),
             )
+            if job is not None:
+                conn.execute(
+                    f"INSERT INTO {_JOBS_TABLE} (run_id, {', '.join(job_cols)}) "
+                    f"VALUES (?, {', '.join('?' for _ in job_cols)})",
+                    [run_id, *(_plain(c, job[c]) for c in job_cols)],
+                )
             conn.execute("COMMIT")
         except sqlite3.IntegrityError as error:
             conn.execute("ROLLBACK")
+            if f"UNIQUE constraint failed: {_JOBS_TABLE}." in str(error):
+                raise AlreadyStoredError(
+                    f"the result {job.get('result_id') if job else None!r} is already stored."
+                ) from None
             if "UNIQUE constraint failed: runs." in str(error):
                 raise AlreadyStoredError(
                     f"sweep {run.get('sweep')!r} already holds an ok run of config "
@@ -348,6 +382,14 @@ class Store:
         """The stored spec of sweep ``name`` as a dict, or None when there is no such sweep."""
         row = self._conn.execute("SELECT spec_json FROM sweeps WHERE name = ?", (name,)).fetchone()
         return None if row is None else json.loads(row[0])
+
+    def scheduler_jobs(self) -> pd.DataFrame:
+        """Scheduler jobs behind runs: run_id, job_id, result_id, state, consumed_energy_j, ..."""
+        return self._frame(f"SELECT * FROM {_JOBS_TABLE} ORDER BY run_id", [], _JOBS_TABLE)
+
+    def stored_result_ids(self) -> set[str]:
+        """The ids of every result file already merged into this database."""
+        return {str(r[0]) for r in self._conn.execute(f"SELECT result_id FROM {_JOBS_TABLE}")}
 
     def completed_keys(self, sweep: str) -> set[tuple[str, int]]:
         """(config_hash, repetition) of the sweep's runs stored with status 'ok'."""

@@ -14,7 +14,6 @@ import argparse
 import json
 import os
 import platform
-import socket
 import sys
 import time
 import traceback
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from wattlab.carbon import CarbonSettings, co2e, joules_to_kwh
+from wattlab.experiment.hosts import host_name, qualified, qualify_measurement, spans_several_nodes
 from wattlab.monitor import EnergyMonitor, Measurement, combine_measurements, utc_now_iso
 from wattlab.train.config import RunConfig
 
@@ -97,9 +97,15 @@ class _CodeCarbon:
 class MonitorWindows:
     """The training loop's WindowHooks, backed by an EnergyMonitor."""
 
-    def __init__(self, monitor: EnergyMonitor, codecarbon: _CodeCarbon | None = None) -> None:
+    def __init__(
+        self,
+        monitor: EnergyMonitor,
+        codecarbon: _CodeCarbon | None = None,
+        host: str | None = None,
+    ) -> None:
         self.monitor = monitor
         self.codecarbon = codecarbon
+        self.host = host  # set on multi-node runs: component names carry it (node-a/gpu:0)
         self.results: dict[str, Measurement] = {}
         self.samples: dict[str, int] = {}
         self.utilization_readings: list[float] = []
@@ -126,6 +132,8 @@ class MonitorWindows:
             self._read_utilization()
         key = window_key(name, epoch)
         result = self.monitor.end_window(key)
+        if self.host is not None:
+            result = qualify_measurement(result, self.host)
         if name == "budget" and self.codecarbon is not None:
             self.codecarbon.stop()
         self.results[key] = result
@@ -138,13 +146,16 @@ def _local_payload(windows: MonitorWindows, monitor: EnergyMonitor) -> dict[str,
     infos = [
         {"component": m.info.component, "details": dict(m.info.details)} for m in monitor.meters
     ]
+    trace = list(monitor.trace)
+    if windows.host is not None:
+        trace = [(t, qualified(windows.host, c), w) for t, c, w in trace]
     return {
-        "hostname": socket.gethostname(),
+        "hostname": host_name(),
         "results": windows.results,
         "samples": windows.samples,
         "meters": infos,
         "utilization": windows.utilization_readings,
-        "trace": list(monitor.trace),
+        "trace": trace,
         "problems": [p.__dict__ for p in (monitor.discovery.problems if monitor.discovery else [])],
     }
 
@@ -329,7 +340,7 @@ def execute(cfg: RunConfig, opts: WorkerOptions) -> int | None:
         if cfg.codecarbon and dist.is_main
         else None
     )
-    windows = MonitorWindows(monitor, tracker)
+    windows = MonitorWindows(monitor, tracker, host=host_name() if spans_several_nodes() else None)
     projector = _make_projector(cfg, dist)
     progress = _Progress(cfg, monitor, windows, enabled=opts.progress and dist.is_main)
     monitor.start()
@@ -407,7 +418,7 @@ def failed_row(cfg: RunConfig, opts: WorkerOptions, started_at: str, error: str)
         **config_columns(cfg, opts, started_at),
         "status": "failed",
         "error": error[-4000:],
-        "hostname": socket.gethostname(),
+        "hostname": host_name(),
     }
 
 
