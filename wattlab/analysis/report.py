@@ -688,6 +688,50 @@ def _codecarbon_blocks(cc: dict[str, Any]) -> list[object]:
     return blocks
 
 
+def _scheduler_blocks(
+    runs: pd.DataFrame,
+    jobs: pd.DataFrame | None,
+    windows: pd.DataFrame | None,
+    data: dict[str, Any],
+) -> list[object]:
+    """SLURM's ConsumedEnergy beside ours (a column and one line), only for SLURM runs."""
+    from wattlab.analysis.scheduler_energy import scheduler_energy, scheduler_energy_line
+
+    if jobs is None or jobs.empty:
+        return []
+    info = scheduler_energy(runs, jobs, windows)
+    data["scheduler_energy"] = info
+    blocks: list[object] = [
+        _Heading("SLURM accounting vs wattlab"),
+        _Para(scheduler_energy_line(info)),
+    ]
+    if info["runs"]:
+        rows = [
+            [
+                str(r["label"]),
+                str(r["job_id"]),
+                f"{r['wattlab_j'] / 1e3:.3g} kJ ({r['wattlab_window']})",
+                f"{r['slurm_j'] / 1e3:.3g} kJ",
+                pct(r["rel_diff"]),
+            ]
+            for r in info["runs"]
+        ]
+        blocks.append(
+            _Table(
+                [
+                    "Configuration",
+                    "SLURM job",
+                    "wattlab",
+                    "SLURM ConsumedEnergy",
+                    "SLURM vs wattlab",
+                ],
+                rows,
+                "SLURM vs wattlab = (SLURM - wattlab) / wattlab per run.",
+            )
+        )
+    return blocks
+
+
 def write_report(
     runs: pd.DataFrame,
     windows: pd.DataFrame | None,
@@ -701,14 +745,16 @@ def write_report(
     title: str | None = None,
     n_boot: int = DEFAULT_N_BOOT,
     seed: int = 0,
+    scheduler_jobs: pd.DataFrame | None = None,
 ) -> ReportPaths:
     """Write report.md, report.html, summary.json and the figures (PNG + SVG) to ``out_dir``.
 
     ``runs``/``windows``/``trace`` are DataFrames with the columns of the schema's tables;
     ``sweep`` keeps one sweep's runs; ``baseline`` is ``{column: value}`` or ``KEY=VALUE,...``
     (default: fewest GPUs, fp32, highest power limit); ``min_saving``/``max_penalty`` are the
-    operating region's fractions. Raises DataError when there is no ok run, ConfigError for a
-    baseline that matches no single configuration or an unusable ``out_dir``.
+    operating region's fractions; ``scheduler_jobs`` (the store's table) adds SLURM's
+    ConsumedEnergy beside ours when it was reported. Raises DataError when there is no ok run,
+    ConfigError for a baseline that matches no single configuration or an unusable ``out_dir``.
     """
     summary, data = analyze_runs(
         runs,
@@ -744,6 +790,7 @@ def write_report(
         _Heading("CodeCarbon vs direct measurement"),
         *_codecarbon_blocks(data["codecarbon"]),
     ]
+    blocks += _scheduler_blocks(runs, scheduler_jobs, windows, data)
     blocks.append(_Heading("Figures"))
     blocks += [_Figure(f) for f in figures]
     if not any(f.name == "power_traces" for f in figures):

@@ -484,6 +484,7 @@ def report(
         runs = store.runs(sweep=sweep_name)
         windows = store.windows()
         trace = store.trace()
+        scheduler_jobs = store.scheduler_jobs()
     if sweep_name is not None and len(runs) == 0:
         raise WattlabError(f"the database {db} holds no runs of sweep {sweep_name!r}.")
     if out is not None:
@@ -497,6 +498,7 @@ def report(
             baseline=baseline,
             min_saving=min_saving,
             max_penalty=max_penalty,
+            scheduler_jobs=scheduler_jobs,
         )
         summary = json.loads(Path(paths.summary_json).read_text())
         if json_path != "-":

@@ -230,6 +230,7 @@ def build_run_row(
     ]
     row: dict[str, Any] = {
         **config_columns(cfg, opts, started_at),
+        "world_size": len(payloads),  # every process on every node
         "status": "ok",
         "epochs": float(train_result.epochs_completed),
         "power_limit_w": max(limits) if limits else None,
