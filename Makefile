@@ -1,5 +1,7 @@
 # make demo: install into .venv, run a small sweep on whatever hardware is here, write its report.
-# make test: install into .venv, run ruff and the whole test suite (no GPU needed).
+# make test: install into .venv, run ruff and the whole test suite (no GPU needed; what CI runs).
+# make test-fast: ruff and every test not marked slow (nothing that trains, sweeps or spawns
+#   torchrun/gloo), for developers: under a minute on 2 cores.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
@@ -9,7 +11,7 @@ STAMP := $(VENV)/.wattlab-installed
 DEMO_DB ?= demo-out/wattlab.db
 DEMO_OUT ?= demo-out/report
 
-.PHONY: install demo test lint format clean
+.PHONY: install demo test test-fast lint format clean
 
 install: $(STAMP)
 
@@ -32,6 +34,9 @@ lint: $(STAMP)
 
 test: lint
 	$(BIN)/python -m pytest -q tests
+
+test-fast: lint
+	$(BIN)/python -m pytest -q -m "not slow" tests
 
 format: $(STAMP)
 	$(BIN)/ruff format wattlab tests bench

@@ -6,7 +6,10 @@ energy counter through EnergyMonitor.
   * typical: a CPU DataLoader (PIL images, RandomCrop(32, padding=4), RandomHorizontalFlip,
     ToTensor, Normalize; --workers processes, pinned memory), batch 256;
   * wattlab: wattlab.train.loop.run_training — data resident on the GPU, augmentation on the
-    GPU, channels_last, no per-step host sync — batch 512 (and any --extra-batch sizes).
+    GPU, channels_last, no per-step host sync — batch 512 eager and with CUDA graphs (each
+    step's forward+backward replayed as one graph), and any --extra-batch sizes.
+The last epoch's training loss is printed per row: the graphed and eager loops train the same
+model on the same data and must land close to each other.
 Prints images/s and GPU mJ/image side by side and the ratios. Targets: >= 3x the typical loop's
 throughput, <= 1/3 of its energy per image. Read-only: changes no GPU setting.
 """
@@ -23,15 +26,11 @@ from _common import print_table, write_json  # noqa: E402
 
 
 def gpu_monitor():
-    import pynvml
-
-    from wattlab.meters.nvml import NvmlGpuMeter, NvmlSession, visible_gpus
+    from wattlab.meters.discover import discover_meters
     from wattlab.monitor import EnergyMonitor
 
-    session = NvmlSession(pynvml)  # handles stay valid while a session is open
-    meter = NvmlGpuMeter(pynvml, 0, visible_gpus(pynvml)[0])
-    session.close()  # the meter holds its own reference from here on
-    return EnergyMonitor([meter], interval_s=0.1).start()
+    discovery = discover_meters(include_gpus=True, gpu_indices=[0], include_host=False)
+    return EnergyMonitor(discovery, interval_s=0.1).start()
 
 
 def typical_loop(images, labels, samples: int, batch_size: int, workers: int) -> dict:
@@ -102,7 +101,9 @@ def typical_loop(images, labels, samples: int, batch_size: int, workers: int) ->
     return {"samples": n, "duration_s": m.duration_s, "gpu_j": m.gpu_energy_j}
 
 
-def wattlab_loop(samples: int, batch_size: int, compile_model: bool) -> dict:
+def wattlab_loop(
+    samples: int, batch_size: int, compile_model: bool, cuda_graphs: bool = False
+) -> dict:
     from wattlab.monitor import Measurement
     from wattlab.train.config import RunConfig
     from wattlab.train.distributed import init_distributed
@@ -128,12 +129,18 @@ def wattlab_loop(samples: int, batch_size: int, compile_model: bool) -> dict:
         budget_samples=samples,
         warmup_steps=20,
         compile=compile_model,
+        cuda_graphs=cuda_graphs,
         device="cuda",
     )
     result = run_training(cfg, init_distributed("cuda"), windows=Windows())
     mon.stop()
     m = results["budget"]
-    return {"samples": result.samples, "duration_s": m.duration_s, "gpu_j": m.gpu_energy_j}
+    return {
+        "samples": result.samples,
+        "duration_s": m.duration_s,
+        "gpu_j": m.gpu_energy_j,
+        "final_train_loss": result.train_loss,
+    }
 
 
 def main() -> None:
@@ -153,6 +160,7 @@ def main() -> None:
         data.train_x, data.train_y, args.samples, 256, args.workers
     )
     results["wattlab loop, bs512"] = wattlab_loop(args.samples, 512, False)
+    results["wattlab loop, bs512, CUDA graphs"] = wattlab_loop(args.samples, 512, False, True)
     for bs in args.extra_batch:
         results[f"wattlab loop, bs{bs}"] = wattlab_loop(args.samples, bs, False)
     if args.compile:
@@ -173,12 +181,21 @@ def main() -> None:
                 r["gpu_j"] / r["duration_s"],
                 f"{ips / base_ips:.2f}x",
                 f"{mj / base_mj:.2f}x",
+                r.get("final_train_loss", float("nan")),
             ]
         )
         r.update(images_per_s=ips, gpu_mj_per_image=mj)
     print_table(
         f"Training throughput, ResNet-50 imagenet stem, 32x32, amp-bf16, {args.samples} samples",
-        ["loop", "images/s", "GPU mJ/image", "GPU W", "speed vs typical", "energy vs typical"],
+        [
+            "loop",
+            "images/s",
+            "GPU mJ/image",
+            "GPU W",
+            "speed vs typical",
+            "energy vs typical",
+            "last loss",
+        ],
         rows,
     )
     write_json("train_throughput", results)

@@ -37,7 +37,7 @@ def main() -> None:
     gpus = visible_gpus(pynvml)
     counter_meter = NvmlGpuMeter(pynvml, 0, gpus[0])
     sampled_meter = NvmlGpuMeter(pynvml, 0, gpus[0], force_sampled=True)
-    handle = counter_meter.handle
+    device = counter_meter.device  # the adapter: the raw counter, already in J
     mon_counter = EnergyMonitor([counter_meter], interval_s=args.interval).start()
     mon_sampled = EnergyMonitor([sampled_meter], interval_s=args.interval).start()
 
@@ -48,7 +48,7 @@ def main() -> None:
     torch.cuda.synchronize()
     time.sleep(1.0)
 
-    raw0 = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
+    raw0_j = device.energy_counter_j()
     mon_counter.begin_window("load")
     mon_sampled.begin_window("load")
     t0 = time.perf_counter()
@@ -58,8 +58,8 @@ def main() -> None:
         torch.cuda.synchronize()
     m_counter = mon_counter.end_window("load")
     m_sampled = mon_sampled.end_window("load")
-    raw1 = pynvml.nvmlDeviceGetTotalEnergyConsumption(handle)
-    raw_j = (raw1 - raw0) / 1000.0
+    raw1_j = device.energy_counter_j()
+    raw_j = raw1_j - raw0_j
 
     mon_counter.begin_window("short")
     for _ in range(3):

@@ -12,8 +12,9 @@ import pandas as pd
 import pytest
 
 from wattlab.analysis.plots import figure_context
+from wattlab.analysis.profile_report import write_profile_report
 from wattlab.analysis.profiles import analyze_profile, load_zeus_profile
-from wattlab.analysis.report import analyze_runs, write_profile_report, write_report
+from wattlab.analysis.report import analyze_runs, write_report
 from wattlab.errors import ConfigError, DataError
 
 EVIL = "<script>alert(1)</script>"
@@ -102,7 +103,7 @@ def external_refs(page: str) -> list[str]:
 def full_report(tmp_path_factory):
     runs = make_runs()
     out = tmp_path_factory.mktemp("report")
-    paths = write_report(runs, make_windows(runs), make_trace(runs), out, sweep="study", n_boot=200)
+    paths = write_report(runs, make_windows(runs), make_trace(runs), out, sweep="study")
     return paths, runs
 
 
@@ -155,8 +156,14 @@ def test_summary_json(full_report):
     assert data["baseline"]["label"] == "resnet50 1xGPU fp32 bs256"
     # medians (s, J): 1 GPU (1000.5, 300050), 1 GPU 250 W (1012.5, 279050),
     # 2 GPUs (550.5, 310050), 2 GPUs 250 W (557.1, 288350)
-    # region: 279050/300050 - 1 = -7.0 % for +1.2 %; 288350/300050 - 1 = -3.9 % for -44 %
-    assert data["operating_region"] == [
+    # region, each against its own default limit: 279050/300050 - 1 = -7.0 % for +1.2 %
+    # (1 GPU), 288350/310050 - 1 = -7.0 % for +1.2 % (2 GPUs)
+    assert sorted(data["operating_region"]) == [
+        "resnet50 1xGPU fp32 250W bs256",
+        "resnet50 2xGPU fp32 250W bs256",
+    ]
+    # against the one baseline: 2 GPUs at 250 W: 288350/300050 - 1 = -3.9 % for -44 % time
+    assert data["operating_region_vs_baseline"] == [
         "resnet50 1xGPU fp32 250W bs256",
         "resnet50 2xGPU fp32 250W bs256",
     ]
@@ -178,7 +185,7 @@ def test_escaping_single_configuration_estimated_without_codecarbon(tmp_path):
     runs = make_runs(reps=1, codecarbon=False, provenance="estimated", sweep=EVIL)
     runs = runs[runs["config_hash"] == "c1None"].copy()
     runs["label"] = f"resnet50 {EVIL} | $x$"
-    paths = write_report(runs, None, None, tmp_path / "out", sweep=EVIL, n_boot=50)
+    paths = write_report(runs, None, None, tmp_path / "out", sweep=EVIL)
     page, md = paths.html.read_text(), paths.markdown.read_text()
     for text in (page, md):
         assert "<script>alert(1)" not in text and "<b>at step" not in text
@@ -201,14 +208,14 @@ def test_errors_for_people(tmp_path):
     with pytest.raises(DataError, match=r"no successful runs.*first error: CUDA out of memory"):
         write_report(failed, None, None, tmp_path)
     with pytest.raises(ConfigError, match="matches no configuration"):
-        analyze_runs(runs, baseline="gpus=8", n_boot=10)
+        analyze_runs(runs, baseline="gpus=8")
     with pytest.raises(ConfigError, match="is a file"):
         (tmp_path / "f").write_text("x")
-        write_report(runs, None, None, tmp_path / "f", n_boot=10)
+        write_report(runs, None, None, tmp_path / "f")
 
 
 def test_analyze_runs_with_a_text_baseline():
-    summary, data = analyze_runs(make_runs(), baseline="gpus=2,power_limit_w=300", n_boot=10)
+    summary, data = analyze_runs(make_runs(), baseline="gpus=2,power_limit_w=300")
     assert data["baseline"]["label"] == "resnet50 2xGPU fp32 bs256"
     assert bool(summary.loc["c2None", "is_baseline"])
 

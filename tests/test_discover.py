@@ -6,13 +6,7 @@ import sys
 
 import pytest
 
-from tests.fakes.fake_pynvml import (
-    FakeGpu,
-    FakeNvml,
-    NVMLError_DriverNotLoaded,
-    NVMLError_LibraryNotFound,
-    make_gpus,
-)
+from tests.fakes.fake_gpu import FakeDevice, FakeNvmlBackend, make_devices
 from tests.fakes.powercap import FakePowercap, build_powercap
 from wattlab.errors import MeterError
 from wattlab.meters.base import Provenance
@@ -32,7 +26,7 @@ def _components(discovery):
 
 def test_gpus_rapl_and_psys(tmp_path):
     build_powercap(tmp_path, sockets=2, dram=True, psys=True)
-    nv = FakeNvml(make_gpus(2))
+    nv = FakeNvmlBackend(make_devices(2))
     d = discover_meters(pynvml_module=nv, powercap_root=tmp_path, env={}, **SEAMS)
     assert d.problems == []
     assert _components(d) == [
@@ -48,7 +42,7 @@ def test_gpus_rapl_and_psys(tmp_path):
     assert in_total.pop("psys:0") is False
     assert all(in_total.values())
     assert all(m.info.provenance is Provenance.MEASURED for m in d.meters)
-    assert nv.initialised == 1  # the GPU meters hold NVML open
+    assert nv.initialised == 2  # each GPU meter holds an NVML session open
     d.close()
     assert nv.initialised == 0
 
@@ -99,7 +93,7 @@ def test_no_powercap_tree_uses_the_users_tdp(tmp_path):
 
 def test_include_host_false_for_other_ddp_ranks(tmp_path):
     build_powercap(tmp_path, sockets=1)
-    nv = FakeNvml(make_gpus(2))
+    nv = FakeNvmlBackend(make_devices(2))
     d = discover_meters(
         pynvml_module=nv,
         powercap_root=tmp_path,
@@ -107,26 +101,29 @@ def test_include_host_false_for_other_ddp_ranks(tmp_path):
         env={"CUDA_VISIBLE_DEVICES": "1"},
     )
     assert _components(d) == ["gpu:0"]
-    assert d.meters[0].info.details["uuid"] == nv.gpus[1].uuid
+    assert d.meters[0].info.details["uuid"] == nv.devices[1].uuid
     d.close()
 
 
 def test_include_gpus_false_never_touches_nvml(tmp_path):
-    nv = FakeNvml(make_gpus(1))
+    nv = FakeNvmlBackend(make_devices(1))
     d = discover_meters(
         pynvml_module=nv, include_gpus=False, powercap_root=tmp_path, env={}, **SEAMS
     )
-    assert nv.calls == []
+    assert nv.sessions_opened == 0
     assert not any(m.info.kind == "gpu" for m in d.meters)
 
 
 @pytest.mark.parametrize(
     ("error", "text"),
-    [(NVMLError_LibraryNotFound, "libnvidia-ml.so.1"), (NVMLError_DriverNotLoaded, "not loaded")],
+    [
+        ("NVMLError_LibraryNotFound", "libnvidia-ml.so.1"),
+        ("NVMLError_DriverNotLoaded", "not loaded"),
+    ],
 )
 def test_nvml_failure_is_a_problem_and_host_still_metered(tmp_path, error, text):
     build_powercap(tmp_path, sockets=1)
-    nv = FakeNvml(init_error=error)
+    nv = FakeNvmlBackend(init_error=error)
     d = discover_meters(pynvml_module=nv, powercap_root=tmp_path, env={}, **SEAMS)
     assert [p.component for p in d.problems] == ["gpu"]
     assert text in d.problems[0].reason
@@ -141,16 +138,16 @@ def test_pynvml_not_installed(monkeypatch, tmp_path):
 
 
 def test_mig_is_an_error_not_a_silent_skip(tmp_path):
-    gpus = make_gpus(1)
-    gpus[0].mig_current = 1
-    nv = FakeNvml(gpus)
+    gpus = make_devices(1)
+    gpus[0].mig = True
+    nv = FakeNvmlBackend(gpus)
     with pytest.raises(MeterError, match="MIG"):
         discover_meters(pynvml_module=nv, include_host=False, env={})
     assert nv.initialised == 0
 
 
 def test_gpu_without_energy_counter_is_sampled_and_reported():
-    nv = FakeNvml([FakeGpu(energy_mj=None, name="Tesla P100")])
+    nv = FakeNvmlBackend([FakeDevice(counter_j=None, name="Tesla P100")])
     d = discover_meters(pynvml_module=nv, include_host=False, env={})
     assert d.meters[0].info.provenance is Provenance.SAMPLED
     assert d.problems[0].component == "gpu:0"
@@ -159,7 +156,7 @@ def test_gpu_without_energy_counter_is_sampled_and_reported():
 
 
 def test_force_sampled_gpu_is_not_a_problem():
-    nv = FakeNvml(make_gpus(1))
+    nv = FakeNvmlBackend(make_devices(1))
     d = discover_meters(pynvml_module=nv, include_host=False, force_sampled_gpu=True, env={})
     assert d.meters[0].info.provenance is Provenance.SAMPLED
     assert d.problems == []
@@ -171,7 +168,7 @@ def test_force_sampled_gpu_is_not_a_problem():
     [("", "hides every GPU", 0), ("0,5", "names no GPU", 1), ("-1", "names no GPU", 0)],
 )
 def test_cuda_visible_devices_problems(visible, reason, n_meters):
-    nv = FakeNvml(make_gpus(2))
+    nv = FakeNvmlBackend(make_devices(2))
     d = discover_meters(pynvml_module=nv, include_host=False, env={"CUDA_VISIBLE_DEVICES": visible})
     assert len(d.meters) == n_meters
     assert any(reason in p.reason for p in d.problems)
@@ -179,7 +176,7 @@ def test_cuda_visible_devices_problems(visible, reason, n_meters):
 
 
 def test_no_gpu_at_all():
-    d = discover_meters(pynvml_module=FakeNvml([]), include_host=False, env={})
+    d = discover_meters(pynvml_module=FakeNvmlBackend([]), include_host=False, env={})
     assert d.meters == []
     assert "no NVIDIA GPU" in d.problems[0].reason
 
@@ -188,7 +185,7 @@ def test_describe_discovery_rows(tmp_path):
     tree = FakePowercap(tmp_path)
     tree.add_package(0, dram=False)
     tree.add_psys(1)
-    nv = FakeNvml(make_gpus(1))
+    nv = FakeNvmlBackend(make_devices(1))
     d = discover_meters(pynvml_module=nv, powercap_root=tmp_path, env={}, **SEAMS)
     rows = describe_discovery(d)
     keys = {
@@ -215,7 +212,7 @@ def test_describe_discovery_rows(tmp_path):
 
 
 def test_gpu_indices_select_the_ranks_own_gpu(tmp_path):
-    nv = FakeNvml(make_gpus(2))
+    nv = FakeNvmlBackend(make_devices(2))
     d = discover_meters(
         pynvml_module=nv,
         gpu_indices=[1],

@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from tests.fakes.fake_pynvml import FakeClock
+from tests.fakes.clock import FakeClock
 from wattlab.errors import ConfigError
 from wattlab.meters.base import CPU, RAM, Meter, Provenance
 from wattlab.meters.modelled import (

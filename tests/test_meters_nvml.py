@@ -1,5 +1,6 @@
-"""The NVML adapter against a fake pynvml: counter and sampled paths, CUDA_VISIBLE_DEVICES,
-MIG refusal, session reference counting and error translation."""
+"""NVML: the adapter (``NvmlDevice``, sessions, CUDA_VISIBLE_DEVICES, errors) against a thin fake
+pynvml, and the GPU meter (counter and sampled paths) against the fake at the adapter's
+interface."""
 
 from __future__ import annotations
 
@@ -7,8 +8,9 @@ import threading
 
 import pytest
 
+from tests.fakes.clock import FakeClock
+from tests.fakes.fake_gpu import FakeDevice, FakeNvmlBackend, make_devices
 from tests.fakes.fake_pynvml import (
-    FakeClock,
     FakeGpu,
     FakeNvml,
     NVMLError,
@@ -22,9 +24,13 @@ from wattlab.errors import MeterError
 from wattlab.meters.base import Meter, Provenance
 from wattlab.meters.nvml import (
     COUNTER_UPDATE_PERIOD_S,
+    GpuDevice,
+    NvmlDevice,
+    NvmlError,
     NvmlGpuMeter,
     NvmlSession,
     nvml_problem,
+    open_session,
     open_session_count,
     parse_cuda_visible_devices,
     select_visible_gpus,
@@ -38,18 +44,94 @@ def test_fake_errors_behave_like_pynvml():
     assert issubclass(NVMLError_LibraryNotFound, NVMLError)
 
 
-# -- counter path -----------------------------------------------------------------------------
-def test_counter_path_converts_millijoules_and_reads_details():
-    gpu = FakeGpu(uuid="GPU-abc", energy_mj=[5_000, 5_000, 7_500, 12_250], power_mw=250_500)
-    gpu.limit_mw, gpu.default_limit_mw = 500_000, 700_000
-    gpu.utilization_gpu = 87
+# -- the adapter on (fake) pynvml: units converted once, errors translated once ----------------
+def _device(nv: FakeNvml, index: int = 0) -> NvmlDevice:
+    return NvmlSession(nv).devices()[index]
+
+
+def test_device_converts_milliwatts_and_millijoules():
+    gpu = FakeGpu(uuid="GPU-abc", energy_mj=12_345, power_mw=250_500, instant_power_mw=180_250)
+    gpu.limit_mw, gpu.default_limit_mw, gpu.utilization_gpu = 500_000, 650_000, 87
+    nv = FakeNvml([gpu])
+    device = _device(nv)
+    assert isinstance(device, GpuDevice)
+    assert (device.uuid, device.name, device.physical_index) == ("GPU-abc", "NVIDIA H200", 0)
+    assert device.energy_counter_j() == pytest.approx(12.345)
+    assert device.average_power_w() == pytest.approx(250.5)
+    assert device.instant_power_w() == pytest.approx(180.25)
+    assert device.utilization_percent() == 87.0
+    assert device.power_limit_w() == 500.0
+    assert device.default_power_limit_w() == 650.0
+    assert device.power_limit_range_w() == (200.0, 700.0)
+    assert device.pci_bus_id() == gpu.pci_bus_id
+    assert device.mig_enabled() is False
+    device.set_power_limit_w(312.3456)  # NVML takes whole milliwatts
+    assert nv.set_calls() == [("nvmlDeviceSetPowerManagementLimit", (0, 312_346))]
+    assert device.power_limit_w() == pytest.approx(312.346)
+
+
+def test_device_translates_nvml_errors():
+    gpu = FakeGpu(energy_mj=None, power_supported=False, set_permission_denied=True)
+    gpu.mig_current = None
+    nv = FakeNvml([gpu])
+    device = _device(nv)
+    assert device.energy_counter_j() is None  # NotSupported: no counter, not an error
+    assert device.average_power_w() is None
+    assert device.instant_power_w() is None  # the field is not reported
+    assert device.mig_enabled() is False  # MIG not supported
+    with pytest.raises(NvmlError) as err:
+        device.set_power_limit_w(300)
+    assert err.value.name == "NVMLError_NoPermission" and err.value.no_permission
+    assert err.value.call == "nvmlDeviceSetPowerManagementLimit"
+
+    def lost(handle):
+        raise nv.NVMLError_GpuIsLost()
+
+    nv.nvmlDeviceGetTotalEnergyConsumption = lost
+    with pytest.raises(NvmlError, match="NVMLError_GpuIsLost: GPU is lost"):
+        device.energy_counter_j()
+
+
+def test_device_reads_mig_mode():
+    gpus = make_gpus(2)
+    gpus[1].mig_current = 1
+    nv = FakeNvml(gpus)
+    session = NvmlSession(nv)
+    assert [d.mig_enabled() for d in session.devices()] == [False, True]
+    session.close()
+
+
+def test_meter_on_the_real_adapter_end_to_end():
+    gpu = FakeGpu(uuid="GPU-abc", energy_mj=[5_000, 5_000, 7_500], power_mw=250_500)
+    gpu.limit_mw = 500_000
     nv = FakeNvml([gpu])
     meter = NvmlGpuMeter(nv, 0, visible_gpus(nv, env={})[0])
+    assert meter.energy_j() == 0.0
+    assert meter.energy_j() == pytest.approx(2.5)
+    assert meter.power_w() == pytest.approx(250.5)
+    assert meter.info.details["driver"] == "580.159.04"
+    assert meter.info.details["power_limit_w"] == 500.0
+    assert nv.initialised == 1
+    meter.close()
+    assert nv.initialised == 0
+
+
+# -- the meter on the adapter fake: counter path ----------------------------------------------
+def _meter(device: FakeDevice, clock: FakeClock | None = None, **kw) -> NvmlGpuMeter:
+    clock = clock or FakeClock(0.0)
+    backend = FakeNvmlBackend([device], clock=clock)
+    return NvmlGpuMeter(backend, 0, device, clock=clock, **kw)
+
+
+def test_counter_path_reads_joules_and_details():
+    device = FakeDevice(uuid="GPU-abc", counter_j=[5.0, 5.0, 7.5, 12.25], average_w=250.5)
+    device.limit_w, device.default_limit_w, device.utilization = 500.0, 700.0, 87.0
+    meter = _meter(device)
     assert isinstance(meter, Meter)
     assert meter.info.component == "gpu:0"
     assert meter.info.provenance is Provenance.MEASURED
     assert meter.info.update_period_s == COUNTER_UPDATE_PERIOD_S == 0.1
-    # baseline 5000 mJ at open; the next reads are 5000, 7500, 12250 mJ
+    # baseline 5 J at open; the next reads are 5, 7.5, 12.25 J
     assert meter.energy_j() == 0.0
     assert meter.energy_j() == pytest.approx(2.5)
     assert meter.energy_j() == pytest.approx(7.25)
@@ -65,31 +147,38 @@ def test_counter_path_converts_millijoules_and_reads_details():
     assert d["default_power_limit_w"] == 700.0
     assert (d["limit_min_w"], d["limit_max_w"]) == (200.0, 700.0)
     assert d["physical_index"] == 0
-    assert d["pci_bus_id"] == gpu.pci_bus_id
+    assert d["pci_bus_id"] == device.bus_id
     meter.close()
 
 
 def test_counter_reset_never_decreases():
-    gpu = FakeGpu(energy_mj=[10_000, 14_000, 1_000, 3_000])
-    nv = FakeNvml([gpu])
-    meter = NvmlGpuMeter(nv, 0, visible_gpus(nv, env={})[0])
+    meter = _meter(FakeDevice(counter_j=[10.0, 14.0, 1.0, 3.0]))
     assert meter.energy_j() == pytest.approx(4.0)
     meter.poll()  # a no-op on the counter path: it does not consume the next reading
-    assert meter.energy_j() == pytest.approx(5.0)  # driver restarted: 1000 mJ counts as 1 J
+    assert meter.energy_j() == pytest.approx(5.0)  # driver restarted: 1 J counts as 1 J
     assert meter.energy_j() == pytest.approx(7.0)
     meter.close()
 
 
+def test_counter_read_failure_is_one_sentence():
+    meter = _meter(FakeDevice(counter_j=[1.0, NvmlError("NVMLError_GpuIsLost", "GPU is lost")]))
+    with pytest.raises(MeterError, match=r"gpu:0 failed \(NVMLError_GpuIsLost: GPU is lost\)"):
+        meter.energy_j()
+    meter.close()
+
+
+def test_limits_missing_are_none_not_an_error():
+    meter = _meter(FakeDevice(limits_supported=False))
+    assert meter.info.details["power_limit_w"] is None
+    assert meter.info.details["limit_max_w"] is None
+    meter.close()
+
+
 # -- sampled path -----------------------------------------------------------------------------
-def _sampled_gpu(clock: FakeClock, watts_at: dict[float, float], **kw) -> tuple[FakeNvml, FakeGpu]:
-    gpu = FakeGpu(energy_mj=None, power_mw=lambda t: watts_at[t] * 1000, **kw)
-    return FakeNvml([gpu], clock=clock), gpu
-
-
 def test_sampled_path_trapezoid_by_hand():
     clock = FakeClock(0.0)
-    nv, _ = _sampled_gpu(clock, {0.0: 100.0, 1.0: 200.0, 3.0: 150.0, 3.5: 150.0})
-    meter = NvmlGpuMeter(nv, 0, visible_gpus(nv, env={})[0], clock=clock)
+    watts_at = {0.0: 100.0, 1.0: 200.0, 3.0: 150.0, 3.5: 150.0}
+    meter = _meter(FakeDevice(counter_j=None, average_w=lambda t: watts_at[t]), clock)
     assert meter.info.provenance is Provenance.SAMPLED
     assert meter.sampled
     assert "not supported" in meter.info.details["sampling_reason"]
@@ -109,9 +198,8 @@ def test_sampled_path_trapezoid_by_hand():
 
 def test_sampled_path_bridges_failed_reads():
     clock = FakeClock(0.0)
-    gpu = FakeGpu(energy_mj=None, power_mw=[100_000, NVMLError_NotSupported, 300_000])
-    nv = FakeNvml([gpu], clock=clock)
-    meter = NvmlGpuMeter(nv, 0, visible_gpus(nv, env={})[0], clock=clock)
+    lost = NvmlError("NVMLError_NotSupported")
+    meter = _meter(FakeDevice(counter_j=None, average_w=[100.0, lost, 300.0]), clock)
     clock.t = 1.0
     meter.poll()  # read fails: nothing added, counted
     assert meter.read_errors == 1
@@ -122,9 +210,7 @@ def test_sampled_path_bridges_failed_reads():
 
 def test_force_sampled_on_a_counter_gpu():
     clock = FakeClock(0.0)
-    gpu = FakeGpu(energy_mj=123_456, power_mw=50_000)
-    nv = FakeNvml([gpu], clock=clock)
-    meter = NvmlGpuMeter(nv, 0, visible_gpus(nv, env={})[0], force_sampled=True, clock=clock)
+    meter = _meter(FakeDevice(counter_j=123.456, average_w=50.0), clock, force_sampled=True)
     assert meter.info.provenance is Provenance.SAMPLED
     assert meter.info.details["sampling_reason"] == "forced by the caller"
     clock.t = 4.0
@@ -133,45 +219,44 @@ def test_force_sampled_on_a_counter_gpu():
 
 def test_sampled_path_prefers_instant_power_when_reported():
     clock = FakeClock(0.0)
-    gpu = FakeGpu(
-        energy_mj=None,
-        power_mw=lambda t: 999_000,  # the 1 s average: must not be used
-        instant_power_mw=lambda t: 100_000 + 100_000 * t,  # 100 W rising 100 W/s
+    device = FakeDevice(
+        counter_j=None,
+        average_w=999.0,  # the 1 s average: must not be used
+        instant_w=lambda t: 100.0 + 100.0 * t,  # 100 W rising 100 W/s
     )
-    nv = FakeNvml([gpu], clock=clock)
-    meter = NvmlGpuMeter(nv, 0, visible_gpus(nv, env={})[0], clock=clock)
+    meter = _meter(device, clock)
     assert meter.info.details["power_source"] == "NVML_FI_DEV_POWER_INSTANT"
     clock.t = 2.0
     assert meter.power_w() == pytest.approx(300.0)
     assert meter.energy_j() == pytest.approx((100.0 + 300.0) / 2 * 2)
-    average = NvmlGpuMeter(nv, 0, visible_gpus(nv, env={})[0], power_source="average", clock=clock)
+    average = _meter(device, clock, power_source="average")
     assert average.power_w() == pytest.approx(999.0)
     assert average.info.details["power_source"].startswith("nvmlDeviceGetPowerUsage")
     with pytest.raises(MeterError, match="power_source 'sometimes' is not one of"):
-        NvmlGpuMeter(nv, 0, visible_gpus(nv, env={})[0], power_source="sometimes")
+        _meter(device, clock, power_source="sometimes")
     meter.close()
     average.close()
 
 
 def test_instant_power_demanded_but_missing():
-    nv = FakeNvml([FakeGpu(instant_power_mw=None)])
+    device = FakeDevice(instant_w=None)
+    backend = FakeNvmlBackend([device])
     with pytest.raises(MeterError, match="NVML_FI_DEV_POWER_INSTANT"):
-        NvmlGpuMeter(nv, 0, visible_gpus(nv, env={})[0], power_source="instant")
-    assert nv.initialised == 0
+        NvmlGpuMeter(backend, 0, device, power_source="instant")
+    assert backend.initialised == 0
 
 
 def test_meter_refuses_gpu_without_energy_or_power():
-    nv = FakeNvml([FakeGpu(energy_mj=None, power_supported=False)])
+    device = FakeDevice(counter_j=None, average_w=None)
+    backend = FakeNvmlBackend([device])
     with pytest.raises(MeterError, match="neither an energy counter nor power"):
-        NvmlGpuMeter(nv, 0, visible_gpus(nv, env={})[0])
-    assert nv.initialised == 0
+        NvmlGpuMeter(backend, 0, device)
+    assert backend.initialised == 0
 
 
 def test_energy_is_monotonic_under_concurrent_polls():
     clock = FakeClock(0.0)
-    nv = FakeNvml([FakeGpu(energy_mj=None, power_mw=lambda t: 100_000 + 50_000 * (t % 2))])
-    nv.clock = clock
-    meter = NvmlGpuMeter(nv, 0, visible_gpus(nv, env={})[0], clock=clock)
+    meter = _meter(FakeDevice(counter_j=None, average_w=lambda t: 100.0 + 50.0 * (t % 2)), clock)
     stop = threading.Event()
 
     def poller():
@@ -194,7 +279,7 @@ def test_energy_is_monotonic_under_concurrent_polls():
 def test_session_reference_counting():
     nv = FakeNvml(make_gpus(2))
     a = NvmlSession(nv)
-    b = NvmlSession(nv)
+    b = open_session(nv)
     assert nv.initialised == 1 and open_session_count(nv) == 2
     assert a.driver_version == "580.159.04"
     a.close()
@@ -209,11 +294,20 @@ def test_session_reference_counting():
     assert nv.initialised == 0
 
 
-def test_session_init_error_is_not_counted():
+def test_session_init_error_is_translated_and_not_counted():
     nv = FakeNvml(init_error=NVMLError_LibraryNotFound)
-    with pytest.raises(NVMLError_LibraryNotFound):
+    with pytest.raises(NvmlError) as err:
         NvmlSession(nv)
+    assert err.value.name == "NVMLError_LibraryNotFound"
     assert open_session_count(nv) == 0
+
+
+def test_open_session_uses_a_backend_when_given_one():
+    backend = FakeNvmlBackend(make_devices(2))
+    with open_session(backend) as session:
+        assert [d.uuid for d in session.devices()] == [d.uuid for d in backend.devices]
+        assert backend.initialised == 1
+    assert backend.initialised == 0
 
 
 # -- CUDA_VISIBLE_DEVICES ---------------------------------------------------------------------
@@ -243,26 +337,32 @@ def test_parse_cuda_visible_devices(value, expected, ignored):
     assert selection.ignored == ignored
 
 
-def test_visible_gpus_job_index_follows_cuda_visible_devices():
-    nv = FakeNvml(make_gpus(4))
+@pytest.mark.parametrize("kind", ["pynvml", "backend"])
+def test_visible_gpus_job_index_follows_cuda_visible_devices(kind):
+    if kind == "pynvml":
+        nv = FakeNvml(make_gpus(4))
+        uuids = [g.uuid for g in nv.gpus]
+    else:
+        nv = FakeNvmlBackend(make_devices(4))
+        uuids = [d.uuid for d in nv.devices]
     gpus = visible_gpus(nv, env={"CUDA_VISIBLE_DEVICES": "2,0"})
     assert [(g.job_index, g.physical_index) for g in gpus] == [(0, 2), (1, 0)]
-    assert gpus[0].uuid == nv.gpus[2].uuid
-    by_uuid = visible_gpus(nv, env={"CUDA_VISIBLE_DEVICES": nv.gpus[3].uuid})
+    assert gpus[0].uuid == uuids[2]
+    by_uuid = visible_gpus(nv, env={"CUDA_VISIBLE_DEVICES": uuids[3]})
     assert [g.physical_index for g in by_uuid] == [3]
-    prefix = nv.gpus[1].uuid[:6]  # "GPU-1a": unique among the four
+    prefix = uuids[1][:6]  # "GPU-1a": unique among the four
     assert [g.physical_index for g in visible_gpus(nv, env={"CUDA_VISIBLE_DEVICES": prefix})] == [1]
     assert visible_gpus(nv, env={"CUDA_VISIBLE_DEVICES": ""}) == []
     meter = NvmlGpuMeter(nv, gpus[0].job_index, gpus[0])
     assert meter.info.component == "gpu:0"
-    assert meter.info.details["uuid"] == nv.gpus[2].uuid
+    assert meter.info.details["uuid"] == uuids[2]
     assert meter.info.details["physical_index"] == 2
     meter.close()
     assert nv.initialised == 0
 
 
 def test_mig_uuid_is_refused_with_one_sentence():
-    nv = FakeNvml(make_gpus(1))
+    nv = FakeNvmlBackend(make_devices(1))
     env = {"CUDA_VISIBLE_DEVICES": "MIG-5c89852c-d268-c3f3-1b07-005d5ae1dc3f"}
     with pytest.raises(MeterError) as err:
         visible_gpus(nv, env=env)
@@ -273,9 +373,9 @@ def test_mig_uuid_is_refused_with_one_sentence():
 
 
 def test_gpu_in_mig_mode_is_refused():
-    gpus = make_gpus(2)
-    gpus[1].mig_current = 1
-    nv = FakeNvml(gpus)
+    devices = make_devices(2)
+    devices[1].mig = True
+    nv = FakeNvmlBackend(devices)
     assert len(visible_gpus(nv, env={"CUDA_VISIBLE_DEVICES": "0"})) == 1
     with pytest.raises(MeterError, match=r"MIG mode enabled.*nvidia-smi -i 1 -mig 0"):
         visible_gpus(nv, env={})
@@ -293,10 +393,12 @@ def test_gpu_without_mig_support_is_fine():
     ("exc", "reason", "fix"),
     [
         (ImportError("No module named 'pynvml'"), "nvidia-ml-py", "pip install nvidia-ml-py"),
+        (NvmlError("NVMLError_LibraryNotFound"), "libnvidia-ml.so.1", "Install the NVIDIA driver"),
         (NVMLError_LibraryNotFound(), "libnvidia-ml.so.1", "Install the NVIDIA driver"),
+        (NvmlError("NVMLError_DriverNotLoaded"), "driver is not loaded", "modprobe nvidia"),
         (NVMLError_DriverNotLoaded(), "driver is not loaded", "modprobe nvidia"),
-        (NVMLError_NoPermission(), "permissions", "/dev/nvidia"),
-        (NVMLError(999), "NVMLError_Unknown", "nvidia-smi"),
+        (NvmlError("NVMLError_NoPermission"), "permissions", "/dev/nvidia"),
+        (NvmlError("NVMLError_Unknown", "Unknown Error"), "NVMLError_Unknown", "nvidia-smi"),
     ],
 )
 def test_nvml_problem_reason_and_fix(exc, reason, fix):
@@ -311,7 +413,7 @@ def test_real_pynvml_without_driver_gives_library_not_found():
     pynvml = pytest.importorskip("pynvml")
     try:
         NvmlSession(pynvml).close()
-    except pynvml.NVMLError as exc:
+    except NvmlError as exc:
         assert "NVML" in nvml_problem(exc).reason
     else:
         pytest.skip("this machine has a working NVIDIA driver")

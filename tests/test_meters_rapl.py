@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.fakes.fake_pynvml import FakeClock
+from tests.fakes.clock import FakeClock
 from tests.fakes.powercap import FakePowercap, build_powercap
 from wattlab.errors import MeterError
 from wattlab.meters.base import CPU, DRAM, PSYS, Meter, Provenance

@@ -100,7 +100,7 @@ def test_sync_runs_before_reading():
         with mon.window("w") as handle:
             pass
     assert handle.result is not None
-    assert len(calls) == 2  # the window and the monitor's whole-run window
+    assert len(calls) == 4  # both ends of the window and of the monitor's whole-run window
 
 
 def test_short_window_is_flagged_and_bridged_not_zero():
@@ -230,3 +230,81 @@ def test_a_stopped_monitor_starts_again_with_fresh_meters():
         discover.discover_meters = original
     assert all(e > 0 for e in energies)
     assert len(made) == 3
+
+
+class QueuedWorkMeter:
+    """A GPU counter that only sees work once it has run: ``queue(j)`` adds work that lands in
+    the counter when ``sync()`` is called (as torch.cuda.synchronize() waits for it)."""
+
+    def __init__(self) -> None:
+        self.counted_j = 0.0
+        self.queued_j = 0.0
+        self.events: list[str] = []
+        self.info = MeterInfo("gpu:0", "gpu", Provenance.MEASURED, "test", "queued", 0.0)
+
+    def queue(self, energy_j: float) -> None:
+        self.queued_j += energy_j
+
+    def sync(self) -> None:
+        self.events.append("sync")
+        self.counted_j += self.queued_j
+        self.queued_j = 0.0
+
+    def energy_j(self) -> float:
+        self.events.append("read")
+        return self.counted_j
+
+    def power_w(self) -> float:
+        return 1.0
+
+    def poll(self) -> None:
+        pass
+
+    def relative_uncertainty(self) -> float:
+        return 0.0
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(("sync_at_start", "expected_j"), [(True, 30.0), (False, 80.0)])
+def test_begin_window_waits_for_queued_work_unless_told_not_to(sync_at_start, expected_j):
+    gpu = QueuedWorkMeter()
+    mon = EnergyMonitor([gpu], interval_s=10.0, sync=gpu.sync).start()
+    try:
+        gpu.queue(50.0)  # queued before the window: belongs to whatever came before
+        gpu.events.clear()
+        mon.begin_window("w", sync=sync_at_start)
+        assert gpu.events[:2] == (["sync", "read"] if sync_at_start else ["read"])
+        gpu.queue(30.0)  # queued inside the window
+        m = mon.end_window("w")
+    finally:
+        mon.stop()
+    assert m.energy_j["gpu:0"] == pytest.approx(expected_j)
+
+
+def test_a_restarted_monitor_forgets_the_old_power_trace():
+    meter = ClockMeter("gpu:0", 100.0)
+    mon = EnergyMonitor([meter], interval_s=0.01, sync=None)
+    mon.start()
+    time.sleep(0.3)
+    mon.stop()
+    assert {p for _, _, p in mon.trace} == {100.0}  # still readable after stop()
+    meter.power = 500.0
+    mon.start()
+    try:
+        with mon.window("second") as h:
+            time.sleep(0.1)
+    finally:
+        mon.stop()
+    # the first session's samples (offsets 0-0.3 s) would fall inside this window's offsets
+    assert h.result.samples
+    assert {p for _, _, p in h.result.samples} == {500.0}
+    assert {p for _, _, p in mon.trace} == {500.0}
+
+
+def test_dead_helpers_are_gone():
+    from wattlab.monitor import Measurement
+
+    assert not hasattr(Measurement, "gpu_energy_by_index_j")
+    assert not hasattr(EnergyMonitor, "trace_between")

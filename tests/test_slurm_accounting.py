@@ -115,12 +115,12 @@ def test_report_shows_slurm_energy_beside_ours(tmp_path):
             "consumed_energy_j": ok["energy_total_j"] * 1.1,
         }
     )
-    paths = write_report(runs, None, None, tmp_path / "out", n_boot=50, scheduler_jobs=jobs)
+    paths = write_report(runs, None, None, tmp_path / "out", scheduler_jobs=jobs)
     text = paths.markdown.read_text()
     assert "SLURM accounting vs wattlab" in text and "SLURM vs wattlab" in text
     assert "10.0% more" in text
     summary = json.loads(paths.summary_json.read_text())
     assert summary["scheduler_energy"]["n"] == len(ok)
     # no SLURM jobs: no section
-    plain = write_report(runs, None, None, tmp_path / "plain", n_boot=50)
+    plain = write_report(runs, None, None, tmp_path / "plain")
     assert "SLURM" not in plain.markdown.read_text()

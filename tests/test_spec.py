@@ -158,7 +158,7 @@ def test_unknown_path_or_preset_lists_presets(tmp_path: Path) -> None:
 
 
 def test_presets_load_and_expand(tmp_path: Path) -> None:
-    expected_runs = {"paper-12": 36, "quickstart": 8, "h200-1gpu": 24}
+    expected_runs = {"paper-12": 72, "quickstart": 8, "h200-1gpu": 72}
     for name in PRESETS:
         spec = load_spec(name, data_dir=str(tmp_path))
         assert spec.name == name

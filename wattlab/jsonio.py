@@ -13,16 +13,21 @@ from typing import Any
 from wattlab.errors import ConfigError
 
 
-def _clean(value: Any) -> Any:
-    """JSON has no NaN/Infinity: write them as null."""
+def jsonable(value: Any) -> Any:
+    """A JSON-safe copy: NaN/Infinity and pandas' missing markers become None (JSON has no
+    NaN), numpy scalars and arrays become Python numbers and lists, containers recursively."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {str(k): _clean(v) for k, v in value.items()}
+        return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
+        return [jsonable(v) for v in value]
+    if type(value).__name__ in ("NAType", "NaTType"):  # pandas.NA / pandas.NaT
+        return None
+    if hasattr(value, "tolist") and getattr(value, "ndim", 0) > 0:  # numpy arrays
+        return jsonable(value.tolist())
     if hasattr(value, "item") and callable(value.item):  # numpy scalars
-        return _clean(value.item())
+        return jsonable(value.item())
     return value
 
 
@@ -50,7 +55,7 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
 
 def dump_json(data: Any, path: str | Path) -> None:
     """Write JSON to ``path`` atomically, or to standard output when path is ``-``."""
-    text = json.dumps(_clean(data), indent=2, sort_keys=False) + "\n"
+    text = json.dumps(jsonable(data), indent=2, sort_keys=False) + "\n"
     if str(path) == "-":
         sys.stdout.write(text)
         sys.stdout.flush()

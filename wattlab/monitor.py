@@ -8,9 +8,11 @@
         m = mon.end_window("epoch-1")       # waits for queued GPU work, then reads the meters
     print(m.total_energy_j, mon.result.co2e.value_kg)
 
-A window's energy is the difference of two cumulative readings per meter. Closing a window first
-waits for the process's queued accelerator work (``torch.cuda.synchronize()`` when torch has
-initialised CUDA, or the ``sync=`` callable), so the energy lands in the window that caused it.
+A window's energy is the difference of two cumulative readings per meter. Opening and closing a
+window first wait for the process's queued accelerator work (``torch.cuda.synchronize()`` when
+torch has initialised CUDA, or the ``sync=`` callable), as Zeus does at both ends, so the energy
+lands in the window that caused it: work queued before the window opened is not counted in it,
+and work queued inside it is.
 Windows may overlap and nest. A window shorter than a counter's update period is flagged and
 bridged with instantaneous power, never reported as 0 J.
 """
@@ -109,10 +111,6 @@ class Measurement:
     @property
     def other_energy_j(self) -> float:
         return self.total_energy_j - self.gpu_energy_j - self.cpu_energy_j - self.dram_energy_j
-
-    @property
-    def gpu_energy_by_index_j(self) -> dict[str, float]:
-        return {c: e for c, e in self.energy_j.items() if _component_kind(c) == GPU}
 
     @property
     def total_provenance(self) -> Provenance:
@@ -266,8 +264,9 @@ class EnergyMonitor:
         meters: meters to read, or a Discovery; None discovers this machine's meters on start.
         interval_s: the background sampler's period (power trace, integration of power-only
             meters, RAPL wrap tracking). Units: s. Default 0.1.
-        sync: called before a window closes to wait for queued accelerator work; "auto" calls
-            ``torch.cuda.synchronize()`` when torch has initialised CUDA; None disables it.
+        sync: called before a window opens and before it closes, to wait for queued
+            accelerator work; "auto" calls ``torch.cuda.synchronize()`` when torch has
+            initialised CUDA; None disables it.
         carbon: intensity and PUE for the CO2e of each result.
         record_trace: keep the power samples (for plots and the store).
         discover_kwargs: passed to ``discover_meters`` when meters is None.
@@ -321,6 +320,8 @@ class EnergyMonitor:
         return self._t_start is not None
 
     def start(self) -> EnergyMonitor:
+        """Open the meters (discovering them when none were given) and start the sampler on a
+        new timeline: the power trace of an earlier start()/stop() session is dropped."""
         if self.started:
             return self
         if self._given_meters is None:
@@ -328,6 +329,8 @@ class EnergyMonitor:
 
             self.discovery = discover_meters(**self._discover_kwargs)
             self.meters = list(self.discovery.meters)
+        with self._lock:
+            self.trace = []  # a new timeline: old samples would fall inside the new windows
         self._t_start = time.perf_counter()
         self._poll_all()
         self._stop.clear()
@@ -338,6 +341,8 @@ class EnergyMonitor:
         return self
 
     def stop(self) -> None:
+        """Stop the sampler and close owned meters. ``trace`` and ``results`` stay readable
+        until the next start()."""
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
@@ -417,12 +422,15 @@ class EnergyMonitor:
             sample_error[comp] = float(err_fn()) if callable(err_fn) else 0.0
         return energy, power, sample_error
 
-    def begin_window(self, name: str) -> None:
-        """Open a window. Names are unique among open windows; overlapping is allowed."""
+    def begin_window(self, name: str, *, sync: bool = True) -> None:
+        """Open a window (after waiting for queued GPU work, unless ``sync`` is False). Names
+        are unique among open windows; overlapping is allowed."""
         if not self.started:
             raise WattlabError("start the EnergyMonitor (or use it in a `with` block) first.")
         if name in self._open:
             raise WattlabError(f"window {name!r} is already open; close it before reopening.")
+        if sync and self._sync is not None:
+            self._sync()
         started_at = utc_now_iso()
         energy, power, err = self._read()
         self._open[name] = _OpenWindow(name, started_at, time.perf_counter(), energy, power, err)
@@ -522,7 +530,3 @@ class EnergyMonitor:
             return wrapper  # type: ignore[return-value]
 
         return decorate
-
-    def trace_between(self, start_s: float, end_s: float) -> list[tuple[float, str, float]]:
-        with self._lock:
-            return [s for s in self.trace if start_s <= s[0] <= end_s]

@@ -1,7 +1,7 @@
 """GPU power-limit sessions: check, apply, always restore, and a crash journal.
 
-This and ``wattlab.meters`` are the only modules that talk to NVML, and this is the only one
-that changes a GPU setting. A session::
+This is the only module that changes a GPU setting. It talks to NVML only through the adapter in
+``wattlab.meters.nvml`` (``GpuDevice``: uuid, name, limits, set limit, all in W). A session::
 
     with PowerLimitSession(pynvml, [0, 1], limit_w=400) as session:
         train()            # GPUs 0 and 1 run at 400 W; session.changes says what was changed
@@ -14,10 +14,11 @@ that changes a GPU setting. A session::
    KeyboardInterrupt, or SIGTERM (a handler raises ``TerminatedBySignal`` during the session so
    that finally-blocks run; the previous handler comes back afterwards); then deletes the journal.
 
-After SIGKILL or a power loss the journal remains: ``restore_from_journal`` (``wattlab
-restore-power``) puts the original limits back by UUID; a new session does so by itself when it
-finds a journal whose process is gone. Nothing is ever set unless a limit was requested.
-NVML speaks milliwatts; everything public here is in W.
+After SIGKILL or a power loss the journal remains: ``restore_from_journal`` (``wattlab power
+restore``) puts the original limits back by UUID; a new session does so by itself when it finds
+a journal whose process is gone. Nothing is ever set unless a limit was requested. Everything
+public here is in W; the journal keeps whole milliwatts (``*_limit_mw``), NVML's resolution, so
+that a restore puts back exactly what was there.
 """
 
 from __future__ import annotations
@@ -34,7 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from wattlab.errors import PowerLimitError
-from wattlab.meters.nvml import GpuHandle, NvmlSession, _text, visible_gpus
+from wattlab.meters.nvml import (
+    GpuDevice,
+    GpuHandle,
+    NvmlError,
+    devices_by_uuid,
+    open_session,
+    visible_gpus,
+)
 
 STATE_DIR_ENV = "WATTLAB_STATE_DIR"
 JOURNAL_NAME = "power-journal.json"
@@ -139,12 +147,9 @@ def _owner_alive(data: Mapping[str, Any]) -> bool:
     return True
 
 
-def _device_by_uuid(pm: Any) -> dict[str, Any]:
-    handles = {}
-    for index in range(int(pm.nvmlDeviceGetCount())):
-        handle = pm.nvmlDeviceGetHandleByIndex(index)
-        handles[_text(pm.nvmlDeviceGetUUID(handle))] = handle
-    return handles
+def _mw(limit_w: float) -> int:
+    """Whole milliwatts, the resolution NVML sets limits in (and the journal keeps)."""
+    return round(limit_w * 1000)
 
 
 def restore_from_journal(
@@ -168,9 +173,8 @@ def restore_from_journal(
             "stop it (its session restores the limits on exit) or pass force."
         )
     results: list[dict[str, object]] = []
-    with NvmlSession(pynvml) as session:
-        pm = session.pynvml
-        handles = _device_by_uuid(pm)
+    with open_session(pynvml) as session:
+        devices = devices_by_uuid(session)
         for entry in data["gpus"]:
             uuid = str(entry["uuid"])
             original_mw = int(entry["original_limit_mw"])
@@ -180,68 +184,32 @@ def restore_from_journal(
                 "limit_w": original_mw / 1000.0,
                 "previous_limit_w": None,
             }
-            handle = handles.get(uuid)
-            if handle is None:
+            device = devices.get(uuid)
+            if device is None:
                 row["status"] = "gpu not found"
                 results.append(row)
                 continue
-            current_mw = int(pm.nvmlDeviceGetPowerManagementLimit(handle))
-            row["previous_limit_w"] = current_mw / 1000.0
-            if current_mw == original_mw:
+            current_w = device.power_limit_w()
+            row["previous_limit_w"] = current_w
+            if _mw(current_w) == original_mw:
                 row["status"] = "unchanged"
             else:
                 try:
-                    pm.nvmlDeviceSetPowerManagementLimit(handle, original_mw)
-                except pm.NVMLError_NoPermission as exc:
+                    device.set_power_limit_w(original_mw / 1000.0)
+                except NvmlError as exc:
+                    if exc.no_permission:
+                        raise PowerLimitError(
+                            f"restoring the power limit of {uuid} to {original_mw / 1000:g} W "
+                            "needs root; run `sudo wattlab power restore`."
+                        ) from exc
                     raise PowerLimitError(
-                        f"restoring the power limit of {uuid} to {original_mw / 1000:g} W needs "
-                        "root; run `sudo wattlab restore-power`."
+                        f"NVML failed to restore the power limit of {uuid} to "
+                        f"{original_mw / 1000:g} W ({exc}); the journal {path} is kept."
                     ) from exc
                 row["status"] = "restored"
             results.append(row)
     path.unlink(missing_ok=True)
     return results
-
-
-def read_power_limits(
-    pynvml: Any = None,
-    gpus: Sequence[GpuHandle] | None = None,
-    env: Mapping[str, str] | None = None,
-) -> list[dict[str, object]]:
-    """Read-only: each visible GPU's power limits for run records. Units: W (None if NVML does
-    not say). Keys: job_index, physical_index, uuid, name, power_limit_w, default_power_limit_w,
-    enforced_power_limit_w, limit_min_w, limit_max_w."""
-    with NvmlSession(pynvml) as session:
-        pm = session.pynvml
-        targets = list(gpus) if gpus is not None else visible_gpus(pm, env)
-
-        def watts(fn: str, handle: Any) -> Any:
-            try:
-                return getattr(pm, fn)(handle)
-            except (pm.NVMLError, AttributeError):
-                return None
-
-        rows = []
-        for gpu in targets:
-            limits = watts("nvmlDeviceGetPowerManagementLimitConstraints", gpu.handle)
-            values = {
-                "power_limit_w": watts("nvmlDeviceGetPowerManagementLimit", gpu.handle),
-                "default_power_limit_w": watts(
-                    "nvmlDeviceGetPowerManagementDefaultLimit", gpu.handle
-                ),
-                "enforced_power_limit_w": watts("nvmlDeviceGetEnforcedPowerLimit", gpu.handle),
-                "limit_min_w": limits[0] if limits else None,
-                "limit_max_w": limits[1] if limits else None,
-            }
-            row: dict[str, object] = {
-                "job_index": gpu.job_index,
-                "physical_index": gpu.physical_index,
-                "uuid": gpu.uuid,
-                "name": gpu.name,
-            }
-            row.update({k: None if v is None else float(v) / 1000.0 for k, v in values.items()})
-            rows.append(row)
-        return rows
 
 
 class PowerLimitSession:
@@ -286,8 +254,8 @@ class PowerLimitSession:
         self._env = env
         self._geteuid = geteuid if geteuid is not None else getattr(os, "geteuid", None)
         self.changes: list[LimitChange] = []
-        self._session: NvmlSession | None = None
-        self._handles: dict[str, Any] = {}
+        self._session: Any = None  # an open NVML session while limits may be changed
+        self._devices: dict[str, GpuDevice] = {}
         self._previous_handlers: dict[int, Any] = {}
         self._restoring = False
         self._pending_signal: int | None = None
@@ -300,9 +268,9 @@ class PowerLimitSession:
         return self.limit_w is not None or self.fraction is not None
 
     # -- set-up -----------------------------------------------------------------------------
-    def _resolve(self, pm: Any) -> list[GpuHandle]:
+    def _resolve(self) -> list[GpuHandle]:
         if self._gpus is None:
-            return visible_gpus(pm, self._env)
+            return visible_gpus(self._pynvml, self._env)
         visible: list[GpuHandle] | None = None
         resolved = []
         for item in self._gpus:
@@ -310,7 +278,7 @@ class PowerLimitSession:
                 resolved.append(item)
                 continue
             if visible is None:
-                visible = visible_gpus(pm, self._env)
+                visible = visible_gpus(self._pynvml, self._env)
             if not isinstance(item, int) or not 0 <= item < len(visible):
                 raise PowerLimitError(
                     f"GPU {item!r} does not exist for this job; it sees {len(visible)} GPU(s), "
@@ -321,17 +289,15 @@ class PowerLimitSession:
             resolved.append(visible[item])
         return resolved
 
-    def _target_mw(self, pm: Any, gpu: GpuHandle) -> int:
-        """The requested limit for this GPU in mW, after checking its allowed range."""
-        low_mw, high_mw = (
-            int(v) for v in pm.nvmlDeviceGetPowerManagementLimitConstraints(gpu.handle)
-        )
+    def _target_mw(self, gpu: GpuHandle) -> int:
+        """The requested limit for this GPU in whole mW, after checking its allowed range."""
+        low_mw, high_mw = (_mw(v) for v in gpu.device.power_limit_range_w())
         if self.limit_w is not None:
-            target_mw = round(self.limit_w * 1000)
+            target_mw = _mw(self.limit_w)
             what = f"power limit {self.limit_w:g} W"
         else:
             assert self.fraction is not None
-            default_mw = int(pm.nvmlDeviceGetPowerManagementDefaultLimit(gpu.handle))
+            default_mw = _mw(gpu.device.default_power_limit_w())
             target_mw = round(self.fraction * default_mw)
             what = (
                 f"power limit fraction {self.fraction:g} of the default {default_mw / 1000:g} W "
@@ -369,27 +335,26 @@ class PowerLimitSession:
                 f"GPU power limits are forbidden on this machine ({FORBID_ENV}=1 is set), so "
                 f"{self._describe_request()} cannot be applied; leave the power limit unset."
             )
-        self._session = NvmlSession(self._pynvml)
-        pm = self._session.pynvml
+        self._session = open_session(self._pynvml)
         try:
-            gpus = self._resolve(pm)
+            gpus = self._resolve()
             targets = []
             for gpu in gpus:
                 try:
-                    targets.append(self._target_mw(pm, gpu))
-                except pm.NVMLError as exc:
+                    targets.append(self._target_mw(gpu))
+                except NvmlError as exc:
                     raise PowerLimitError(
                         f"GPU {gpu.job_index} ({gpu.name}) does not report its power-limit "
-                        f"range through NVML ({type(exc).__name__}), so no limit can be set."
+                        f"range through NVML ({exc.name}), so no limit can be set."
                     ) from exc
             if self._geteuid is not None and self._geteuid() != 0:
                 raise PowerLimitError(
                     f"setting a GPU power limit ({self._describe_request()}) needs root; run "
                     "with sudo, or leave the power limit unset."
                 )
-            self._handle_existing_journal(pm)  # before reading the originals
+            self._handle_existing_journal()  # before reading the originals
             plan = [
-                (gpu, target_mw, int(pm.nvmlDeviceGetPowerManagementLimit(gpu.handle)))
+                (gpu, target_mw, _mw(gpu.device.power_limit_w()))
                 for gpu, target_mw in zip(gpus, targets, strict=True)
             ]
             self._install_handlers()
@@ -413,7 +378,7 @@ class PowerLimitSession:
             _write_json_atomic(self.journal_path, journal)
             self._journal_written = True
             for gpu, target_mw, original_mw in plan:
-                self._handles[gpu.uuid] = gpu.handle
+                self._devices[gpu.uuid] = gpu.device
                 self.changes.append(
                     LimitChange(
                         gpu.job_index,
@@ -427,16 +392,17 @@ class PowerLimitSession:
                 if target_mw == original_mw:
                     continue
                 try:
-                    pm.nvmlDeviceSetPowerManagementLimit(gpu.handle, target_mw)
-                except pm.NVMLError_NoPermission as exc:
-                    raise PowerLimitError(
-                        f"NVML refused to set the power limit of GPU {gpu.job_index} "
-                        f"({gpu.name}) to {target_mw / 1000:g} W (no permission); run as root."
-                    ) from exc
-                except pm.NVMLError as exc:
+                    gpu.device.set_power_limit_w(target_mw / 1000.0)
+                except NvmlError as exc:
+                    if exc.no_permission:
+                        raise PowerLimitError(
+                            f"NVML refused to set the power limit of GPU {gpu.job_index} "
+                            f"({gpu.name}) to {target_mw / 1000:g} W (no permission); run as "
+                            "root."
+                        ) from exc
                     raise PowerLimitError(
                         f"NVML failed to set the power limit of GPU {gpu.job_index} "
-                        f"({gpu.name}) to {target_mw / 1000:g} W ({type(exc).__name__}: {exc})."
+                        f"({gpu.name}) to {target_mw / 1000:g} W ({exc})."
                     ) from exc
         except BaseException:
             self._finish(exc_in_flight=True)
@@ -448,7 +414,7 @@ class PowerLimitSession:
             return f"{self.limit_w:g} W"
         return f"{self.fraction:g} of the default"
 
-    def _handle_existing_journal(self, pm: Any) -> None:
+    def _handle_existing_journal(self) -> None:
         if not self.journal_path.exists():
             return
         data = _read_journal(self.journal_path)
@@ -458,7 +424,7 @@ class PowerLimitSession:
                 f"{self.journal_path}; wait for it to finish, or set the limits once for all "
                 "GPUs from one process."
             )
-        restored = restore_from_journal(pm, self.journal_path)
+        restored = restore_from_journal(self._pynvml, self.journal_path)
         warnings.warn(
             f"found the power-limit journal {self.journal_path} of a session that did not "
             f"finish, and restored {len(restored)} GPU limit(s) from it first.",
@@ -469,16 +435,15 @@ class PowerLimitSession:
     def _restore(self) -> list[str]:
         """Put every changed GPU back; return the failures (empty when all went back)."""
         assert self._session is not None
-        pm = self._session.pynvml
         failures = []
         for change in reversed(self.changes):
-            handle = self._handles[change.uuid]
-            original_mw = round(change.original_limit_w * 1000)
+            device = self._devices[change.uuid]
+            original_mw = _mw(change.original_limit_w)
             try:
-                if int(pm.nvmlDeviceGetPowerManagementLimit(handle)) != original_mw:
-                    pm.nvmlDeviceSetPowerManagementLimit(handle, original_mw)
-            except pm.NVMLError as exc:
-                failures.append(f"{change.uuid}: {type(exc).__name__}: {exc}")
+                if _mw(device.power_limit_w()) != original_mw:
+                    device.set_power_limit_w(original_mw / 1000.0)
+            except NvmlError as exc:
+                failures.append(f"{change.uuid}: {exc}")
         return failures
 
     def _finish(self, exc_in_flight: bool) -> None:
@@ -506,7 +471,7 @@ class PowerLimitSession:
         if failures:
             message = (
                 f"could not restore the original GPU power limits ({'; '.join(failures)}); "
-                f"the journal {self.journal_path} is kept, run `sudo wattlab restore-power`."
+                f"the journal {self.journal_path} is kept, run `sudo wattlab power restore`."
             )
             if exc_in_flight:
                 warnings.warn(message, stacklevel=3)

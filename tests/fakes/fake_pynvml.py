@@ -1,4 +1,7 @@
-"""A fake ``pynvml`` (nvidia-ml-py) with the same function, constant and exception names.
+"""A thin fake ``pynvml`` (nvidia-ml-py) with the same function, constant and exception names.
+
+Only for testing the adapter itself (``tests/test_meters_nvml.py``): everything above the
+adapter is tested with the fake at the adapter's interface, ``tests/fakes/fake_gpu.py``.
 
 Units are NVML's: power in mW, energy in mJ, limits in mW. Each ``FakeGpu`` field that is
 scripted (``power_mw``, ``energy_mj``) may be a number, a list (one value per call, the last one
@@ -7,22 +10,12 @@ counter unsupported (NVMLError_NotSupported), ``mig_current=1`` turns MIG mode o
 ``set_permission_denied=True`` makes nvmlDeviceSetPowerManagementLimit raise NoPermission,
 ``instant_power_mw`` (scripted like power_mw) answers nvmlDeviceGetFieldValues for
 NVML_FI_DEV_POWER_INSTANT (None: the field is not reported, as on older GPUs).
-
-With ``state_path`` (or env WATTLAB_FAKE_NVML_STATE) the static GPU description and the current
-power limits live in a JSON file, so a limit set in one process is seen by another::
-
-    FakeNvml([FakeGpu(uuid="GPU-aaaa")], state_path=p)   # writes p
-    FakeNvml(state_path=p)                                # another process: loads p
 """
 
 from __future__ import annotations
 
-import json
-import os
-import threading
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
@@ -92,19 +85,6 @@ NVMLError_GpuIsLost = _subclass("NVMLError_GpuIsLost", NVML_ERROR_GPU_IS_LOST)
 NVMLError_Unknown = _subclass("NVMLError_Unknown", NVML_ERROR_UNKNOWN)
 
 
-class FakeClock:
-    """A controllable monotonic clock (s); pass ``clock`` to meters and to FakeNvml."""
-
-    def __init__(self, t: float = 0.0) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-    def advance(self, dt: float) -> None:
-        self.t += dt
-
-
 @dataclass
 class FakeGpu:
     """One fake GPU. Units: mW, mJ (NVML's)."""
@@ -123,13 +103,6 @@ class FakeGpu:
     mig_current: int | None = 0  # None = MIG not supported by this GPU
     utilization_gpu: int = 0
     set_permission_denied: bool = False
-
-    def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
-        for key in ("power_mw", "energy_mj", "instant_power_mw"):
-            if callable(data[key]) or isinstance(data[key], list):
-                data[key] = 0  # scripted values do not travel between processes
-        return data
 
 
 def make_gpus(n: int, **overrides: Any) -> list[FakeGpu]:
@@ -162,7 +135,6 @@ class FakeNvml:
     """The fake module. Attribute names match nvidia-ml-py's ``pynvml``."""
 
     gpus: list[FakeGpu] | None = None
-    state_path: str | os.PathLike[str] | None = None
     clock: Callable[[], float] = field(default=lambda: 0.0)
     init_error: type | None = None  # e.g. NVMLError_LibraryNotFound: nvmlInit raises it
     driver_version: str = "580.159.04"
@@ -184,38 +156,10 @@ class FakeNvml:
     NVML_FI_DEV_POWER_INSTANT = NVML_FI_DEV_POWER_INSTANT
 
     def __post_init__(self) -> None:
-        if self.state_path is None and os.environ.get("WATTLAB_FAKE_NVML_STATE"):
-            self.state_path = os.environ["WATTLAB_FAKE_NVML_STATE"]
-        if self.state_path is not None:
-            self.state_path = Path(self.state_path)
-            if self.gpus is None:
-                self._load()
-            else:
-                self._save()
         if self.gpus is None:
             self.gpus = make_gpus(1)
         self.initialised = 0  # nvmlInit calls not yet shut down
         self.calls: list[tuple[str, tuple[Any, ...]]] = []
-        self._lock = threading.Lock()
-
-    # -- state file -------------------------------------------------------------------------
-    def _load(self) -> None:
-        assert isinstance(self.state_path, Path)
-        data = json.loads(self.state_path.read_text())
-        self.gpus = [FakeGpu(**g) for g in data["gpus"]]
-
-    def _save(self) -> None:
-        assert isinstance(self.state_path, Path) and self.gpus is not None
-        tmp = self.state_path.with_name(self.state_path.name + f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps({"gpus": [g.to_json() for g in self.gpus]}))
-        os.replace(tmp, self.state_path)
-
-    def _refresh_limits(self) -> None:
-        """Other processes may have changed limits: re-read them from the state file."""
-        if isinstance(self.state_path, Path) and self.state_path.exists():
-            data = json.loads(self.state_path.read_text())
-            for gpu, saved in zip(self.gpus or [], data["gpus"], strict=False):
-                gpu.limit_mw = saved["limit_mw"]
 
     # -- plumbing ---------------------------------------------------------------------------
     def _record(self, name: str, *args: Any) -> None:
@@ -328,9 +272,7 @@ class FakeNvml:
         return SimpleNamespace(gpu=self._gpu(handle).utilization_gpu, memory=0)
 
     def nvmlDeviceGetPowerManagementLimit(self, handle: Any) -> int:
-        gpu = self._gpu(handle)
-        self._refresh_limits()
-        return gpu.limit_mw
+        return self._gpu(handle).limit_mw
 
     def nvmlDeviceGetEnforcedPowerLimit(self, handle: Any) -> int:
         return self.nvmlDeviceGetPowerManagementLimit(handle)
@@ -349,8 +291,4 @@ class FakeNvml:
             raise NVMLError_NoPermission()
         if not gpu.min_limit_mw <= limit <= gpu.max_limit_mw:
             raise NVMLError_InvalidArgument()
-        with self._lock:
-            self._refresh_limits()
-            gpu.limit_mw = int(limit)
-            if isinstance(self.state_path, Path):
-                self._save()
+        gpu.limit_mw = int(limit)

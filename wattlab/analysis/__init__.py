@@ -1,9 +1,22 @@
-"""Analysis and reports: turn measured runs into per-configuration tables with CIs, change
-against a baseline, GPU scaling, the Pareto front, the operating region, CodeCarbon's error,
-and Markdown/HTML reports with figures.
+"""Analysis and reports: turn measured runs into per-configuration tables with intervals,
+change against a baseline, GPU scaling, the Pareto front, the operating region, CodeCarbon's
+error, and Markdown/HTML reports with figures.
 
-Submodules: ``stats`` (pure functions on DataFrames), ``profiles`` (imported power-limit
-profiles), ``plots`` (matplotlib, Agg canvas), ``report`` (report.md/report.html/summary.json).
+Submodules, one job each (pure functions on DataFrames unless said otherwise):
+
+* ``runs_table``: the runs table's columns, row selectors and small readers;
+* ``intervals``: order-statistic intervals of the median, with their coverage;
+* ``baseline``: choosing the one configuration "against the baseline" compares with;
+* ``summary``: one row per configuration (medians, intervals, change against the baseline);
+* ``scaling``: GPU scaling; ``tradeoffs``: the Pareto front and the operating region;
+* ``codecarbon_error``: CodeCarbon against the direct measurement;
+* ``summary_json``: the machine-readable summary;
+* ``energy_shares`` / ``phases``: which share of the energy was measured, where the time went;
+* ``profiles``: imported power-limit profiles; ``plots``: figures (matplotlib, Agg canvas);
+* ``report_document`` (blocks), ``report_markdown`` / ``report_html`` (renderers),
+  ``report_files`` (writing), ``report_sections`` + ``report`` (the run report),
+  ``profile_report`` (the profile report).
+
 Nothing is imported until a name is first used, so ``import wattlab.analysis`` stays cheap.
 """
 
@@ -13,23 +26,25 @@ import importlib
 from typing import Any
 
 _EXPORTS = {
-    "summarize": "stats",
-    "scaling_efficiency": "stats",
-    "pareto_front": "stats",
-    "operating_region": "stats",
-    "power_limit_effects": "stats",
-    "codecarbon_errors": "stats",
-    "summary_to_json": "stats",
-    "parse_baseline": "stats",
-    "bootstrap_ci": "stats",
-    "DEFAULT_MIN_SAVING": "stats",
-    "DEFAULT_MAX_PENALTY": "stats",
+    "summarize": "summary",
+    "scaling_efficiency": "scaling",
+    "pareto_front": "tradeoffs",
+    "operating_region": "tradeoffs",
+    "region_against_baseline": "tradeoffs",
+    "power_limit_effects": "tradeoffs",
+    "DEFAULT_MIN_SAVING": "tradeoffs",
+    "DEFAULT_MAX_PENALTY": "tradeoffs",
+    "codecarbon_errors": "codecarbon_error",
+    "summary_to_json": "summary_json",
+    "parse_baseline": "baseline",
+    "median_interval": "intervals",
+    "MIN_RUNS_FOR_95": "intervals",
     "load_zeus_profile": "profiles",
     "analyze_profile": "profiles",
     "write_report": "report",
-    "write_profile_report": "report",
     "analyze_runs": "report",
-    "ReportPaths": "report",
+    "ReportPaths": "report_document",
+    "write_profile_report": "profile_report",
 }
 
 __all__ = sorted(_EXPORTS)

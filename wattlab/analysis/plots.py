@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from wattlab.analysis.stats import (
+from wattlab.analysis.codecarbon_error import codecarbon_errors
+from wattlab.analysis.runs_table import (
     as_float,
-    codecarbon_errors,
     intensity_range,
     numeric,
     ok_runs,
@@ -213,7 +213,7 @@ def plot_energy_time(
             edgecolors="#2ca02c",
             linewidths=2,
             zorder=4,
-            label="operating region",
+            label="operating region (vs own highest limit)",
         )
     if "is_baseline" in summary:
         b = np.flatnonzero(summary["is_baseline"].to_numpy(dtype=bool))

@@ -20,16 +20,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from wattlab.analysis.stats import (
+from wattlab.analysis.runs_table import relative_change
+from wattlab.analysis.tradeoffs import (
     DEFAULT_MAX_PENALTY,
     DEFAULT_MIN_SAVING,
     check_thresholds,
     in_region,
-    jsonable,
     pareto_front,
-    relative_change,
 )
 from wattlab.errors import ConfigError, DataError
+from wattlab.jsonio import jsonable
 
 WINDOW_PREFIX = "__GlobalPowerLimitOptimizer_"
 _WINDOW_RE = re.compile(r"^__GlobalPowerLimitOptimizer_(\d+(?:\.\d+)?)$")

@@ -15,6 +15,8 @@ from typing import Any
 
 import pandas as pd
 
+from wattlab.analysis.report_document import Block, Heading, Para, Table, pct
+
 
 def _float(value: Any) -> float | None:
     try:
@@ -84,3 +86,43 @@ def scheduler_energy_line(info: dict[str, Any]) -> str:
         "its own plugin, wattlab the components it names, so use wattlab's figure to compare "
         "configurations and SLURM's for what the allocation drew."
     )
+
+
+def scheduler_energy_blocks(
+    runs: pd.DataFrame,
+    jobs: pd.DataFrame | None,
+    windows: pd.DataFrame | None,
+    data: dict[str, Any],
+) -> list[Block]:
+    """The report's "SLURM accounting vs wattlab" section (a column and one line), only when
+    some run was a SLURM job; also puts the comparison into ``data['scheduler_energy']``."""
+    if jobs is None or jobs.empty:
+        return []
+    info = scheduler_energy(runs, jobs, windows)
+    data["scheduler_energy"] = info
+    blocks: list[Block] = [
+        Heading("SLURM accounting vs wattlab"),
+        Para(scheduler_energy_line(info)),
+    ]
+    if info["runs"]:
+        rows = [
+            [
+                str(r["label"]),
+                str(r["job_id"]),
+                f"{r['wattlab_j'] / 1e3:.4g} kJ ({r['wattlab_window']} window)",
+                f"{r['slurm_j'] / 1e3:.4g} kJ",
+                pct(r["rel_diff"]),
+            ]
+            for r in info["runs"]
+        ]
+        headers = [
+            "Configuration",
+            "SLURM job",
+            "wattlab",
+            "SLURM ConsumedEnergy",
+            "SLURM vs wattlab",
+        ]
+        blocks.append(
+            Table(headers, rows, "SLURM vs wattlab = (SLURM - wattlab) / wattlab, per run.")
+        )
+    return blocks

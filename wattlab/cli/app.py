@@ -192,6 +192,9 @@ def run(
     test_samples: int | None = typer.Option(None, help="Use only the first N test images."),
     precision: str = typer.Option("fp32", help="fp32 | tf32 | amp-bf16 | amp-fp16"),
     compile_model: bool = typer.Option(False, "--compile", help="torch.compile the model."),
+    cuda_graphs: bool = typer.Option(
+        False, "--cuda-graphs", help="Replay each step as a CUDA graph (one GPU; not amp-fp16)."
+    ),
     epochs: int | None = typer.Option(None, help="Budget in epochs."),
     budget_samples: int | None = typer.Option(None, help="Budget in training samples."),
     batch_size: int = typer.Option(256, help="Global batch size (split over processes)."),
@@ -241,6 +244,7 @@ def run(
         test_samples=test_samples,
         precision=precision,
         compile=compile_model,
+        cuda_graphs=cuda_graphs,
         epochs=epochs,
         budget_samples=budget_samples,
         batch_size=batch_size,
@@ -442,8 +446,19 @@ def report(
     baseline: str | None = typer.Option(
         None, help="Reference configuration, KEY=VALUE,... (e.g. gpus=1,precision=fp32)."
     ),
-    min_saving: float = typer.Option(0.03, help="Operating region: least energy saving."),
-    max_penalty: float = typer.Option(0.02, help="Operating region: most extra time."),
+    min_saving: float = typer.Option(
+        0.03,
+        "--region-min-saving",
+        "--min-saving",
+        help="Operating region: least energy saved against the same configuration at its "
+        "highest power limit (fraction).",
+    ),
+    max_penalty: float = typer.Option(
+        0.02,
+        "--region-max-slowdown",
+        "--max-penalty",
+        help="Operating region: most extra time against that configuration (fraction).",
+    ),
     import_profile: str | None = typer.Option(
         None, help="Analyse a Zeus-style power-limit profile CSV instead of the database."
     ),
@@ -455,14 +470,16 @@ def report(
 
     check_writable(json_path)
     if not 0 <= min_saving < 1:
-        raise WattlabError(f"--min-saving must be a fraction in [0, 1), got {min_saving}.")
-    if not max_penalty >= 0:
-        raise WattlabError(f"--max-penalty must be a fraction >= 0, got {max_penalty}.")
+        raise WattlabError(f"--region-min-saving must be a fraction in [0, 1), got {min_saving}.")
+    if not 0 <= max_penalty < float("inf"):
+        raise WattlabError(
+            f"--region-max-slowdown must be a finite fraction >= 0, got {max_penalty}."
+        )
     if out is None and json_path is None:
         raise WattlabError("give --out DIR for the report, or --json PATH for the summary.")
     if import_profile is not None:
+        from wattlab.analysis.profile_report import write_profile_report
         from wattlab.analysis.profiles import analyze_profile, load_zeus_profile
-        from wattlab.analysis.report import write_profile_report
 
         profile = load_zeus_profile(import_profile)
         analysis = analyze_profile(profile, min_saving, max_penalty, baseline_w)

@@ -20,10 +20,10 @@ from typing import Any
 from wattlab.meters.base import Discovery, Meter, MeterProblem
 from wattlab.meters.modelled import CpuEstimateMeter, RamEstimateMeter
 from wattlab.meters.nvml import (
+    NvmlError,
     NvmlGpuMeter,
-    NvmlSession,
-    load_pynvml,
     nvml_problem,
+    open_session,
     select_visible_gpus,
 )
 from wattlab.meters.rapl import CPU_FALLBACK, RAM_FALLBACK, ReadText, open_rapl
@@ -39,17 +39,13 @@ def _discover_gpus(
     meters: list[Meter] = []
     problems: list[MeterProblem] = []
     try:
-        pm = pynvml_module if pynvml_module is not None else load_pynvml()
-    except ImportError as exc:
-        return [], [nvml_problem(exc)]
-    try:
-        session = NvmlSession(pm)
-    except pm.NVMLError as exc:
+        session = open_session(pynvml_module)
+    except (ImportError, NvmlError) as exc:
         return [], [nvml_problem(exc)]
     try:
         try:
-            gpus, selection = select_visible_gpus(pm, env)  # MIG: MeterError propagates
-        except pm.NVMLError as exc:
+            gpus, selection = select_visible_gpus(pynvml_module, env)  # MIG: MeterError
+        except NvmlError as exc:
             return [], [nvml_problem(exc)]
         if selection.ignored:
             problems.append(
@@ -86,8 +82,8 @@ def _discover_gpus(
         for gpu in gpus:
             component = f"gpu:{gpu.job_index}"
             try:
-                meter = NvmlGpuMeter(pm, gpu.job_index, gpu, force_sampled, clock=clock)
-            except pm.NVMLError as exc:
+                meter = NvmlGpuMeter(pynvml_module, gpu.job_index, gpu, force_sampled, clock=clock)
+            except NvmlError as exc:
                 problems.append(nvml_problem(exc, component))
                 continue
             meter.info.details["in_total"] = True
@@ -212,7 +208,8 @@ def discover_meters(
     """Open every meter this process should use; problems say what is missing, why, the fix
     and the fallback.
 
-    ``pynvml_module``: the pynvml module or a fake (default: import nvidia-ml-py).
+    ``pynvml_module``: the pynvml module, a fake of it, or an NVML backend with
+    ``open_session()`` (see ``wattlab.meters.nvml``); default: import nvidia-ml-py.
     ``powercap_root``: RAPL sysfs root (default $WATTLAB_POWERCAP_ROOT or /sys/class/powercap).
     ``cpu_tdp_w``: CPU TDP for the estimate when RAPL is unreadable (W; the CLI's --cpu-tdp).
     ``gpu_indices``: only these job GPU indices (a DDP rank meters its own GPU); None = all.

@@ -1,9 +1,15 @@
-"""NVIDIA GPUs through NVML (the nvidia-ml-py package, imported as ``pynvml``).
+"""NVIDIA GPUs through NVML (the nvidia-ml-py package, imported as ``pynvml``): the one adapter.
 
-Every function and class here takes the ``pynvml`` module as an argument, so tests pass a fake
-with the same function names. The real module is imported lazily (``load_pynvml``), never at
-import time. NVML speaks milliwatts and millijoules; this module converts to W and J and nothing
-outside it sees NVML units.
+Everything that talks to NVML goes through this module: the GPU energy meter here and the
+power-limit sessions of ``wattlab.power_limits`` both use ``NvmlDevice`` (uuid, name, energy,
+power, limits, set limit). NVML speaks milliwatts and millijoules; ``NvmlDevice`` converts to W
+and J once, and nothing outside it sees NVML units. NVML's exceptions become ``NvmlError`` (one
+class, carrying NVML's error name), so no caller needs the pynvml module to catch them.
+
+Every function takes an ``nvml`` argument: None (import the real ``pynvml`` lazily, never at
+import time), the ``pynvml`` module or a fake of it, or a backend object with an
+``open_session()`` method whose session yields ``GpuDevice`` objects (the fake at this interface
+in ``tests/fakes/fake_gpu.py``).
 
 Energy comes from one of two paths:
 
@@ -30,7 +36,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from wattlab.errors import MeterError
 from wattlab.meters.base import GPU, MeterInfo, MeterProblem, Provenance
@@ -50,6 +56,25 @@ _REFCOUNT_LOCK = threading.Lock()
 _REFCOUNTS: dict[int, list[Any]] = {}
 
 
+class NvmlError(Exception):
+    """An NVML call failed. ``name`` is nvidia-ml-py's exception class name
+    (``"NVMLError_NoPermission"``, ``"NVMLError_NotSupported"``, ...)."""
+
+    def __init__(self, name: str, detail: str = "", call: str = "") -> None:
+        super().__init__(f"{name}: {detail}" if detail else name)
+        self.name = name
+        self.detail = detail
+        self.call = call
+
+    @property
+    def no_permission(self) -> bool:
+        return self.name == "NVMLError_NoPermission"
+
+    @property
+    def not_supported(self) -> bool:
+        return self.name in ("NVMLError_NotSupported", "NVMLError_FunctionNotFound")
+
+
 def load_pynvml() -> Any:
     """Import the real ``pynvml`` module (nvidia-ml-py). Raises ImportError when missing."""
     import pynvml
@@ -64,23 +89,152 @@ def _text(value: object) -> str:
     return str(value)
 
 
-def _nvml_error_name(exc: BaseException) -> str:
-    return type(exc).__name__
+def _call(pm: Any, fn_name: str, *args: Any) -> Any:
+    """``pm.<fn_name>(*args)``, with NVML's exceptions turned into NvmlError."""
+    try:
+        fn = getattr(pm, fn_name)
+    except AttributeError:
+        raise NvmlError("NVMLError_FunctionNotFound", f"pynvml has no {fn_name}", fn_name) from None
+    try:
+        return fn(*args)
+    except pm.NVMLError as exc:
+        raise NvmlError(type(exc).__name__, str(exc), fn_name) from exc
+
+
+def _mw_to_w(value: object) -> float:
+    return float(value) / 1000.0  # type: ignore[arg-type]
+
+
+def _w_to_mw(value_w: float) -> int:
+    return round(value_w * 1000)
+
+
+@runtime_checkable
+class GpuDevice(Protocol):
+    """One GPU as the rest of wattlab sees it. Units: W, J. Methods that must succeed raise
+    NvmlError; optional readings return None when NVML cannot give them."""
+
+    physical_index: int  # NVML's index (PCI bus order)
+    uuid: str  # "GPU-8932f937-..."
+    name: str  # "NVIDIA H200"
+
+    def pci_bus_id(self) -> str | None: ...
+
+    def mig_enabled(self) -> bool: ...
+
+    def energy_counter_j(self) -> float | None:
+        """The driver's total-energy counter (J since the driver loaded); None where the GPU
+        has none (NVMLError_NotSupported). Other failures raise NvmlError."""
+        ...
+
+    def instant_power_w(self) -> float | None: ...
+
+    def average_power_w(self) -> float | None: ...
+
+    def utilization_percent(self) -> float | None: ...
+
+    def power_limit_w(self) -> float: ...
+
+    def default_power_limit_w(self) -> float: ...
+
+    def power_limit_range_w(self) -> tuple[float, float]: ...
+
+    def set_power_limit_w(self, limit_w: float) -> None: ...
+
+
+class NvmlDevice:
+    """The real ``GpuDevice``: one NVML device handle. Valid while an NvmlSession is open."""
+
+    def __init__(self, pynvml: Any, handle: Any, physical_index: int) -> None:
+        self._pm = pynvml
+        self.handle = handle
+        self.physical_index = physical_index
+        self.uuid = _text(_call(pynvml, "nvmlDeviceGetUUID", handle))
+        self.name = _text(_call(pynvml, "nvmlDeviceGetName", handle))
+
+    def __repr__(self) -> str:
+        return f"NvmlDevice({self.physical_index}, {self.uuid!r}, {self.name!r})"
+
+    def _optional(self, fn_name: str, *args: Any) -> Any:
+        try:
+            return _call(self._pm, fn_name, self.handle, *args)
+        except NvmlError:
+            return None
+
+    def pci_bus_id(self) -> str | None:
+        pci = self._optional("nvmlDeviceGetPciInfo")
+        return None if pci is None else _text(pci.busId)
+
+    def mig_enabled(self) -> bool:
+        """True when the GPU's current MIG mode is enabled; GPUs without MIG give False."""
+        modes = self._optional("nvmlDeviceGetMigMode")
+        return modes is not None and int(modes[0]) == 1
+
+    def energy_counter_j(self) -> float | None:
+        try:
+            return _mw_to_w(_call(self._pm, "nvmlDeviceGetTotalEnergyConsumption", self.handle))
+        except NvmlError as exc:
+            if exc.not_supported:
+                return None
+            raise
+
+    def instant_power_w(self) -> float | None:
+        """NVML_FI_DEV_POWER_INSTANT in W, or None where the driver does not report it."""
+        fields = self._optional("nvmlDeviceGetFieldValues", [NVML_FI_DEV_POWER_INSTANT])
+        if not fields:
+            return None
+        field = fields[0]
+        if int(field.nvmlReturn) != 0:  # NVML_SUCCESS
+            return None
+        # the union member depends on valueType (drivers differ): NVML's nvmlValueType_t order
+        member = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
+        try:
+            value = getattr(field.value, member[int(field.valueType)])
+        except (IndexError, AttributeError):
+            return None
+        return _mw_to_w(value)
+
+    def average_power_w(self) -> float | None:
+        """nvmlDeviceGetPowerUsage in W (a trailing 1 s average on Ampere and newer)."""
+        value = self._optional("nvmlDeviceGetPowerUsage")
+        return None if value is None else _mw_to_w(value)
+
+    def utilization_percent(self) -> float | None:
+        rates = self._optional("nvmlDeviceGetUtilizationRates")
+        return None if rates is None else float(rates.gpu)
+
+    def power_limit_w(self) -> float:
+        return _mw_to_w(_call(self._pm, "nvmlDeviceGetPowerManagementLimit", self.handle))
+
+    def default_power_limit_w(self) -> float:
+        return _mw_to_w(_call(self._pm, "nvmlDeviceGetPowerManagementDefaultLimit", self.handle))
+
+    def power_limit_range_w(self) -> tuple[float, float]:
+        low, high = _call(self._pm, "nvmlDeviceGetPowerManagementLimitConstraints", self.handle)
+        return _mw_to_w(low), _mw_to_w(high)
+
+    def set_power_limit_w(self, limit_w: float) -> None:
+        """Set the power limit (NVML takes whole milliwatts). Needs root; raises NvmlError."""
+        _call(self._pm, "nvmlDeviceSetPowerManagementLimit", self.handle, _w_to_mw(limit_w))
+
+
+def _pynvml_key(pynvml: Any) -> int:
+    return id(pynvml)
 
 
 class NvmlSession:
     """One reference to an initialised NVML library; ``nvmlInit`` on the first open reference,
-    ``nvmlShutdown`` when the last one closes. Opening happens in the constructor; use it as a
-    context manager or call ``close()`` (idempotent)."""
+    ``nvmlShutdown`` when the last one closes. Opening happens in the constructor (NvmlError on
+    failure); use it as a context manager or call ``close()`` (idempotent)."""
 
     def __init__(self, pynvml: Any = None) -> None:
         self.pynvml = pynvml if pynvml is not None else load_pynvml()
         self._closed = True
-        key = id(self.pynvml)
+        key = _pynvml_key(self.pynvml)
         with _REFCOUNT_LOCK:
             entry = _REFCOUNTS.get(key)
             if entry is None:
-                self.pynvml.nvmlInit()  # raises NVMLError_* before we count anything
+                _call(self.pynvml, "nvmlInit")  # raises before we count anything
                 _REFCOUNTS[key] = [self.pynvml, 1]
             else:
                 entry[1] += 1
@@ -92,17 +246,25 @@ class NvmlSession:
         """The NVIDIA driver version string, or None when NVML does not say."""
         if self._driver_version is None:
             try:
-                self._driver_version = _text(self.pynvml.nvmlSystemGetDriverVersion())
-            except self.pynvml.NVMLError:
+                self._driver_version = _text(_call(self.pynvml, "nvmlSystemGetDriverVersion"))
+            except NvmlError:
                 return None
         return self._driver_version
+
+    def devices(self) -> list[NvmlDevice]:
+        """Every GPU NVML sees, in NVML index order."""
+        pm = self.pynvml
+        return [
+            NvmlDevice(pm, _call(pm, "nvmlDeviceGetHandleByIndex", index), index)
+            for index in range(int(_call(pm, "nvmlDeviceGetCount")))
+        ]
 
     def close(self) -> None:
         """Drop this reference; shut NVML down when it was the last one. Idempotent."""
         if self._closed:
             return
         self._closed = True
-        key = id(self.pynvml)
+        key = _pynvml_key(self.pynvml)
         with _REFCOUNT_LOCK:
             entry = _REFCOUNTS.get(key)
             if entry is None:
@@ -111,8 +273,8 @@ class NvmlSession:
             if entry[1] <= 0:
                 del _REFCOUNTS[key]
                 try:
-                    self.pynvml.nvmlShutdown()
-                except self.pynvml.NVMLError:
+                    _call(self.pynvml, "nvmlShutdown")
+                except NvmlError:
                     pass
 
     def __enter__(self) -> NvmlSession:
@@ -122,22 +284,40 @@ class NvmlSession:
         self.close()
 
 
+def open_session(nvml: Any = None) -> Any:
+    """Open a session on ``nvml``: None (the real pynvml), a pynvml module (or fake), or a
+    backend with ``open_session()``. The session has ``devices()``, ``driver_version`` and
+    ``close()``, and is a context manager. Raises NvmlError (or ImportError for None)."""
+    if nvml is not None and callable(getattr(nvml, "open_session", None)):
+        return nvml.open_session()
+    return NvmlSession(nvml)
+
+
 def open_session_count(pynvml: Any) -> int:
     """How many NvmlSession references are open on this module (for tests and diagnostics)."""
     with _REFCOUNT_LOCK:
-        entry = _REFCOUNTS.get(id(pynvml))
+        entry = _REFCOUNTS.get(_pynvml_key(pynvml))
         return 0 if entry is None else int(entry[1])
 
 
 @dataclass(frozen=True)
 class GpuHandle:
-    """A GPU this job can see: its job index (CUDA's numbering) and NVML identity."""
+    """A GPU this job can see: its job index (CUDA's numbering) and the device."""
 
     job_index: int  # 0 = the first GPU in CUDA_VISIBLE_DEVICES
-    physical_index: int  # NVML's index (PCI bus order)
-    uuid: str  # "GPU-8932f937-..."
-    name: str  # "NVIDIA H200"
-    handle: Any  # the NVML device handle
+    device: GpuDevice
+
+    @property
+    def physical_index(self) -> int:
+        return self.device.physical_index
+
+    @property
+    def uuid(self) -> str:
+        return self.device.uuid
+
+    @property
+    def name(self) -> str:
+        return self.device.name
 
 
 @dataclass(frozen=True)
@@ -190,60 +370,44 @@ def parse_cuda_visible_devices(value: str | None, uuids: Sequence[str]) -> Visib
     return VisibleSelection(chosen, [], value)
 
 
-def _all_devices(pynvml: Any) -> list[tuple[Any, str, str]]:
-    """(handle, uuid, name) of every GPU NVML sees, in NVML index order."""
-    devices = []
-    for index in range(int(pynvml.nvmlDeviceGetCount())):
-        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
-        uuid = _text(pynvml.nvmlDeviceGetUUID(handle))
-        name = _text(pynvml.nvmlDeviceGetName(handle))
-        devices.append((handle, uuid, name))
-    return devices
-
-
-def mig_enabled(pynvml: Any, handle: Any) -> bool:
-    """True when the GPU's current MIG mode is enabled; GPUs without MIG support give False."""
-    try:
-        current, _pending = pynvml.nvmlDeviceGetMigMode(handle)
-    except (pynvml.NVMLError, AttributeError):
-        return False
-    return int(current) == 1
-
-
 def select_visible_gpus(
-    pynvml: Any = None, env: Mapping[str, str] | None = None
+    nvml: Any = None, env: Mapping[str, str] | None = None
 ) -> tuple[list[GpuHandle], VisibleSelection]:
     """The GPUs this job sees (job order) and how CUDA_VISIBLE_DEVICES was read.
 
-    Opens (and closes) its own NvmlSession; hold an NvmlSession yourself while you use the
-    handles. Raises MeterError for MIG (a MIG UUID, or a visible GPU with MIG mode enabled).
+    Opens (and closes) its own session; hold a session yourself while you use the devices.
+    Raises MeterError for MIG (a MIG UUID, or a visible GPU with MIG mode enabled).
     """
     env = os.environ if env is None else env
-    with NvmlSession(pynvml) as session:
-        pm = session.pynvml
-        devices = _all_devices(pm)
+    with open_session(nvml) as session:
+        devices = session.devices()
         selection = parse_cuda_visible_devices(
-            env.get("CUDA_VISIBLE_DEVICES"), [uuid for _, uuid, _ in devices]
+            env.get("CUDA_VISIBLE_DEVICES"), [d.uuid for d in devices]
         )
         gpus: list[GpuHandle] = []
         for job_index, physical in enumerate(selection.physical_indices):
-            handle, uuid, name = devices[physical]
-            if mig_enabled(pm, handle):
+            device = devices[physical]
+            if device.mig_enabled():
                 raise MeterError(
-                    f"GPU {physical} ({name}, {uuid}) has MIG mode enabled, and NVML cannot "
-                    "read the energy of a single MIG instance; disable MIG "
+                    f"GPU {physical} ({device.name}, {device.uuid}) has MIG mode enabled, and "
+                    "NVML cannot read the energy of a single MIG instance; disable MIG "
                     f"(sudo nvidia-smi -i {physical} -mig 0) to meter the whole GPU."
                 )
-            gpus.append(GpuHandle(job_index, physical, uuid, name, handle))
+            gpus.append(GpuHandle(job_index, device))
         return gpus, selection
 
 
-def visible_gpus(pynvml: Any = None, env: Mapping[str, str] | None = None) -> list[GpuHandle]:
+def visible_gpus(nvml: Any = None, env: Mapping[str, str] | None = None) -> list[GpuHandle]:
     """The GPUs this job sees, honouring CUDA_VISIBLE_DEVICES; job index 0 is the first.
 
     See ``parse_cuda_visible_devices`` for the rules; raises MeterError for MIG.
     """
-    return select_visible_gpus(pynvml, env)[0]
+    return select_visible_gpus(nvml, env)[0]
+
+
+def devices_by_uuid(session: Any) -> dict[str, GpuDevice]:
+    """Every GPU of an open session, by UUID (for the power-limit journal)."""
+    return {device.uuid: device for device in session.devices()}
 
 
 def nvml_problem(exc: BaseException, component: str = "gpu") -> MeterProblem:
@@ -256,7 +420,7 @@ def nvml_problem(exc: BaseException, component: str = "gpu") -> MeterProblem:
             "Install it with `pip install nvidia-ml-py`.",
             fallback,
         )
-    name = _nvml_error_name(exc)
+    name = exc.name if isinstance(exc, NvmlError) else type(exc).__name__
     if name == "NVMLError_LibraryNotFound":
         return MeterProblem(
             component,
@@ -292,9 +456,9 @@ def nvml_problem(exc: BaseException, component: str = "gpu") -> MeterProblem:
 class NvmlGpuMeter:
     """One GPU's energy through NVML. Units: J for energy, W for power.
 
-    ``handle`` is an NVML device handle or a ``GpuHandle``. The meter holds its own
-    NvmlSession reference until ``close()``. ``power_source`` picks the power reading used by
-    power_w() and the sampled path: "instant" (NVML_FI_DEV_POWER_INSTANT), "average"
+    ``gpu`` is a ``GpuHandle`` or a ``GpuDevice``. The meter holds its own session reference
+    on ``nvml`` until ``close()``. ``power_source`` picks the power reading used by power_w()
+    and the sampled path: "instant" (NVML_FI_DEV_POWER_INSTANT), "average"
     (nvmlDeviceGetPowerUsage, a trailing 1 s average on Ampere and newer, so a sampled window
     lags by about a second) or "auto" (instant where the driver reports it). ``clock`` is the
     monotonic time source (s), a seam for tests.
@@ -302,9 +466,9 @@ class NvmlGpuMeter:
 
     def __init__(
         self,
-        pynvml: Any,
+        nvml: Any,
         job_index: int,
-        handle: Any,
+        gpu: GpuHandle | GpuDevice,
         force_sampled: bool = False,
         *,
         power_source: str = "auto",
@@ -314,18 +478,17 @@ class NvmlGpuMeter:
             raise MeterError(
                 f"power_source {power_source!r} is not one of {', '.join(POWER_SOURCES)}."
             )
-        self._session = NvmlSession(pynvml)
-        self._pm = self._session.pynvml
+        self._session = open_session(nvml)
         self._clock = clock
         self._lock = threading.Lock()
         self._closed = False
         self.job_index = job_index
-        self.handle = handle.handle if isinstance(handle, GpuHandle) else handle
+        self.device: GpuDevice = gpu.device if isinstance(gpu, GpuHandle) else gpu
         self.read_errors = 0  # failed power reads in poll(); the trapezoid bridges the gap
         self._instant = False
         try:
             if power_source != "average":
-                self._instant = self._read_instant_w() is not None
+                self._instant = self.device.instant_power_w() is not None
                 if power_source == "instant" and not self._instant:
                     raise MeterError(
                         f"GPU {job_index} does not report instantaneous power "
@@ -337,31 +500,29 @@ class NvmlGpuMeter:
             raise
 
     # -- set-up -----------------------------------------------------------------------------
-    def _optional(self, fn_name: str, *args: Any) -> Any:
+    def _optional_w(self, read: Callable[[], Any]) -> Any:
         try:
-            return getattr(self._pm, fn_name)(self.handle, *args)
-        except (self._pm.NVMLError, AttributeError):
+            return read()
+        except NvmlError:
             return None
 
     def _open(self, force_sampled: bool) -> None:
-        pm = self._pm
-        name = _text(pm.nvmlDeviceGetName(self.handle))
-        uuid = _text(pm.nvmlDeviceGetUUID(self.handle))
-        pci = self._optional("nvmlDeviceGetPciInfo")
-        limit_mw = self._optional("nvmlDeviceGetPowerManagementLimit")
-        default_mw = self._optional("nvmlDeviceGetPowerManagementDefaultLimit")
-        constraints = self._optional("nvmlDeviceGetPowerManagementLimitConstraints")
-        physical = self._optional("nvmlDeviceGetIndex")
+        device = self.device
+        name, uuid = device.name, device.uuid
+        limit_w = self._optional_w(device.power_limit_w)
+        default_w = self._optional_w(device.default_power_limit_w)
+        limit_range_w = self._optional_w(device.power_limit_range_w)
 
         self._counter = not force_sampled
         reason = "forced by the caller" if force_sampled else ""
         if self._counter:
-            try:
-                self._raw_mj = int(pm.nvmlDeviceGetTotalEnergyConsumption(self.handle))
-            except pm.NVMLError_NotSupported:
+            raw_j = device.energy_counter_j()
+            if raw_j is None:
                 self._counter = False
                 reason = "the NVML energy counter is not supported on this GPU"
-        self._acc_mj = 0  # counter path: millijoules since open (handles driver resets)
+            else:
+                self._raw_j = raw_j
+        self._acc_j_counter = 0.0  # counter path: joules since open (handles driver resets)
 
         # Sampled path state: last sample (time s, power W), integral J, bracket J.
         self._acc_j = 0.0
@@ -378,19 +539,16 @@ class NvmlGpuMeter:
                 )
             self._last_t, self._last_p = now, power
 
-        def watts(mw: object) -> float | None:
-            return None if mw is None else float(mw) / 1000.0  # type: ignore[arg-type]
-
         details: dict[str, object] = {
             "name": name,
             "uuid": uuid,
-            "pci_bus_id": _text(pci.busId) if pci is not None else None,
+            "pci_bus_id": device.pci_bus_id(),
             "driver": self._session.driver_version,
-            "physical_index": None if physical is None else int(physical),
-            "power_limit_w": watts(limit_mw),
-            "default_power_limit_w": watts(default_mw),
-            "limit_min_w": watts(constraints[0]) if constraints else None,
-            "limit_max_w": watts(constraints[1]) if constraints else None,
+            "physical_index": int(device.physical_index),
+            "power_limit_w": limit_w,
+            "default_power_limit_w": default_w,
+            "limit_min_w": limit_range_w[0] if limit_range_w else None,
+            "limit_max_w": limit_range_w[1] if limit_range_w else None,
             "energy_source": "counter" if self._counter else "power-sampling",
             "power_source": (
                 "NVML_FI_DEV_POWER_INSTANT"
@@ -426,32 +584,12 @@ class NvmlGpuMeter:
         """True on the power-sampling path (no energy counter)."""
         return not self._counter
 
-    def _read_instant_w(self) -> float | None:
-        """NVML_FI_DEV_POWER_INSTANT in W, or None where the driver does not report it."""
-        pm = self._pm
-        try:
-            field = pm.nvmlDeviceGetFieldValues(self.handle, [NVML_FI_DEV_POWER_INSTANT])[0]
-        except (pm.NVMLError, AttributeError, IndexError):
-            return None
-        if int(field.nvmlReturn) != 0:  # NVML_SUCCESS
-            return None
-        # the union member depends on valueType (drivers differ): NVML's nvmlValueType_t order
-        member = ("dVal", "uiVal", "ulVal", "ullVal", "sllVal", "siVal", "usVal")
-        try:
-            value = getattr(field.value, member[int(field.valueType)])
-        except (IndexError, AttributeError):
-            return None
-        return float(value) / 1000.0
-
     def _read_power(self) -> float | None:
         if self._instant:
-            power = self._read_instant_w()
+            power = self.device.instant_power_w()
             if power is not None:
                 return power
-        try:
-            return float(self._pm.nvmlDeviceGetPowerUsage(self.handle)) / 1000.0
-        except self._pm.NVMLError:
-            return None
+        return self.device.average_power_w()
 
     def _sample_locked(self) -> None:
         """Add the trapezoid from the last sample to a fresh one. Caller holds the lock."""
@@ -469,15 +607,20 @@ class NvmlGpuMeter:
 
     def _update_counter_locked(self) -> None:
         try:
-            raw = int(self._pm.nvmlDeviceGetTotalEnergyConsumption(self.handle))
-        except self._pm.NVMLError as exc:
+            raw_j = self.device.energy_counter_j()
+        except NvmlError as exc:
             raise MeterError(
-                f"reading the NVML energy counter of gpu:{self.job_index} failed "
-                f"({_nvml_error_name(exc)}: {exc}); check that the GPU is still present."
+                f"reading the NVML energy counter of gpu:{self.job_index} failed ({exc}); "
+                "check that the GPU is still present."
             ) from exc
+        if raw_j is None:
+            raise MeterError(
+                f"the NVML energy counter of gpu:{self.job_index} stopped answering "
+                "(NVMLError_NotSupported); check that the GPU is still present."
+            )
         # The counter starts at driver load; a smaller value means the driver restarted.
-        self._acc_mj += raw - self._raw_mj if raw >= self._raw_mj else raw
-        self._raw_mj = raw
+        self._acc_j_counter += raw_j - self._raw_j if raw_j >= self._raw_j else raw_j
+        self._raw_j = raw_j
 
     def energy_j(self) -> float:
         """Cumulative GPU energy since the meter was opened. Units: J. Never decreases."""
@@ -485,7 +628,7 @@ class NvmlGpuMeter:
             if self._counter:
                 if not self._closed:
                     self._update_counter_locked()
-                return self._acc_mj / 1000.0
+                return self._acc_j_counter
             if not self._closed:
                 self._sample_locked()
             return self._acc_j
@@ -519,13 +662,10 @@ class NvmlGpuMeter:
     def utilization_percent(self) -> float | None:
         """GPU utilisation over NVML's last sample period (nvmlDeviceGetUtilizationRates().gpu).
         Units: percent, 0-100. None if unreadable."""
-        try:
-            return float(self._pm.nvmlDeviceGetUtilizationRates(self.handle).gpu)
-        except self._pm.NVMLError:
-            return None
+        return self.device.utilization_percent()
 
     def close(self) -> None:
-        """Release the NVML reference. Idempotent; energy_j() then returns the last value."""
+        """Release the session reference. Idempotent; energy_j() then returns the last value."""
         with self._lock:
             if self._closed:
                 return

@@ -44,6 +44,7 @@ class RunConfig(BaseModel):
     test_samples: int | None = None
     precision: Literal[PRECISIONS] = "fp32"  # type: ignore[valid-type]
     compile: bool = False
+    cuda_graphs: bool = False  # replay each step's forward+backward as one CUDA graph
     epochs: int | None = None
     budget_samples: int | None = None
     batch_size: int = 256
@@ -101,6 +102,8 @@ class RunConfig(BaseModel):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"{name} must be positive, got {value}")
+        if self.cuda_graphs:
+            _check_cuda_graphs(self)
         if self.warmup_steps < 0:
             raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.lr <= 0:
@@ -135,6 +138,22 @@ class RunConfig(BaseModel):
             parts.append(f"{self.power_limit_fraction:g}xTDP")
         parts.append(f"bs{self.batch_size}")
         return " ".join(parts)
+
+
+def _check_cuda_graphs(cfg: RunConfig) -> None:
+    """CUDA graphs replay a fixed sequence of kernels: one GPU, no compiler, no loss scaler."""
+    if cfg.device != "cuda":
+        raise ValueError("cuda_graphs needs --device cuda; drop --cuda-graphs on the CPU")
+    if cfg.world_size != 1:
+        raise ValueError(
+            "cuda_graphs runs on one GPU only (DDP's all-reduce is not captured); use --gpus 1"
+        )
+    if cfg.compile:
+        raise ValueError("give --cuda-graphs or --compile, not both")
+    if cfg.precision == "amp-fp16":
+        raise ValueError(
+            "cuda_graphs does not support amp-fp16 (its loss scaler); use fp32, tf32 or amp-bf16"
+        )
 
 
 def format_validation_error(error: ValidationError, prefix: str = "") -> str:

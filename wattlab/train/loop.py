@@ -15,6 +15,11 @@ The hot loop is kept lean in the style of airbench: the data is on the device, b
 gathered and augmented there, inputs are channels_last on CUDA, there is no host-device sync
 inside a step (the loss is summed on the device and read once per epoch), the optimizer is
 fused on CUDA and gradients are freed with ``set_to_none=True``.
+
+With ``cfg.cuda_graphs`` (one GPU), the forward and backward pass of a step are captured once,
+during the warm-up, as a CUDA graph and replayed: one launch instead of hundreds of small
+kernels, which is what bounds small images on a large GPU. The optimizer step stays eager (its
+learning rate changes every step), and the gradients live in the graph's memory.
 """
 
 from __future__ import annotations
@@ -297,9 +302,15 @@ def run_training(
     optimizer = _make_optimizer(net, cfg, device)
     criterion = nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)
 
+    graphed: _GraphedForwardBackward | None = None  # set during the warm-up (cuda_graphs)
+
     def train_step(inputs: torch.Tensor, labels: torch.Tensor, lr: float) -> torch.Tensor:
         for group in optimizer.param_groups:
             group["lr"] = lr  # a Python float: setting it costs no sync
+        if graphed is not None:
+            loss = graphed.replay(inputs, labels)  # writes the same .grad tensors every step
+            optimizer.step()
+            return loss.detach()
         with autocast():
             loss = criterion(train_model(inputs), labels)
         scaler.scale(loss).backward()  # the scaler is a no-op unless amp-fp16
@@ -310,7 +321,7 @@ def run_training(
 
     # ---- Warm-up: real steps, then back to the initial state -------------------------------
     warmup_samples = cfg.warmup_steps * cfg.batch_size
-    if cfg.warmup_steps > 0:
+    if cfg.warmup_steps > 0 or cfg.cuda_graphs:
         hooks.begin("warmup")
         initial = _snapshot(net, optimizer, device)
         train_model.train()
@@ -326,6 +337,16 @@ def run_training(
         for i in range(cfg.warmup_steps):
             inputs, labels = data.train_batch(batches, i % batches.steps)
             train_step(inputs, labels, lr_at(i % budget.steps, budget.steps, cfg.lr))
+        if cfg.cuda_graphs:  # capture with a real batch's shapes; the restore undoes its steps
+            inputs, labels = data.train_batch(batches, 0)
+            graph_autocast = (
+                functools.partial(autocast, cache_enabled=False)
+                if cfg.precision.startswith("amp-")
+                else autocast
+            )
+            graphed = _GraphedForwardBackward(
+                train_model, criterion, graph_autocast, optimizer, inputs, labels
+            )
         _restore(net, optimizer, device, initial)
         scaler = torch.amp.GradScaler(device.type, enabled=scaler.is_enabled())
         hooks.end("warmup", samples=warmup_samples)
@@ -402,6 +423,56 @@ def run_training(
         steps_per_epoch=budget.steps_per_epoch,
         duration_s=budget_duration_s,
     )
+
+
+class _GraphedForwardBackward:
+    """One step's forward and backward pass, captured once as a CUDA graph and replayed.
+
+    As in PyTorch's whole-network capture recipe: a few iterations on a side stream first (lazy
+    initialisation must not happen during capture), gradients set to None before the capture,
+    so the captured backward *assigns* the gradients (in the graph's memory pool) and every
+    replay rewrites the same tensors: no zeroing between steps. The autocast weight cache is
+    off inside the capture (its cached copies would be freed under the graph). The caller's
+    snapshot/restore undoes what these iterations did to weights and BatchNorm statistics.
+    """
+
+    SIDE_STREAM_ITERATIONS = 3
+
+    def __init__(
+        self,
+        model: nn.Module,
+        criterion: nn.Module,
+        autocast: Callable,
+        optimizer: torch.optim.Optimizer,
+        inputs: torch.Tensor,
+        labels: torch.Tensor,
+    ) -> None:
+        self.inputs = inputs.clone()
+        self.labels = labels.clone()
+        device = inputs.device
+        optimizer.zero_grad(set_to_none=True)
+        side = torch.cuda.Stream(device)
+        side.wait_stream(torch.cuda.current_stream(device))
+        with torch.cuda.stream(side):
+            for _ in range(self.SIDE_STREAM_ITERATIONS):
+                with autocast():
+                    loss = criterion(model(self.inputs), self.labels)
+                loss.backward()
+                optimizer.zero_grad(set_to_none=True)
+                del loss  # a live loss keeps its autograd nodes (and their stream) alive
+        torch.cuda.current_stream(device).wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            with autocast():
+                self.loss = criterion(model(self.inputs), self.labels)
+            self.loss.backward()
+
+    def replay(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """Run the captured pass on this batch; returns the loss tensor the graph writes."""
+        self.inputs.copy_(inputs)
+        self.labels.copy_(labels)
+        self.graph.replay()
+        return self.loss
 
 
 @dataclass

@@ -1,0 +1,107 @@
+"""The baseline: the one configuration every other is compared with in "against the
+baseline" figures. Chosen with ``--baseline KEY=VALUE,...`` or by default (fewest GPUs, fp32,
+highest power limit)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+
+import numpy as np
+import pandas as pd
+
+from wattlab.analysis.runs_table import CONFIG_COLUMNS, PRECISION_ORDER, as_float
+from wattlab.errors import ConfigError
+
+_POWER_ATOL_W = 0.5  # a requested "250" matches a limit read back as 249.9 W
+
+
+def parse_baseline(text: str) -> dict[str, str]:
+    """Parse ``--baseline KEY=VALUE,KEY=VALUE`` into ``{key: value}`` (values stay strings;
+    :func:`find_baseline` converts them to the column's type)."""
+    out: dict[str, str] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(
+                f"--baseline must be KEY=VALUE pairs separated by commas, e.g. "
+                f"gpus=1,precision=fp32, got {text!r}."
+            )
+        out[key.strip()] = value.strip()
+    if not out:
+        raise ConfigError(f"--baseline needs at least one KEY=VALUE pair, got {text!r}.")
+    return out
+
+
+_NULL_WORDS = {"", "none", "null", "default", "nan"}
+
+
+def _matches(cell: object, wanted: object, column: str) -> bool:
+    cell_missing = cell is None or (not isinstance(cell, str) and pd.isna(cell))
+    if isinstance(wanted, str) and wanted.strip().lower() in _NULL_WORDS:
+        return cell_missing
+    if wanted is None or (isinstance(wanted, float) and math.isnan(wanted)):
+        return cell_missing
+    if cell_missing:
+        return False
+    if isinstance(cell, (int, float, np.integer, np.floating)) and not isinstance(cell, bool):
+        try:
+            target = float(str(wanted).strip().removesuffix("W").removesuffix("w"))
+        except ValueError:
+            return False
+        atol = _POWER_ATOL_W if column.endswith("_w") else 1e-9
+        return abs(float(cell) - target) <= atol
+    return str(cell) == str(wanted).strip()
+
+
+def find_baseline(summary: pd.DataFrame, baseline: Mapping[str, object]) -> str:
+    """The ``config_hash`` of the one configuration matching every ``{column: value}`` of
+    ``baseline`` (numbers compare as numbers, power limits within 0.5 W; 'default'/'none'
+    matches a missing value, e.g. ``power_limit_requested_w=default``)."""
+    allowed = [
+        c for c in ("label", "config_hash", *CONFIG_COLUMNS, "power_limit_w") if c in summary
+    ]
+    for key in baseline:
+        if key not in allowed:
+            raise ConfigError(
+                f"baseline key {key!r} is not a configuration column; use one of "
+                f"{', '.join(allowed)}."
+            )
+    hits = [
+        h
+        for h, row in summary.iterrows()
+        if all(_matches(row[k], v, k) for k, v in baseline.items())
+    ]
+    if len(hits) == 1:
+        return str(hits[0])
+    described = ",".join(f"{k}={v}" for k, v in baseline.items())
+    labels = "; ".join(str(x) for x in summary["label"])
+    if not hits:
+        raise ConfigError(
+            f"baseline {described} matches no configuration; the configurations are: {labels}."
+        )
+    matched = "; ".join(str(summary.loc[h, "label"]) for h in hits)
+    raise ConfigError(
+        f"baseline {described} matches {len(hits)} configurations ({matched}), not one; "
+        f"add keys to pick one of: {labels}."
+    )
+
+
+def default_baseline(summary: pd.DataFrame) -> str:
+    """The default baseline's ``config_hash``: the fewest GPUs (processes on the CPU), fp32 if
+    present (else the highest precision), the highest power limit (a default limit counts as
+    highest), then the first label in sort order."""
+
+    def key(item: tuple[str, pd.Series]) -> tuple:
+        _, row = item
+        gpus = as_float(row.get("gpus"), math.inf)
+        world = as_float(row.get("world_size"), math.inf)
+        precision = row.get("precision")
+        p_rank = PRECISION_ORDER.index(precision) if precision in PRECISION_ORDER else 99
+        req = as_float(row.get("power_limit_requested_w"), math.inf)
+        in_force = as_float(row.get("power_limit_w"), math.inf)
+        return (gpus, world, p_rank, -req, -in_force, str(row.get("label")))
+
+    return str(min(summary.iterrows(), key=key)[0])

@@ -1,0 +1,116 @@
+"""CodeCarbon's error: its energy against the direct measurement of the same runs,
+``(codecarbon - direct) / direct`` per run, in total and per component."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from wattlab.analysis.runs_table import as_float, numeric, ok_runs, parse_json_cell
+
+
+def _spread(values: np.ndarray) -> dict[str, Any]:
+    """n, median, median of |x|, quartiles, IQR, min, max of fractions (NaN-free input)."""
+    if values.size == 0:
+        return {
+            "n": 0,
+            "median": None,
+            "median_abs": None,
+            "q1": None,
+            "q3": None,
+            "iqr": None,
+            "min": None,
+            "max": None,
+        }
+    q1, med, q3 = np.quantile(values, [0.25, 0.5, 0.75])
+    return {
+        "n": int(values.size),
+        "median": float(med),
+        "median_abs": float(np.median(np.abs(values))),
+        "q1": float(q1),
+        "q3": float(q3),
+        "iqr": float(q3 - q1),
+        "min": float(values.min()),
+        "max": float(values.max()),
+    }
+
+
+CODECARBON_COMPONENTS = (
+    ("gpu", "gpu_j", "energy_gpu_j"),
+    ("cpu", "cpu_j", "energy_cpu_j"),
+    ("ram", "ram_j", "energy_dram_j"),
+)
+
+
+def codecarbon_errors(runs: pd.DataFrame) -> dict[str, Any]:
+    """CodeCarbon's energy against the direct measurement, over the ok runs that have both.
+
+    Per run: ``rel_error = (codecarbon_energy_j - energy_total_j) / energy_total_j`` (a
+    fraction, recomputed; ``stored_rel_error`` is the table's ``codecarbon_rel_error`` and
+    ``stored_matches`` says whether it agrees within 1e-6). Totals: ``n``, ``median``,
+    ``median_abs`` (median of |error|, how the reference study's 4.09 % reads), ``q1``, ``q3``,
+    ``iqr``, ``min``, ``max``; ``components`` gives the same per component (gpu vs
+    ``energy_gpu_j``, cpu vs ``energy_cpu_j``, ram vs ``energy_dram_j``) where both exist.
+    ``measured`` is False when no run has CodeCarbon figures.
+    """
+    empty = {
+        "measured": False,
+        **_spread(np.array([])),
+        "runs": [],
+        "components": {},
+        "mismatches": [],
+    }
+    if "status" not in runs.columns or "codecarbon_energy_j" not in runs.columns:
+        return empty
+    ok = ok_runs(runs)
+    cc = numeric(ok["codecarbon_energy_j"])
+    direct = numeric(ok["energy_total_j"]) if "energy_total_j" in ok else np.full(len(ok), np.nan)
+    use = ~np.isnan(cc) & ~np.isnan(direct) & (direct > 0)
+    if not use.any():
+        return empty
+    stored = numeric(ok["codecarbon_rel_error"]) if "codecarbon_rel_error" in ok else None
+    per_run: list[dict[str, Any]] = []
+    errors: list[float] = []
+    mismatches: list[Any] = []
+    comp_errors: dict[str, list[float]] = {name: [] for name, _, _ in CODECARBON_COMPONENTS}
+    for pos in np.flatnonzero(use):
+        row = ok.iloc[pos]
+        err = (cc[pos] - direct[pos]) / direct[pos]
+        errors.append(err)
+        stored_err = None if stored is None or np.isnan(stored[pos]) else float(stored[pos])
+        matches = stored_err is None or abs(stored_err - err) <= 1e-6 * max(1.0, abs(err))
+        run_id = row.get("id")
+        run_id = None if run_id is None or pd.isna(run_id) else int(run_id)
+        if not matches:
+            mismatches.append(run_id)
+        rec: dict[str, Any] = {
+            "run_id": run_id,
+            "label": str(row.get("label")),
+            "codecarbon_energy_j": float(cc[pos]),
+            "energy_total_j": float(direct[pos]),
+            "rel_error": float(err),
+            "stored_rel_error": stored_err,
+            "stored_matches": bool(matches),
+        }
+        parts = parse_json_cell(row.get("codecarbon_components_json"))
+        for name, cc_key, ours_col in CODECARBON_COMPONENTS:
+            theirs = as_float((parts or {}).get(cc_key), math.nan)
+            ours = as_float(row.get(ours_col), math.nan)
+            if math.isnan(theirs) or math.isnan(ours) or ours <= 0:
+                rec[f"{name}_rel_error"] = None
+                continue
+            rec[f"{name}_rel_error"] = (theirs - ours) / ours
+            comp_errors[name].append((theirs - ours) / ours)
+        per_run.append(rec)
+    return {
+        "measured": True,
+        **_spread(np.asarray(errors)),
+        "runs": per_run,
+        "components": {
+            name: _spread(np.asarray(vals)) for name, vals in comp_errors.items() if vals
+        },
+        "mismatches": mismatches,
+    }

@@ -1,0 +1,126 @@
+"""The report's first sentence: the finding, with its numbers, computed from the summary.
+
+It compares the configuration that used the least energy per image with the baseline (or,
+when the baseline itself used the least, with the configuration that used the most): how many
+times less energy it used for the same images, and how many times faster it was per image.
+When the two configurations' intervals of energy per image overlap, it says the difference
+may be noise.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from wattlab.analysis.runs_table import as_float, numeric
+
+# Ratios within this of 1 are reported as "about the same".
+_SAME = 0.01
+# Ratios from this up read as "N.NNx"; smaller ones as a percentage.
+_TIMES = 1.5
+
+
+def _per_image(summary: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, str]:
+    """Energy and time per image, or per run when the runs lack their image count."""
+    samples = numeric(summary["samples"]) if "samples" in summary else np.full(len(summary), 0.0)
+    energy = numeric(summary["energy_total_j"])
+    time = numeric(summary["duration_s"])
+    if np.all(np.isfinite(samples) & (samples > 0)):
+        return energy / samples, time / samples, "image"
+    return energy, time, "run"
+
+
+def _times(ratio: float) -> str:
+    return f"{ratio:.2f}x" if ratio < 10 else f"{ratio:.1f}x"
+
+
+def _less(ratio: float) -> str:
+    """A ratio > 1 as "N.NNx" from :data:`_TIMES` up, below it as the percentage saved."""
+    return _times(ratio) if ratio >= _TIMES else f"{(1 - 1 / ratio) * 100:.1f} %"
+
+
+def finding(summary: pd.DataFrame) -> dict[str, Any]:
+    """The finding as data and as one sentence: ``sentence``, ``best`` and ``reference``
+    (labels), ``energy_ratio`` (reference energy / best energy per image, > 1 = best used
+    less), ``speedup`` (reference time / best time per image), ``per`` ("image", or "run"
+    without image counts) and ``overlap`` (whether the energy intervals overlap; None when
+    one has no interval)."""
+    energy, time, per = _per_image(summary)
+    labels = [str(x) for x in summary["label"]]
+    usable = np.flatnonzero(np.isfinite(energy) & (energy > 0) & np.isfinite(time) & (time > 0))
+    if usable.size == 0:
+        return {"sentence": "No configuration has both an energy and a time to compare."}
+    best = int(usable[np.argmin(energy[usable])])
+    if usable.size == 1:
+        row = summary.iloc[best]
+        rate = 1.0 / time[best] if per == "image" else math.nan
+        speed = f", {rate:,.0f} images/s" if per == "image" else ""
+        return {
+            "sentence": f"One configuration, {labels[best]}: {energy[best]:#.4g} J per {per}"
+            f"{speed}, over {int(row['n'])} run(s).",
+            "best": labels[best],
+        }
+    is_base = summary["is_baseline"].to_numpy(dtype=bool)
+    if is_base[best] or not is_base[usable].any():
+        ref = int(usable[np.argmax(energy[usable])])
+    else:
+        ref = int(np.flatnonzero(is_base)[0])
+    energy_ratio = energy[ref] / energy[best]
+    speedup = time[ref] / time[best]
+    overlap = _intervals_overlap(summary.iloc[best], summary.iloc[ref], per)
+    who = labels[best] + (" (the baseline)" if is_base[best] else "")
+    than = labels[ref] + (" (the baseline)" if is_base[ref] else "")
+    if energy_ratio < 1 + _SAME:
+        sentence = (
+            f"No configuration used clearly less energy per {per} than another: {who} and "
+            f"{than} differ by {(energy_ratio - 1) * 100:.1f} %"
+        )
+    else:
+        sentence = (
+            f"{who} used {_less(energy_ratio)} less energy than {than} "
+            f"{'for the same images' if per == 'image' else 'per run'} "
+            f"({energy[best]:#.4g} vs {energy[ref]:#.4g} J per {per})"
+        )
+        if speedup >= 1 + _SAME:
+            sentence += (
+                f" and was {_less(speedup)} faster"
+                if speedup >= _TIMES
+                else (f" and took {_less(speedup)} less time")
+            )
+        elif speedup <= 1 / (1 + _SAME):
+            slower = 1 / speedup
+            sentence += (
+                f" but took {_times(slower)} as long"
+                if slower >= _TIMES
+                else f" but took {(slower - 1) * 100:.1f} % more time"
+            )
+        else:
+            sentence += " in about the same time"
+    if overlap is None:
+        sentence += "; a configuration with a single run has no interval to tell this from noise."
+    elif overlap:
+        sentence += "; their intervals overlap, so the difference may be noise."
+    else:
+        sentence += "."
+    return {
+        "sentence": sentence,
+        "best": labels[best],
+        "reference": labels[ref],
+        "energy_ratio": float(energy_ratio),
+        "speedup": float(speedup),
+        "per": per,
+        "overlap": overlap,
+    }
+
+
+def _intervals_overlap(best: pd.Series, ref: pd.Series, per: str) -> bool | None:
+    """Whether the two energy intervals overlap (None when either has none)."""
+    col = "energy_per_sample_j" if per == "image" else "energy_total_j"
+    b_hi = as_float(best.get(f"{col}_ci_high"), math.nan)
+    r_lo = as_float(ref.get(f"{col}_ci_low"), math.nan)
+    if math.isnan(b_hi) or math.isnan(r_lo):
+        return None
+    return b_hi >= r_lo

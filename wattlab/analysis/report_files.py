@@ -1,0 +1,42 @@
+"""Writing a report's files: report.md, report.html and summary.json, atomically, into a
+folder that is created only once the input has been checked."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from wattlab.analysis.plots import FigureFile
+from wattlab.analysis.report_document import Block, ReportPaths
+from wattlab.analysis.report_html import render_html
+from wattlab.analysis.report_markdown import render_markdown
+from wattlab.errors import ConfigError
+from wattlab.jsonio import jsonable, write_text_atomic
+
+
+def write_document(
+    out_dir: Path,
+    title: str,
+    blocks: Sequence[Block],
+    summary: dict[str, Any],
+    figures: Sequence[FigureFile],
+) -> ReportPaths:
+    md = write_text_atomic(out_dir / "report.md", render_markdown(title, blocks, out_dir))
+    page = write_text_atomic(out_dir / "report.html", render_html(title, blocks, out_dir))
+    text = json.dumps(jsonable(summary), indent=2, allow_nan=False, ensure_ascii=False)
+    js = write_text_atomic(out_dir / "summary.json", text + "\n")
+    files = tuple(p for f in figures for p in (f.png, f.svg))
+    return ReportPaths(out_dir=out_dir, markdown=md, html=page, summary_json=js, figures=files)
+
+
+def prepare_out_dir(out_dir: str | Path) -> Path:
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; give a folder for the report.")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create the report folder {out}: {exc.strerror}.") from None
+    return out

@@ -1,0 +1,54 @@
+"""Markdown rendering of a report document. Every string that came from a user or a run is
+escaped: it cannot open a link, emphasis, code or break a table."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from wattlab.analysis.report_document import Block, Bullets, Figure, Heading, Para, Table
+
+_MD_SPECIAL = re.compile(r"([\\`*|])")
+_MD_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+
+
+def md_escape(text: object) -> str:
+    """Text safe inside Markdown (and its table cells): HTML characters become entities,
+    emphasis/code/pipe characters are backslash-escaped, ``](`` cannot open a link, and
+    newlines become spaces."""
+    s = str(text).replace("\r", " ").replace("\n", " ")
+    s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    s = _MD_SPECIAL.sub(r"\\\1", s).replace("](", "]\\(")  # no inline link or image
+    return _MD_UNDERSCORE.sub(r"\\_", s)
+
+
+def render_markdown(title: str, blocks: Sequence[Block], out_dir: Path) -> str:
+    """The document as Markdown; figures link their PNG and SVG files relative to ``out_dir``."""
+    lines = [f"# {md_escape(title)}", ""]
+    for block in blocks:
+        if isinstance(block, Heading):
+            lines += [f"{'#' * block.level} {md_escape(block.text)}", ""]
+        elif isinstance(block, Para):
+            text = md_escape(block.text)
+            lines += [f"> **Warning:** {text}" if block.warning else text, ""]
+        elif isinstance(block, Bullets):
+            lines += [f"- {md_escape(item)}" for item in block.items] + [""]
+        elif isinstance(block, Table):
+            lines.append("| " + " | ".join(md_escape(x) for x in block.headers) + " |")
+            lines.append("|" + "|".join(" --- " for _ in block.headers) + "|")
+            lines += ["| " + " | ".join(md_escape(x) for x in row) + " |" for row in block.rows]
+            lines.append("")
+            if block.note:
+                lines += [f"*{md_escape(block.note)}*", ""]
+        elif isinstance(block, Figure):
+            fig = block.figure
+            png = fig.png.relative_to(out_dir).as_posix()
+            svg = fig.svg.relative_to(out_dir).as_posix()
+            lines += [
+                f"![{md_escape(fig.title)}]({png})",
+                "",
+                f"*{md_escape(fig.caption)}* ([SVG]({svg}))",
+                "",
+            ]
+    return "\n".join(lines).rstrip() + "\n"

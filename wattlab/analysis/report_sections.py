@@ -1,0 +1,477 @@
+"""The sections of a run report, each a list of document blocks built from the summary table
+and its JSON summary: header, findings, configuration table, power-limit effect, GPU scaling,
+CodeCarbon."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from wattlab.analysis import plots
+from wattlab.analysis.energy_shares import describe_shares
+from wattlab.analysis.phases import PHASE_NAMES
+from wattlab.analysis.report_document import (
+    Block,
+    Bullets,
+    Heading,
+    Para,
+    Table,
+    as_number,
+    criteria_text,
+    decimals_of,
+    fmt,
+    fmt_ci,
+    pct,
+    span_text,
+)
+from wattlab.analysis.runs_table import intensity_range, numeric, ok_runs
+
+
+def _provenance_counts(ok: pd.DataFrame) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    values = ok["provenance"] if "provenance" in ok.columns else [None] * len(ok)
+    for value in values:
+        key = value if isinstance(value, str) and value else "unknown"
+        counts[key] = counts.get(key, 0) + 1
+    return counts
+
+
+def header_blocks(
+    runs: pd.DataFrame, summary: pd.DataFrame, data: dict[str, Any], windows: pd.DataFrame | None
+) -> list[Block]:
+    ok = ok_runs(runs)
+    hw = data["hardware"]
+    carbon = data["carbon"]
+    rng = intensity_range(runs)
+    intensity = ", ".join(f"{x:g}" for x in carbon["intensity_kg_per_kwh"]) or "unknown"
+    pue = ", ".join(f"{x:g}" for x in carbon["pue"]) or "unknown"
+    counts = _provenance_counts(ok)
+    prov_text = ", ".join(f"{k} ({v} run{'s' if v != 1 else ''})" for k, v in counts.items())
+    items = [
+        f"Hardware: GPU {', '.join(hw['gpu_name']) or 'none'}; "
+        f"CPU {', '.join(hw['cpu_model']) or 'unknown'}; "
+        f"host(s) {', '.join(hw['hostname']) or 'unknown'}"
+        + (f"; driver {', '.join(hw['driver'])}" if hw["driver"] else "")
+        + ".",
+        f"Carbon: intensity {intensity} kgCO2e/kWh"
+        + (f" (sensitivity range {rng[0]:.3g}-{rng[1]:.3g})" if rng else "")
+        + f", PUE {pue}.",
+        f"Energy provenance: {data['provenance']} overall (weakest); per run: {prov_text}.",
+        f"Runs: {data['runs']['ok']} ok in {len(summary)} configuration(s), "
+        f"{data['runs']['failed']} failed.",
+        f"Baseline: {data['baseline']['label']}.",
+        f"Operating region: {criteria_text(data['criteria'])}, each configuration against "
+        f"{data['criteria']['region_reference']}.",
+        f"Intervals: {data['intervals']['method']}, {pct(data['intervals']['level'], False)} "
+        f"where a configuration has at least {data['intervals']['min_runs']} ok runs.",
+    ]
+    blocks: list[Block] = [Bullets(items)]
+    blocks += provenance_blocks(data.get("energy_shares"))
+    blocks += interval_blocks(summary, data["intervals"])
+    if windows is not None and "short_window" in windows.columns and not windows.empty:
+        ids = set(numeric(ok["id"]).tolist()) if "id" in ok.columns else set()
+        mine = windows[pd.to_numeric(windows["run_id"], errors="coerce").isin(ids)]
+        short = int((pd.to_numeric(mine["short_window"], errors="coerce") == 1).sum())
+        if short:
+            blocks.append(
+                Para(
+                    f"{short} measurement window(s) were shorter than a counter's update period; "
+                    "their energies are less certain (the budget figures are unaffected unless "
+                    "the budget window itself is short)."
+                )
+            )
+    failures = data["runs"]["failures"]
+    if failures:
+        blocks.append(Heading("Failed runs", 3))
+        blocks.append(
+            Bullets(
+                [
+                    f"{f.get('label')} (run {f.get('run_id')}, repetition {f.get('repetition')}): "
+                    f"{(f.get('error') or 'no error recorded')}"
+                    for f in failures
+                ]
+            )
+        )
+    return blocks
+
+
+def findings(
+    summary: pd.DataFrame, data: dict[str, Any], effects: pd.DataFrame, scaling: pd.DataFrame
+) -> list[str]:
+    items: list[str] = []
+    t = numeric(summary["duration_s"])
+    e = numeric(summary["energy_total_j"])
+    if np.isfinite(t).any() and np.isfinite(e).any():
+        fast = summary.iloc[int(np.nanargmin(t))]
+        low = summary.iloc[int(np.nanargmin(e))]
+        items.append(
+            f"Fastest: {fast['label']} ({fmt(fast['duration_s'])} s, "
+            f"{pct(fast['time_change'])} time against the baseline). Least energy: {low['label']} "
+            f"({fmt(low['energy_total_j'])} J, {pct(low['energy_change'])} energy)."
+        )
+    items.append(
+        "Pareto front (no other configuration is both faster and uses less energy): "
+        + "; ".join(data["pareto"])
+        + "."
+    )
+    items += region_findings(data, effects)
+    if not effects.empty:
+        capped = effects[effects["time_change"].notna() & (effects["energy_change"].notna())]
+        capped = capped[capped["reference_label"] != capped["label"]]
+        for limit, group in capped.groupby("power_limit_w", sort=True):
+            n_in = int(group["in_operating_region"].sum())
+            items.append(
+                f"Power limit {limit:g} W per GPU against the highest limit of the same "
+                f"configuration ({len(group)} group(s)): energy "
+                f"{span_text(list(group['energy_change']))}, "
+                f"time {span_text(list(group['time_change']))}; "
+                f"in the operating region in {n_in} of {len(group)}."
+            )
+    if not scaling.empty:
+        for _, row in scaling[scaling["gpus"] != scaling["reference_gpus"]].iterrows():
+            items.append(
+                f"Scaling {row['reference_label']} → {row['gpus']} GPUs ({row['label']}): "
+                f"speed-up {row['speedup']:.2f}x, scaling efficiency "
+                f"{row['scaling_efficiency']:.0%}, energy x{row['energy_ratio']:.3f}."
+            )
+    cc = data["codecarbon"]
+    if cc.get("measured"):
+        items.append(
+            f"CodeCarbon vs direct measurement over {cc['n']} run(s): median error "
+            f"{pct(cc['median'])}, median |error| {pct(cc['median_abs'], False)} (IQR "
+            f"{pct(cc['q1'])} to {pct(cc['q3'])})."
+        )
+    else:
+        items.append("CodeCarbon: not measured (no run was made with CodeCarbon alongside).")
+    return items
+
+
+def config_table(summary: pd.DataFrame, runs: pd.DataFrame, data: dict[str, Any]) -> Table:
+    e_div, e_unit = plots.energy_unit(float(np.nanmax(numeric(summary["energy_total_j"]))))
+    top = np.nanmax(numeric(summary["co2e_kg"])) if summary["co2e_kg"].notna().any() else math.nan
+    c_div, c_unit = plots.co2e_unit(float(top))
+    records = {c["config_hash"]: c for c in data["configurations"]}
+    parts = plots.component_medians(summary)
+    rows = []
+    for hsh, row in summary.iterrows():
+        rec = records[hsh]
+        provs = plots.component_provenance(runs, str(hsh))
+
+        def comp(kind: str, value: float, provs: dict[str, str] = provs) -> str:
+            if value == 0 and kind not in provs:
+                return "n/a" if kind != "other" else "0"
+            mark = {"sampled": " (sampled)", "estimated": " (est.)", "unknown": " (?)"}
+            return fmt(value / e_div) + mark.get(provs.get(kind, "measured"), "")
+
+        co2 = as_number(row["co2e_kg"])
+        lo, hi = as_number(row.get("co2e_low_kg")), as_number(row.get("co2e_high_kg"))
+        co2_text = "n/a" if co2 is None else fmt(co2 / c_div)
+        if co2 is not None and lo is not None and hi is not None:
+            d = decimals_of(co2_text)
+            co2_text += f" [{lo / c_div:,.{d}f}-{hi / c_div:,.{d}f}]"
+        acc = as_number(row.get("accuracy"))
+        label = str(row["label"]) + (" (baseline)" if rec["is_baseline"] else "")
+        rows.append(
+            [
+                label,
+                str(int(row["n"]))
+                + (f" (+{int(row['n_failed'])} failed)" if row["n_failed"] else ""),
+                fmt_ci(row["duration_s"], row["duration_s_ci_low"], row["duration_s_ci_high"]),
+                fmt_ci(
+                    row["energy_total_j"],
+                    row["energy_total_j_ci_low"],
+                    row["energy_total_j_ci_high"],
+                    e_div,
+                ),
+                comp("gpu", parts.loc[hsh, "gpu"]),
+                comp("cpu", parts.loc[hsh, "cpu"]),
+                comp("dram", parts.loc[hsh, "dram"]),
+                comp("other", parts.loc[hsh, "other"]),
+                fmt(row["energy_per_sample_j"]),
+                co2_text,
+                "n/a" if acc is None else f"{acc:.2%}",
+                str(row["provenance"]),
+                "baseline" if rec["is_baseline"] else pct(row["time_change"]),
+                "baseline" if rec["is_baseline"] else pct(row["energy_change"]),
+                "★" if rec["pareto"] else "",
+                "✓" if rec["operating_region"] else "",
+            ]
+        )
+    headers = [
+        "Configuration",
+        "Runs",
+        "Time (s) [interval]",
+        f"Energy ({e_unit}) [interval]",
+        f"GPU ({e_unit})",
+        f"CPU ({e_unit})",
+        f"DRAM/RAM ({e_unit})",
+        f"Other ({e_unit})",
+        "J/sample",
+        f"CO2e ({c_unit}) [low-high]",
+        "Accuracy",
+        "Provenance",
+        "Δ time",
+        "Δ energy",
+        "Pareto",
+        "Region",
+    ]
+    note = (
+        "Medians over the ok runs of each configuration. [interval] = order-statistic interval "
+        "of the median: 95 % or more coverage with 6 or more runs; with 2-5 runs it is the "
+        "min-max range (50-94 % coverage); none with a single run. Δ = median / baseline "
+        "median - 1 (negative = less). ★ = on the time-energy Pareto front; ✓ = in the "
+        "operating region (against the same configuration at its highest power limit). A "
+        "component marked (est.) or (sampled) was not read from an energy counter in at least "
+        "one run."
+    )
+    return Table(headers, rows, note)
+
+
+def effects_table(effects: pd.DataFrame) -> Table:
+    rows = [
+        [
+            str(r["reference_label"]),
+            ("default" if r["is_default_limit"] else "")
+            + (f" {r['power_limit_w']:g} W" if as_number(r["power_limit_w"]) is not None else ""),
+            str(r["label"]),
+            fmt(r["time_s"]),
+            fmt(r["energy_j"]),
+            pct(r["time_change"]),
+            pct(r["energy_change"]),
+            "✓" if r["in_operating_region"] else "",
+        ]
+        for _, r in effects.iterrows()
+    ]
+    headers = [
+        "Reference (highest limit)",
+        "Power limit",
+        "Configuration",
+        "Time (s)",
+        "Energy (J)",
+        "Δ time",
+        "Δ energy",
+        "Region",
+    ]
+    return Table(
+        headers,
+        [[c.strip() for c in row] for row in rows],
+        "Each configuration against the same configuration at its highest power limit.",
+    )
+
+
+def scaling_table(scaling: pd.DataFrame) -> Table:
+    rows = [
+        [
+            str(r["label"]),
+            str(r["gpus"]),
+            fmt(r["time_s"]),
+            fmt(r["energy_j"]),
+            f"{r['speedup']:.2f}x",
+            f"{r['scaling_efficiency']:.0%}",
+            f"{r['energy_ratio']:.3f}",
+        ]
+        for _, r in scaling.iterrows()
+    ]
+    headers = [
+        "Configuration",
+        "GPUs",
+        "Time (s)",
+        "Energy (J)",
+        "Speed-up",
+        "Scaling efficiency",
+        "Energy ratio",
+    ]
+    return Table(
+        headers,
+        rows,
+        "Speed-up = time(fewest GPUs) / time(N); scaling efficiency = speed-up / (N / fewest); "
+        "energy ratio = energy(N) / energy(fewest). On the CPU the count is processes.",
+    )
+
+
+def codecarbon_blocks(cc: dict[str, Any]) -> list[Block]:
+    if not cc.get("measured"):
+        return [Para("CodeCarbon: not measured (no run was made with CodeCarbon alongside).")]
+    rows = [
+        [
+            "total",
+            str(cc["n"]),
+            pct(cc["median"]),
+            pct(cc["median_abs"], False),
+            f"{pct(cc['q1'])} to {pct(cc['q3'])}",
+            pct(cc["min"]),
+            pct(cc["max"]),
+        ]
+    ]
+    for name, s in cc["components"].items():
+        rows.append(
+            [
+                name,
+                str(s["n"]),
+                pct(s["median"]),
+                pct(s["median_abs"], False),
+                f"{pct(s['q1'])} to {pct(s['q3'])}",
+                pct(s["min"]),
+                pct(s["max"]),
+            ]
+        )
+    blocks: list[Block] = [
+        Table(
+            ["Part", "Runs", "Median error", "Median |error|", "IQR", "Min", "Max"],
+            rows,
+            "Error = (CodeCarbon - direct) / direct per run. Components compare CodeCarbon's "
+            "gpu/cpu/ram energy with ours (gpu, cpu, DRAM or RAM estimate).",
+        )
+    ]
+    by_label: dict[str, list[float]] = {}
+    for r in cc["runs"]:
+        by_label.setdefault(r["label"], []).append(r["rel_error"])
+    blocks.append(
+        Table(
+            ["Configuration", "Runs", "Median error"],
+            [[k, str(len(v)), pct(float(np.median(v)))] for k, v in by_label.items()],
+        )
+    )
+    if cc["mismatches"]:
+        blocks.append(
+            Para(
+                f"the stored codecarbon_rel_error disagrees with the recomputed error for run(s) "
+                f"{', '.join(str(m) for m in cc['mismatches'])}; the recomputed value is used.",
+                warning=True,
+            )
+        )
+    return blocks
+
+
+def provenance_blocks(shares: dict[str, Any] | None) -> list[Block]:
+    """The provenance sentence by share: a warning unless all energy was measured, and the old
+    "every figure is estimated" warning only when nothing at all was measured or sampled."""
+    if not shares or not shares.get("by_provenance"):
+        return [Para("no energy figures were recorded with their provenance.", warning=True)]
+    by_prov = shares["by_provenance"]
+    sentence = describe_shares(shares)
+    measured = (by_prov.get("measured") or 0) + (by_prov.get("sampled") or 0)
+    if measured <= 0:
+        return [
+            Para(
+                "every energy figure in this report is estimated (no hardware energy counter was "
+                f"read); treat them as models, not measurements. In detail, {sentence}",
+                warning=True,
+            )
+        ]
+    if (by_prov.get("measured") or 0) >= 1 - 1e-12:
+        return [Para(f"Energy provenance by share: {sentence}")]
+    return [
+        Para(
+            f"not every energy figure was read from a hardware counter: {sentence} The "
+            "component columns mark which parts were sampled or estimated.",
+            warning=True,
+        )
+    ]
+
+
+def interval_blocks(summary: pd.DataFrame, intervals: dict[str, Any]) -> list[Block]:
+    """A warning naming the configurations with too few runs for the stated interval."""
+    short = intervals["short_configurations"]
+    if not short:
+        return []
+    need = intervals["min_runs"]
+    coverages = []
+    for n in sorted({int(x) for x in summary.loc[summary["label"].isin(short), "n"]}):
+        if n < 2:
+            coverages.append(f"{n} run: no interval")
+        else:
+            coverages.append(f"{n} runs: the min-max range, which holds the median with "
+                             f"probability {pct(1 - 2.0 ** (1 - n), False)}")  # fmt: skip
+    return [
+        Para(
+            f"{len(short)} configuration(s) have fewer than the {need} ok runs a "
+            f"{pct(intervals['level'], False)} interval of the median needs ("
+            + "; ".join(coverages)
+            + f"): {'; '.join(short)}. Run at least {need} repetitions for "
+            f"{pct(intervals['level'], False)} intervals.",
+            warning=True,
+        )
+    ]
+
+
+def region_findings(data: dict[str, Any], effects: pd.DataFrame) -> list[str]:
+    """The operating region (each configuration against its own highest power limit) and,
+    separately and named so, the comparison with the one baseline."""
+    crit = data["criteria"]
+    items: list[str] = []
+    if effects.empty:
+        items.append(
+            "Operating region: no configuration was run at two power limits, so there is no "
+            "power-limit effect to judge."
+        )
+    else:
+        hits = effects[effects["in_operating_region"].astype(bool)]
+        if hits.empty:
+            items.append(
+                f"Operating region ({criteria_text(crit)} against the same configuration at its "
+                "highest power limit): no configuration."
+            )
+        else:
+            listed = "; ".join(
+                f"{r['label']} (energy {pct(r['energy_change'])}, time {pct(r['time_change'])} "
+                f"against {r['reference_label']})"
+                for _, r in hits.sort_values("energy_change", kind="stable").iterrows()
+            )
+            items.append(
+                f"Operating region ({len(hits)} configuration(s) with {criteria_text(crit)} "
+                f"against the same configuration at its highest power limit): {listed}."
+            )
+    vs_base = [c for c in data["configurations"] if c["region_vs_baseline"]]
+    base = data["baseline"]["label"]
+    if vs_base:
+        listed = "; ".join(
+            f"{c['label']} (energy {pct(c['energy_change'])}, time {pct(c['time_change'])})"
+            for c in vs_base
+        )
+        items.append(
+            f"Against the baseline {base} (not the operating region: precision, GPU count and "
+            f"batch size count here too), {len(vs_base)} configuration(s) have "
+            f"{criteria_text(crit)}: {listed}."
+        )
+    else:
+        items.append(
+            f"Against the baseline {base} (not the operating region), no configuration has "
+            f"{criteria_text(crit)}."
+        )
+    return items
+
+
+def phase_blocks(phases: dict[str, Any] | None) -> list[Block]:
+    """ "Where the sweep's time went": each phase's summed wall time, share and median per run;
+    nothing when the runs carry no phase times."""
+    if not phases:
+        return []
+    rows = [
+        [
+            PHASE_NAMES.get(p["phase"], p["phase"]),
+            fmt(p["total_s"]),
+            pct(p["share"], False),
+            fmt(p["median_s"]),
+        ]
+        for p in phases["phases"]
+    ]
+    rows.append(["all phases", fmt(phases["total_s"]), "100.0 %", ""])
+    sentence = (
+        f"Over {phases['runs']} run(s), {fmt(phases['total_s'])} s of wall time were spent in "
+        f"the runs' phases, of which the measured training budget took "
+        f"{pct(phases['budget_share'], False)}; the rest is overhead."
+    )
+    return [
+        Heading("Where the sweep's time went"),
+        Para(sentence),
+        Table(
+            ["Phase", "Total (s)", "Share", "Median per run (s)"],
+            rows,
+            "Wall time per phase, summed over the runs that recorded it (failed runs included). "
+            "Only the budget phase is measured for energy.",
+        ),
+    ]

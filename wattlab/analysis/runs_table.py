@@ -1,0 +1,164 @@
+"""The runs table as analysis reads it: its column groups, row selectors and small readers.
+
+Every analysis module takes plain pandas DataFrames whose columns are those of the ``runs``
+table in ``wattlab/experiment/schema.sql`` (units are in the column names: ``duration_s`` in
+seconds, ``energy_*_j`` in joules, ``co2e_*_kg`` in kilograms of CO2e). Nothing here reads a
+database or draws a figure.
+
+A *configuration* is the set of ``status == 'ok'`` rows that share a ``config_hash`` (shown
+by its ``label``); a *change* is ``value / reference_value - 1`` of medians (a fraction;
+negative = less time or less energy than the reference).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from wattlab.errors import DataError
+from wattlab.meters.base import Provenance
+
+# Columns that describe a configuration (taken from the first run of each configuration).
+CONFIG_COLUMNS = (
+    "model",
+    "stem",
+    "dataset",
+    "device",
+    "gpus",
+    "world_size",
+    "precision",
+    "batch_size",
+    "power_limit_requested_w",
+)
+# Measured columns summarised by a median and an interval of the median.
+METRICS = (
+    "duration_s",
+    "energy_total_j",
+    "energy_gpu_j",
+    "energy_cpu_j",
+    "energy_dram_j",
+    "energy_other_j",
+    "energy_per_sample_j",
+    "co2e_kg",
+    "accuracy",
+)
+# Columns summarised by a median only.
+MEDIAN_ONLY = ("co2e_low_kg", "co2e_high_kg", "power_limit_w", "samples", "wall_s", "epochs")
+# Facts about where and how a configuration was measured (its first run's value).
+CONTEXT_COLUMNS = ("gpu_name", "cpu_model", "intensity_kg_per_kwh", "pue")
+REQUIRED_COLUMNS = ("status", "config_hash", "label", "duration_s", "energy_total_j")
+
+PRECISION_ORDER = ("fp32", "tf32", "amp-bf16", "amp-fp16")
+_PROVENANCE_RANK = {"measured": 0, "sampled": 1, "estimated": 2, "unknown": 3}
+INT_COLUMNS = ("gpus", "world_size", "batch_size")
+
+
+def check_columns(runs: pd.DataFrame, required: Iterable[str], what: str) -> None:
+    missing = [c for c in required if c not in runs.columns]
+    if missing:
+        raise DataError(
+            f"the {what} table lacks the column(s) {', '.join(missing)}; "
+            "it must have the columns of the runs table in wattlab/experiment/schema.sql."
+        )
+
+
+def ok_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``runs`` whose status is 'ok'."""
+    check_columns(runs, ("status",), "runs")
+    return runs[runs["status"].astype("object") == "ok"]
+
+
+def failed_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``runs`` whose status is not 'ok'."""
+    check_columns(runs, ("status",), "runs")
+    return runs[runs["status"].astype("object") != "ok"]
+
+
+def numeric(series: pd.Series) -> np.ndarray:
+    """A column as float64, non-numbers as NaN."""
+    return pd.to_numeric(series, errors="coerce").to_numpy(dtype="float64", na_value=np.nan)
+
+
+def weakest_provenance(values: Iterable[object]) -> str:
+    """The weakest of several provenance strings; a missing or unknown one gives 'unknown'
+    (a number whose origin is unknown is never reported as measured)."""
+    worst = "measured"
+    seen = False
+    for value in values:
+        seen = True
+        text = value.value if isinstance(value, Provenance) else value
+        if not isinstance(text, str) or text not in _PROVENANCE_RANK:
+            text = "unknown"
+        if _PROVENANCE_RANK[text] > _PROVENANCE_RANK[worst]:
+            worst = text
+    return worst if seen else "unknown"
+
+
+def relative_change(value: float, reference: float) -> float:
+    """``value / reference - 1`` (a fraction); NaN when either is missing or reference is 0."""
+    if value is None or reference is None:
+        return math.nan
+    value, reference = float(value), float(reference)
+    if math.isnan(value) or math.isnan(reference) or reference == 0:
+        return math.nan
+    return value / reference - 1.0
+
+
+def as_float(value: object, missing: float) -> float:
+    """``value`` as a float; ``missing`` when it is absent, not a number or NaN."""
+    try:
+        out = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return missing
+    return missing if math.isnan(out) else out
+
+
+def group_key(row: pd.Series, columns: Sequence[str]) -> tuple:
+    """The values of ``columns`` in ``row``, missing ones as None (a hashable group key)."""
+    out = []
+    for col in columns:
+        value = row.get(col)
+        if value is None or (not isinstance(value, str) and pd.isna(value)):
+            out.append(None)
+        else:
+            out.append(value)
+    return tuple(out)
+
+
+def parse_json_cell(cell: object) -> dict[str, Any] | None:
+    """A JSON object stored in a cell (or a dict already); None when empty or not an object."""
+    if isinstance(cell, dict):
+        return cell
+    if not isinstance(cell, str) or not cell.strip():
+        return None
+    try:
+        out = json.loads(cell)
+    except ValueError:
+        return None
+    return out if isinstance(out, dict) else None
+
+
+def intensity_range(runs: pd.DataFrame) -> tuple[float, float] | None:
+    """The low/high carbon intensity (kgCO2e/kWh) behind ``co2e_low_kg``/``co2e_high_kg``,
+    recovered as intensity x low/value (the table stores the CO2e, not the range)."""
+    need = ("co2e_kg", "co2e_low_kg", "co2e_high_kg", "intensity_kg_per_kwh")
+    if not all(c in runs.columns for c in need):
+        return None
+    ok = ok_runs(runs)
+    value, low, high = (
+        numeric(ok["co2e_kg"]),
+        numeric(ok["co2e_low_kg"]),
+        numeric(ok["co2e_high_kg"]),
+    )
+    intensity = numeric(ok["intensity_kg_per_kwh"])
+    use = (value > 0) & ~np.isnan(low) & ~np.isnan(high) & ~np.isnan(intensity)
+    if not use.any():
+        return None
+    lows = intensity[use] * low[use] / value[use]
+    highs = intensity[use] * high[use] / value[use]
+    return (float(np.median(lows)), float(np.median(highs)))

@@ -1,0 +1,174 @@
+"""One row per configuration: medians of the measured columns with intervals of the median
+(see :mod:`wattlab.analysis.intervals`), and each configuration's change against the
+baseline (see :mod:`wattlab.analysis.baseline`)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from wattlab.analysis.baseline import default_baseline, find_baseline
+from wattlab.analysis.intervals import CI_LEVEL, change_interval, median_interval, min_runs_for
+from wattlab.analysis.runs_table import (
+    CONFIG_COLUMNS,
+    CONTEXT_COLUMNS,
+    INT_COLUMNS,
+    MEDIAN_ONLY,
+    METRICS,
+    PRECISION_ORDER,
+    REQUIRED_COLUMNS,
+    check_columns,
+    failed_runs,
+    numeric,
+    ok_runs,
+    relative_change,
+    weakest_provenance,
+)
+from wattlab.errors import DataError
+
+
+def _per_run_frame(ok: pd.DataFrame) -> pd.DataFrame:
+    """The ok runs with the derived per-run columns the summary needs."""
+    frame = ok.copy()
+    for col in METRICS + MEDIAN_ONLY:
+        if col not in frame.columns and col != "energy_per_sample_j":
+            frame[col] = np.nan
+    samples = numeric(frame["samples"])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_sample = numeric(frame["energy_total_j"]) / samples
+    per_sample[~np.isfinite(per_sample)] = np.nan
+    frame["energy_per_sample_j"] = per_sample
+    return frame
+
+
+def _sort_key(row: Mapping[str, object]) -> tuple:
+    def num(value: object, missing: float) -> float:
+        try:
+            out = float(value)  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return missing
+        return missing if math.isnan(out) else out
+
+    precision = row.get("precision")
+    p_rank = PRECISION_ORDER.index(precision) if precision in PRECISION_ORDER else 99
+    return (
+        str(row.get("model") or ""),
+        num(row.get("gpus"), 0.0),
+        num(row.get("world_size"), 0.0),
+        p_rank,
+        str(precision or ""),
+        -num(row.get("power_limit_requested_w"), math.inf),
+        -num(row.get("power_limit_w"), math.inf),
+        num(row.get("batch_size"), 0.0),
+        str(row.get("label") or ""),
+        str(row.get("config_hash") or ""),
+    )
+
+
+def summarize(
+    runs: pd.DataFrame,
+    baseline: Mapping[str, object] | None = None,
+    level: float = CI_LEVEL,
+) -> pd.DataFrame:
+    """One row per configuration (index: ``config_hash``) of the ok runs in ``runs``.
+
+    Columns: ``label``, ``n`` (ok runs), ``n_failed``; the configuration axes in
+    ``CONFIG_COLUMNS`` (None where the table lacks the column); for every metric in
+    ``METRICS`` its median under the metric's own name (``duration_s`` in s, ``energy_*_j`` in
+    J, ``energy_per_sample_j`` in J/sample, ``co2e_kg`` in kg, ``accuracy`` as a fraction) and
+    the interval of the median as ``<metric>_ci_low`` / ``<metric>_ci_high`` (NaN with a
+    single run); ``ci_method`` (``order-statistic``, or ``range`` when there are too few runs
+    for ``level``) and ``ci_coverage`` (the probability that the interval holds the median;
+    see :mod:`wattlab.analysis.intervals`); medians of ``co2e_low_kg``, ``co2e_high_kg``,
+    ``power_limit_w`` (in force, W) and ``samples``; ``provenance`` (weakest over the
+    configuration's runs); ``time_change`` and ``energy_change`` against the baseline
+    (fractions, negative = saving) with intervals (``*_ci_low`` / ``*_ci_high``,
+    ``*_ci_coverage``); ``is_baseline``; and context columns ``gpu_name``, ``cpu_model``,
+    ``intensity_kg_per_kwh``, ``pue``.
+
+    ``baseline`` is ``{column: value}`` matching exactly one configuration (see
+    :func:`find_baseline`); None picks :func:`default_baseline`.
+    """
+    check_columns(runs, REQUIRED_COLUMNS, "runs")
+    ok = ok_runs(runs)
+    if ok.empty:
+        raise DataError(
+            f"there are no successful runs to summarise ({len(runs)} run(s) given, none with "
+            "status 'ok')."
+        )
+    failed_counts = failed_runs(runs)["config_hash"].astype("object").value_counts().to_dict()
+    frame = _per_run_frame(ok)
+    rows: list[dict[str, Any]] = []
+    per_config_values: dict[str, dict[str, np.ndarray]] = {}
+    for config_hash, group in frame.groupby(frame["config_hash"].astype("object"), sort=False):
+        first = group.iloc[0]
+        row: dict[str, Any] = {"config_hash": config_hash, "label": str(first["label"])}
+        row["n"] = len(group)
+        row["n_failed"] = int(failed_counts.get(config_hash, 0))
+        for col in CONFIG_COLUMNS + CONTEXT_COLUMNS:
+            row[col] = _config_value(first.get(col), col)
+        values: dict[str, np.ndarray] = {}
+        for metric in METRICS:
+            x = numeric(group[metric])
+            values[metric] = x
+            finite = x[~np.isnan(x)]
+            row[metric] = float(np.median(finite)) if finite.size else math.nan
+            interval = median_interval(x, level)
+            row[f"{metric}_ci_low"], row[f"{metric}_ci_high"] = interval.low, interval.high
+            if metric == "energy_total_j":
+                row["ci_method"], row["ci_coverage"] = interval.method, interval.coverage
+        for col in MEDIAN_ONLY:
+            x = numeric(group[col])
+            x = x[~np.isnan(x)]
+            row[col] = float(np.median(x)) if x.size else math.nan
+        prov = group["provenance"] if "provenance" in group.columns else [None] * len(group)
+        row["provenance"] = weakest_provenance(list(prov))
+        per_config_values[config_hash] = values
+        rows.append(row)
+    rows.sort(key=_sort_key)
+    summary = pd.DataFrame(rows).set_index("config_hash", drop=False)
+    summary.index.name = None
+    base_hash = find_baseline(summary, baseline) if baseline else default_baseline(summary)
+    summary["is_baseline"] = summary.index == base_hash
+    base_row = summary.loc[base_hash]
+    base_vals = per_config_values[base_hash]
+    for name, metric in (("time_change", "duration_s"), ("energy_change", "energy_total_j")):
+        changes, lows, highs, coverages = [], [], [], []
+        for config_hash, row in summary.iterrows():
+            changes.append(relative_change(row[metric], base_row[metric]))
+            if config_hash == base_hash:
+                interval = change_interval([], [])  # no interval against itself
+            else:
+                interval = change_interval(
+                    per_config_values[config_hash][metric], base_vals[metric], level
+                )
+            lows.append(interval.low)
+            highs.append(interval.high)
+            coverages.append(interval.coverage)
+        summary[name] = changes
+        summary[f"{name}_ci_low"] = lows
+        summary[f"{name}_ci_high"] = highs
+        summary[f"{name}_ci_coverage"] = coverages
+    return summary
+
+
+def _config_value(value: object, column: str) -> object:
+    """A configuration axis as stored in the summary: None when missing, whole numbers of the
+    integer columns as int (a failed run's NULLs make the column float)."""
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return None
+    number = isinstance(value, (int, float, np.integer, np.floating))
+    if column in INT_COLUMNS and number and float(value).is_integer():
+        return int(value)
+    return value
+
+
+def short_configurations(summary: pd.DataFrame, level: float = CI_LEVEL) -> list[str]:
+    """Labels of the configurations with fewer ok runs than a ``level`` interval of the median
+    needs (6 for 95 %): their interval is the range, with less coverage, or none at all."""
+    need = min_runs_for(level)
+    return [str(row["label"]) for _, row in summary.iterrows() if int(row["n"]) < need]

@@ -1,0 +1,207 @@
+"""The machine-readable summary of a set of runs: what ``wattlab report --json`` prints and
+``summary.json`` holds (JSON-safe: NaN becomes null)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from wattlab.analysis.codecarbon_error import codecarbon_errors
+from wattlab.analysis.energy_shares import energy_shares
+from wattlab.analysis.headline import finding
+from wattlab.analysis.intervals import CI_LEVEL, min_runs_for
+from wattlab.analysis.phases import phase_times
+from wattlab.analysis.runs_table import (
+    CONFIG_COLUMNS,
+    failed_runs,
+    intensity_range,
+    ok_runs,
+    weakest_provenance,
+)
+from wattlab.analysis.scaling import scaling_efficiency
+from wattlab.analysis.summary import short_configurations
+from wattlab.analysis.tradeoffs import (
+    DEFAULT_MAX_PENALTY,
+    DEFAULT_MIN_SAVING,
+    operating_region,
+    pareto_front,
+    power_limit_effects,
+    region_against_baseline,
+)
+from wattlab.jsonio import jsonable
+
+REGION_REFERENCE = (
+    "the same model, stem, dataset, device, GPU count, precision and batch size at its "
+    "highest power limit"
+)
+
+
+def _config_record(
+    row: pd.Series, pareto: set, region: set, vs_baseline: set, axes: Sequence[str]
+) -> dict[str, Any]:
+    return {
+        "label": row["label"],
+        "config_hash": row["config_hash"],
+        "axes": {a: row.get(a) for a in axes if a in row.index},
+        "n": row["n"],
+        "n_failed": row.get("n_failed", 0),
+        "time_s": row["duration_s"],
+        "time_s_ci": [row["duration_s_ci_low"], row["duration_s_ci_high"]],
+        "energy_j": row["energy_total_j"],
+        "energy_j_ci": [row["energy_total_j_ci_low"], row["energy_total_j_ci_high"]],
+        "ci_method": row.get("ci_method"),
+        "ci_coverage": row.get("ci_coverage"),
+        "energy_gpu_j": row.get("energy_gpu_j"),
+        "energy_cpu_j": row.get("energy_cpu_j"),
+        "energy_dram_j": row.get("energy_dram_j"),
+        "energy_other_j": row.get("energy_other_j"),
+        "energy_per_sample_j": row.get("energy_per_sample_j"),
+        "energy_per_sample_j_ci": [
+            row.get("energy_per_sample_j_ci_low"),
+            row.get("energy_per_sample_j_ci_high"),
+        ],
+        "co2e_kg": row.get("co2e_kg"),
+        "co2e_kg_ci": [row.get("co2e_kg_ci_low"), row.get("co2e_kg_ci_high")],
+        "co2e_low_kg": row.get("co2e_low_kg"),
+        "co2e_high_kg": row.get("co2e_high_kg"),
+        "accuracy": row.get("accuracy"),
+        "accuracy_ci": [row.get("accuracy_ci_low"), row.get("accuracy_ci_high")],
+        "power_limit_w": row.get("power_limit_w"),
+        "provenance": row.get("provenance"),
+        "time_change": row.get("time_change"),
+        "time_change_ci": [row.get("time_change_ci_low"), row.get("time_change_ci_high")],
+        "energy_change": row.get("energy_change"),
+        "energy_change_ci": [row.get("energy_change_ci_low"), row.get("energy_change_ci_high")],
+        "change_ci_coverage": row.get("energy_change_ci_coverage"),
+        "is_baseline": bool(row.get("is_baseline", False)),
+        "pareto": row["config_hash"] in pareto,
+        "operating_region": row["config_hash"] in region,
+        "region_vs_baseline": row["config_hash"] in vs_baseline,
+    }
+
+
+def intervals_summary(summary: pd.DataFrame, level: float = CI_LEVEL) -> dict[str, Any]:
+    """How the intervals were made: method, level, the runs a ``level`` interval of the median
+    needs, and the configurations with fewer (their interval is the range, or none)."""
+    short = short_configurations(summary, level)
+    return {
+        "method": "order-statistic interval of the median (distribution-free)",
+        "level": level,
+        "min_runs": min_runs_for(level),
+        "short_configurations": short,
+        "change_method": "spanned by the two medians' intervals; coverage = their product",
+    }
+
+
+def summary_to_json(
+    summary: pd.DataFrame,
+    runs: pd.DataFrame | None = None,
+    *,
+    min_saving: float = DEFAULT_MIN_SAVING,
+    max_penalty: float = DEFAULT_MAX_PENALTY,
+) -> dict[str, Any]:
+    """A machine-readable summary (JSON-safe: NaN becomes null). Keys:
+
+    ``finding`` (:func:`wattlab.analysis.headline.finding`: the report's first sentence),
+    ``configurations`` (one dict per configuration: ``label``, ``config_hash``, ``axes``, ``n``,
+    ``time_s`` and ``energy_j`` medians with ``time_s_ci`` / ``energy_j_ci`` [low, high] and
+    their ``ci_method`` / ``ci_coverage``, per-component energies, ``energy_per_sample_j``,
+    ``co2e_kg`` with ``co2e_low_kg`` / ``co2e_high_kg``, ``accuracy``, ``provenance``,
+    ``time_change`` / ``energy_change`` against the baseline with intervals,
+    ``is_baseline``, ``pareto``, ``operating_region`` (against its own highest power limit),
+    ``region_vs_baseline``), ``baseline`` (label, config_hash, axes), ``pareto``,
+    ``operating_region`` (labels, per group against the group's highest power limit),
+    ``operating_region_vs_baseline`` (labels, against the one baseline), ``criteria``
+    (min_saving, max_penalty, region_reference), ``intervals`` (see
+    :func:`intervals_summary`), ``scaling``, ``power_limit_effects``, ``codecarbon``
+    (:func:`codecarbon_errors`, or ``{"measured": false}`` without runs), ``provenance``
+    (weakest over all configurations), and with ``runs``: ``runs`` (ok and failed counts,
+    failures with their errors), ``hardware``, ``carbon``, ``energy_shares`` (see
+    :mod:`wattlab.analysis.energy_shares`) and ``phase_times`` (see
+    :mod:`wattlab.analysis.phases`; null without phase columns).
+    """
+    pareto = pareto_front(summary, "duration_s", "energy_total_j")
+    region = operating_region(summary, min_saving, max_penalty)
+    vs_baseline = region_against_baseline(summary, min_saving, max_penalty)
+    axes = [c for c in (*CONFIG_COLUMNS, "power_limit_w") if c in summary.columns]
+    base = summary[summary["is_baseline"]].iloc[0]
+    out: dict[str, Any] = {
+        "finding": finding(summary),
+        "configurations": [
+            _config_record(row, set(pareto), set(region), set(vs_baseline), axes)
+            for _, row in summary.iterrows()
+        ],
+        "baseline": {
+            "label": base["label"],
+            "config_hash": base["config_hash"],
+            "axes": {a: base.get(a) for a in axes},
+        },
+        "pareto": [summary.loc[h, "label"] for h in pareto],
+        "operating_region": [summary.loc[h, "label"] for h in region],
+        "operating_region_vs_baseline": [summary.loc[h, "label"] for h in vs_baseline],
+        "criteria": {
+            "min_saving": min_saving,
+            "max_penalty": max_penalty,
+            "region_reference": REGION_REFERENCE,
+        },
+        "intervals": intervals_summary(summary),
+        "scaling": scaling_efficiency(summary).to_dict(orient="records"),
+        "power_limit_effects": power_limit_effects(summary, min_saving, max_penalty).to_dict(
+            orient="records"
+        ),
+        "provenance": weakest_provenance(summary["provenance"]),
+        "codecarbon": codecarbon_errors(runs) if runs is not None else {"measured": False},
+    }
+    if runs is not None:
+        failed = failed_runs(runs)
+        out["runs"] = {
+            "ok": int(len(ok_runs(runs))),
+            "failed": int(len(failed)),
+            "failures": [
+                {
+                    "run_id": r.get("id"),
+                    "label": r.get("label"),
+                    "repetition": r.get("repetition"),
+                    "error": r.get("error"),
+                }
+                for _, r in failed.iterrows()
+            ],
+        }
+        out["hardware"] = hardware(runs)
+        out["energy_shares"] = energy_shares(runs)
+        out["phase_times"] = phase_times(runs)
+        rng = intensity_range(runs)
+        ok = ok_runs(runs)
+        out["carbon"] = {
+            "intensity_kg_per_kwh": _unique(ok, "intensity_kg_per_kwh"),
+            "intensity_range_kg_per_kwh": list(rng) if rng else None,
+            "pue": _unique(ok, "pue"),
+        }
+    return jsonable(out)
+
+
+def _unique(frame: pd.DataFrame, column: str) -> list:
+    """Distinct non-missing values of a column, in first-seen order."""
+    if column not in frame.columns:
+        return []
+    seen: list = []
+    for value in frame[column]:
+        if value is None or (not isinstance(value, str) and pd.isna(value)):
+            continue
+        if value not in seen:
+            seen.append(value)
+    return seen
+
+
+def hardware(runs: pd.DataFrame) -> dict[str, list]:
+    """Distinct GPU names, CPU models, hosts and drivers over the ok runs."""
+    ok = ok_runs(runs)
+    return {
+        "gpu_name": _unique(ok, "gpu_name"),
+        "cpu_model": _unique(ok, "cpu_model"),
+        "hostname": _unique(ok, "hostname"),
+        "driver": _unique(ok, "driver"),
+        "device": _unique(ok, "device"),
+    }
