@@ -36,12 +36,7 @@ LAYERS: dict[str, float] = {
 
 # Arrows that still point upward, each with the reason it is tolerated. Keep this empty: an
 # entry is a debt with an owner, not a permission.
-KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("wattlab.experiment.worker", "wattlab.cli.render"): (
-        "the worker still prints its own summary; engineer 'engine' makes it return data and "
-        "lets the CLI print it, then this entry goes"
-    ),
-}
+KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
 def layer_of(module: str) -> float:

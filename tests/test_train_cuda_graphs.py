@@ -57,10 +57,18 @@ def test_graphed_steps_train_like_eager_steps(precision: str) -> None:
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU (run on the GPU machine)")
     eager = _train(False, precision)
+    eager_again = _train(False, precision)
     graphed = _train(True, precision)
     assert graphed.samples == eager.samples
-    # Same seed, data and schedule: the per-epoch losses agree up to kernel nondeterminism.
-    for a, b in zip(eager.per_epoch, graphed.per_epoch, strict=True):
-        assert b.train_loss == pytest.approx(a.train_loss, rel=0.05)
-    assert eager.per_epoch[-1].train_loss < eager.per_epoch[0].train_loss
-    assert graphed.per_epoch[-1].train_loss < graphed.per_epoch[0].train_loss
+    losses = {
+        name: [e.train_loss for e in result.per_epoch]
+        for name, result in (("eager", eager), ("eager again", eager_again), ("graphed", graphed))
+    }
+    print(precision, losses)
+    # Same seed, data and schedule. cuDNN's backward kernels are not bitwise deterministic, so
+    # two eager runs already differ a little: the graphed run may differ from eager by no more
+    # than three times that, plus 1 %.
+    for a, again, b in zip(*losses.values(), strict=True):
+        noise = abs(again - a)
+        assert abs(b - a) <= 3 * noise + 0.01 * a, losses
+    assert losses["graphed"][-1] < losses["graphed"][0], losses

@@ -50,6 +50,7 @@ class FakeDevice:
     instant_w: Any = None  # NVML_FI_DEV_POWER_INSTANT; None = not reported
     counter_j: Any = 0.0  # total-energy counter; None = not supported
     utilization: float | None = 0.0
+    temperature: float | None = 35.0  # degrees C; None = not readable
     limit_w: float = 700.0
     default_limit_w: float = 700.0
     min_limit_w: float = 200.0
@@ -97,6 +98,9 @@ class FakeDevice:
 
     def utilization_percent(self) -> float | None:
         return self.utilization
+
+    def temperature_c(self) -> float | None:
+        return self.temperature
 
     def power_limit_w(self) -> float:
         self._limits()

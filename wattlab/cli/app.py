@@ -269,15 +269,18 @@ def run(
         codecarbon_country=codecarbon_country,
     )
     outcome = run_config(cfg, opts, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint)
-    if json_path and outcome.run_id is not None:
-        from wattlab.experiment.store import open_store
+    if json_path and outcome.row is not None:
+        dump_json(outcome.row, json_path)
+    if outcome.status == "ok" and outcome.row is not None and opts.progress:
+        from wattlab.cli.render import print_run_row
 
-        with open_store(db) as store:
-            rows = store.runs()
-        row = rows[rows["id"] == outcome.run_id].iloc[0].to_dict()
-        dump_json(row, json_path)
+        print_run_row(outcome.row)
     if outcome.status != "ok":
-        print(f"wattlab: the run failed and was stored as failed: {outcome.error}", file=sys.stderr)
+        if outcome.run_id is not None and outcome.stored:
+            said = f"the run failed and was stored as failed (run {outcome.run_id})"
+        else:
+            said = "the run failed and nothing was stored"
+        print(f"wattlab: {said}: {outcome.error}", file=sys.stderr)
         raise typer.Exit(1)
 
 

@@ -56,6 +56,9 @@ def export_result(
         if len(runs) != 1:
             raise DataError(f"{db_path} holds {len(runs)} runs; a task's database holds one.")
         run = {k: _plain(v) for k, v in runs.iloc[0].items() if k != "id"}
+        if run.get("status") not in ("ok", "failed"):  # a claim its process never finished
+            run["error"] = run.get("error") or f"the run did not finish (status {run['status']})"
+            run["status"] = "failed"
         run_id = int(runs.iloc[0]["id"])
         windows = [
             {k: _plain(v) for k, v in w.items() if k != "run_id"}

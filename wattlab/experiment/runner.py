@@ -1,24 +1,32 @@
 """`wattlab run`: check everything, set power limits (always restored), launch, store.
 
 The checks run before anything is changed or written: the database is wattlab's, the dataset
-is readable, the GPUs exist, the power limit is allowed. Then a single process runs in this
-process; several (or any run of a sweep) run under torchrun, one process per GPU. A run whose
-processes die without storing anything is stored as failed by the runner.
+is readable, the batch fits the training set, CodeCarbon is importable when asked for, the
+GPUs exist, the power limit is allowed. Then the run is claimed (a 'running' row) and runs in
+this process, in a sweep's warm worker, or under torchrun (one process per GPU). A run whose
+processes die without finishing their claim is stored as failed by the runner. Every child
+dies with its parent (``lifetime``): a killed `wattlab run` or `sweep` leaves nothing running.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import json
 import os
 import signal
+import socket
 import subprocess
 import tempfile
+import threading
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from wattlab.errors import ConfigError, Interrupted
-from wattlab.experiment.worker import WorkerOptions, execute, failed_row
+from wattlab.experiment.worker import WorkerOptions, claim_row, execute, failed_row
 from wattlab.monitor import utc_now_iso
 from wattlab.train.config import RunConfig
 
@@ -28,6 +36,8 @@ class RunOutcome:
     run_id: int | None
     status: str  # 'ok' | 'failed'
     error: str | None = None
+    row: dict[str, Any] | None = None  # the stored row (ok or failed), when there is one
+    stored: bool = True  # False: a failure that could not be stored (nothing was written)
 
 
 def check_devices(cfg: RunConfig) -> None:
@@ -71,6 +81,31 @@ def check_dataset(cfg: RunConfig) -> None:
     load_cifar10(folder, train_samples=1, test_samples=1)  # parses data_batch_1 and test_batch
 
 
+def check_budget(cfg: RunConfig) -> None:
+    """The batch must fit the training set, and the budget must hold at least one batch."""
+    from wattlab.train.config import budget_steps, train_set_size
+
+    budget_steps(cfg, train_set_size(cfg))
+
+
+def check_codecarbon(cfg: RunConfig) -> None:
+    if cfg.codecarbon and importlib.util.find_spec("codecarbon") is None:
+        raise ConfigError(
+            "CodeCarbon was asked for (--codecarbon or codecarbon: true) but is not installed; "
+            "pip install 'wattlab[codecarbon]', or turn it off."
+        )
+
+
+def check_inputs(cfg: RunConfig) -> None:
+    """The checks of one configuration that need no database and no GPU (sweeps run them
+    for every planned run before the sweep starts)."""
+    if cfg.device == "cpu" and cfg.precision == "amp-fp16":
+        raise ConfigError("precision 'amp-fp16' needs a CUDA GPU; on the CPU use fp32 or amp-bf16.")
+    check_codecarbon(cfg)
+    check_budget(cfg)
+    check_dataset(cfg)
+
+
 def preflight(cfg: RunConfig, db_path: str | Path) -> None:
     """Every check that can fail on user input, before anything is set or written."""
     from wattlab.experiment.store import open_store
@@ -80,7 +115,7 @@ def preflight(cfg: RunConfig, db_path: str | Path) -> None:
         open_store(path, create=False).close()  # refuses a file that is not wattlab's
     elif not path.parent.is_dir():
         raise ConfigError(f"cannot create the database {path}: {path.parent} does not exist.")
-    check_dataset(cfg)
+    check_inputs(cfg)
     check_devices(cfg)
 
 
@@ -109,6 +144,62 @@ def restore_pending_limits(pynvml_module: Any = None) -> list[Any]:
     return restore_from_journal(pynvml_module, default_journal_path())  # None: real NVML
 
 
+def read_idle(cfg: RunConfig) -> dict[str, Any] | None:
+    """Each GPU's power and temperature now, before the run (None on the CPU)."""
+    if cfg.device != "cuda":
+        return None
+    from wattlab.meters.idle import read_gpu_idle
+
+    return read_gpu_idle(list(range(cfg.gpus))) or None
+
+
+def abandon_dead_lone_runs(db_path: str | Path) -> list[int]:
+    """Mark lone runs that a dead process on this host left 'running' as 'abandoned'."""
+    from wattlab.experiment.lifetime import pid_alive
+    from wattlab.experiment.store import open_store
+
+    host = socket.gethostname()
+    with open_store(db_path) as store:
+        dead = [pid for _, pid in store.running_lone_runs(host) if pid and not pid_alive(pid)]
+        return store.abandon_running(None, hostname=host, dead_pids=dead) if dead else []
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While in this block, SIGTERM raises Interrupted(15) in the main thread (as SIGINT raises
+    KeyboardInterrupt), so the run in flight is stored as failed and limits are restored."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def stop(signum: int, _frame: object) -> None:
+        raise Interrupted(signum)
+
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _claim(cfg: RunConfig, opts: WorkerOptions) -> int:
+    from wattlab.experiment.store import open_store
+
+    with open_store(opts.db_path) as store:
+        return store.claim_run(claim_row(cfg, opts, utc_now_iso()))
+
+
+def _stored_row(db_path: str, run_id: int | None) -> dict[str, Any] | None:
+    if run_id is None:
+        return None
+    from wattlab.experiment.store import open_store
+
+    with open_store(db_path) as store:
+        rows = store.runs()
+    match = rows[rows["id"] == run_id]
+    return match.iloc[0].to_dict() if len(match) else None
+
+
 def run(
     cfg: RunConfig,
     opts: WorkerOptions,
@@ -118,11 +209,17 @@ def run(
     node_rank: int = 0,
     rdzv_endpoint: str | None = None,
     pynvml_module: Any = None,
+    warm: Any = None,
 ) -> RunOutcome:
-    """Run one configuration end to end and store it. Raises WattlabError on bad input."""
+    """Run one configuration end to end and store it. Raises WattlabError on bad input.
+
+    ``warm``: a sweep's WarmWorker; single-process runs go to it instead of a new process.
+    """
     preflight(cfg, opts.db_path)
     if cfg.device == "cuda":
         restore_pending_limits(pynvml_module)
+    if node_rank == 0 and opts.sweep is None:
+        abandon_dead_lone_runs(opts.db_path)
     if subprocess_launch is None:
         subprocess_launch = cfg.world_size > 1 or nnodes > 1
     with _power_session(cfg, pynvml_module) as session:
@@ -131,13 +228,37 @@ def run(
             opts.power_limit_requested_w = changes[0].limit_w
         elif cfg.power_limit_w is not None:
             opts.power_limit_requested_w = cfg.power_limit_w
+        if opts.idle is None:
+            opts.idle = read_idle(cfg)
+        if warm is not None and cfg.world_size == 1 and nnodes == 1:
+            opts.launcher = "warm-worker"
+            opts.run_id = _claim(cfg, opts)
+            return warm.run(cfg, opts)
         if not subprocess_launch:
-            try:
-                run_id = execute(cfg, opts)
-            except Exception as error:  # stored as failed by execute
-                return RunOutcome(None, "failed", f"{type(error).__name__}: {error}")
-            return RunOutcome(run_id, "ok")
+            opts.run_id = _claim(cfg, opts)
+            with sigterm_as_interrupt():
+                result = execute(cfg, opts)
+            return RunOutcome(result.run_id, result.status, result.error, result.row, result.stored)
+        opts.launcher = "torchrun"
+        if node_rank == 0:
+            opts.run_id = _claim(cfg, opts)
         return _launch(cfg, opts, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint)
+
+
+def finish_as_failed(cfg: RunConfig, opts: WorkerOptions, started_at: str, message: str) -> int:
+    """Store the failure of a run whose processes died: finish its claim (or add a row)."""
+    from wattlab.errors import DataError
+    from wattlab.experiment.store import open_store
+
+    with open_store(opts.db_path) as store:
+        row = failed_row(cfg, opts, started_at, message)
+        if opts.run_id is None:
+            return store.insert_run(row)
+        try:
+            store.finish_run(opts.run_id, row)
+        except DataError:  # the worker finished it after all
+            pass
+        return opts.run_id
 
 
 def _launch(
@@ -148,7 +269,7 @@ def _launch(
     node_rank: int,
     rdzv_endpoint: str | None,
 ) -> RunOutcome:
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.lifetime import ENV_PARENT_PID, preexec_pdeathsig
     from wattlab.train.distributed import torchrun_command
 
     started_at = utc_now_iso()
@@ -158,7 +279,6 @@ def _launch(
         result_path = Path(tmp) / "result.json"
         cfg_path.write_text(json.dumps(cfg.model_dump()))
         opts.result_file = str(result_path)
-        opts_path.write_text(json.dumps(opts.to_json()))
         command = torchrun_command(
             "wattlab.experiment.worker",
             ["--config-json", str(cfg_path), "--options-json", str(opts_path)],
@@ -169,7 +289,13 @@ def _launch(
         )
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // cfg.world_size)))
-        child = subprocess.Popen(command, env=env, start_new_session=True)
+        env[ENV_PARENT_PID] = str(os.getpid())  # the workers watch us too, not only torchrun
+        opts.launched_at_unix = time.time()
+        opts.launcher = "torchrun"
+        opts_path.write_text(json.dumps(opts.to_json()))
+        child = subprocess.Popen(
+            command, env=env, start_new_session=True, preexec_fn=preexec_pdeathsig
+        )
 
         received: list[int] = []
 
@@ -188,7 +314,13 @@ def _launch(
                 signal.signal(s, handler)
         if result_path.exists():
             result = json.loads(result_path.read_text())
-            outcome = RunOutcome(result.get("run_id"), result["status"], result.get("error"))
+            outcome = RunOutcome(
+                result.get("run_id"),
+                result["status"],
+                result.get("error"),
+                _stored_row(opts.db_path, result.get("run_id")),
+                bool(result.get("stored", True)),
+            )
         elif node_rank != 0:
             outcome = RunOutcome(None, "ok" if code == 0 else "failed")
         else:
@@ -197,12 +329,8 @@ def _launch(
                 message = f"interrupted by signal {received[0]} before the run was stored"
             elif code < 0:
                 message = f"the training processes were killed by signal {-code}"
-            store = open_store(opts.db_path)
-            try:
-                run_id = store.insert_run(failed_row(cfg, opts, started_at, message))
-            finally:
-                store.close()
-            outcome = RunOutcome(run_id, "failed", message)
+            run_id = finish_as_failed(cfg, opts, started_at, message)
+            outcome = RunOutcome(run_id, "failed", message, _stored_row(opts.db_path, run_id))
         if received:  # the user (or a scheduler) asked us to stop: no further runs
             raise Interrupted(received[0])
         return outcome

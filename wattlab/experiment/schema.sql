@@ -1,16 +1,16 @@
--- wattlab results database, schema version 1. Units are in the column names.
+-- wattlab results database, schema version 2. Units are in the column names.
 -- One row per run in `runs`; a run's windows (warm-up, each epoch, evaluation, the whole run)
 -- in `windows`; its power trace in `trace`. Rows of one run are written in one transaction.
 
 CREATE TABLE IF NOT EXISTS meta (
   key TEXT PRIMARY KEY,
   value TEXT NOT NULL
-);  -- ('app', 'wattlab'), ('schema_version', '1')
+);  -- ('app', 'wattlab'), ('schema_version', '2')
 
 CREATE TABLE IF NOT EXISTS runs (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
   sweep TEXT,                      -- sweep name, NULL for a lone `wattlab run`
-  status TEXT NOT NULL,            -- 'ok' | 'failed'
+  status TEXT NOT NULL,            -- 'running' | 'ok' | 'failed' | 'abandoned' (left by a dead process)
   error TEXT,                      -- the error, when failed
   config_hash TEXT NOT NULL,       -- RunConfig.config_hash()
   repetition INTEGER NOT NULL DEFAULT 0,
@@ -47,7 +47,21 @@ CREATE TABLE IF NOT EXISTS runs (
   ram_gb REAL,                     -- host memory installed
   train_size INTEGER, test_size INTEGER, image_size INTEGER,
   model_gflops_per_sample REAL,    -- forward GFLOPs per image (x3 for a training step)
-  params INTEGER
+  params INTEGER,
+  -- schema version 2: where the run's wall time went, who ran it, the GPUs before it started
+  pid INTEGER,                     -- the process that claimed the run ('running' rows)
+  launcher TEXT,                   -- 'in-process' | 'torchrun' | 'warm-worker'
+  worker_run_index INTEGER,        -- runs this process did before this one (0 = a cold start)
+  phase_launch_s REAL,             -- process start (or the sweep's request) to the run's start
+  phase_setup_s REAL,              -- meters, monitor, model, optimiser
+  phase_data_s REAL,               -- dataset load/generation and the copy to the device
+  phase_warmup_s REAL,             -- untimed warm-up steps
+  phase_budget_s REAL,             -- the measured budget window
+  phase_eval_s REAL,               -- evaluation
+  phase_teardown_s REAL,           -- after evaluation until the row is stored
+  idle_power_w REAL,               -- summed GPU power read just before the run (W)
+  idle_temperature_c REAL,         -- hottest GPU just before the run (degrees C)
+  idle_json TEXT                   -- {"gpu:0": {"uuid", "power_w", "temperature_c"}, ...}
 );
 CREATE INDEX IF NOT EXISTS runs_by_config ON runs (sweep, config_hash, repetition, status);
 

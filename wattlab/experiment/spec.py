@@ -9,7 +9,8 @@ A spec is a YAML file (or a preset shipped with wattlab)::
     order: random        # random | sequential
     order_seed: null     # drawn and recorded by the runner when null
     warmup_runs: 1       # untimed runs before the sweep, not stored as results
-    cooldown_s: 60       # pause between runs (s)
+    cooldown_s: 60       # pause between runs (s), at most 3600
+    cooldown_until_c: 45 # optional: end the pause early once every GPU is at or below 45 C
     codecarbon: true
     baseline: {gpus: 1, precision: fp32, power_limit_w: 300}
 
@@ -54,6 +55,8 @@ _SET_BY_SPEC = {
     "sweep": "it is set to the sweep's name",
     "codecarbon": "set codecarbon at the top level of the spec",
 }
+MAX_COOLDOWN_S = 3600.0  # one hour between runs at most
+MIN_COOLDOWN_C, MAX_COOLDOWN_C = 20.0, 100.0  # a GPU temperature to wait for, in degrees C
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -156,8 +159,9 @@ class SweepSpec(BaseModel):
     """A validated sweep: ``base`` + every point of ``grid``, ``repetitions`` times each.
 
     ``base`` and the grid axes take RunConfig fields. ``cooldown_s`` is the pause between runs
-    in seconds; with ``cooldown_until_idle`` it is the longest pause, ended early once the
-    GPUs are back at idle. ``warmup_runs`` untimed runs precede the sweep and are not stored.
+    in seconds; with ``cooldown_until_c`` it is the longest pause, ended early once every GPU
+    is at or below that temperature (read-only NVML; without a GPU the full pause is taken).
+    ``warmup_runs`` untimed runs precede the sweep and are not stored.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
@@ -170,8 +174,10 @@ class SweepSpec(BaseModel):
     order: Literal["random", "sequential"] = "random"
     order_seed: int | None = Field(None, ge=0)
     warmup_runs: int = Field(1, ge=0)
-    cooldown_s: float = Field(60.0, ge=0)
-    cooldown_until_idle: bool = False
+    cooldown_s: float = Field(60.0, ge=0, le=MAX_COOLDOWN_S, allow_inf_nan=False)
+    cooldown_until_c: float | None = Field(
+        None, ge=MIN_COOLDOWN_C, le=MAX_COOLDOWN_C, allow_inf_nan=False
+    )
     codecarbon: bool = False
     baseline: dict[str, Any] | None = None
 
@@ -356,6 +362,9 @@ class SweepSpec(BaseModel):
         comments, key order, ``300`` vs ``300.0``, ``description`` and ``base.data_dir``."""
         data = self.as_dict()
         data.pop("description", None)
+        if data.get("cooldown_until_c") is None:  # hashes stay those of specs without it
+            data.pop("cooldown_until_c", None)
+            data["cooldown_until_idle"] = False
         data["base"] = {k: v for k, v in data["base"].items() if k != "data_dir"}
         blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -1,10 +1,13 @@
 """The results database: one SQLite file holding runs, their windows, power traces and sweeps.
 
-The schema (``schema.sql``, version 1) is the contract between the runner, the analysis and the
-exports; its column names carry their units (``energy_total_j``, ``duration_s``, ``power_w``).
-A run and all its rows are written in ONE transaction, so a crash or SIGKILL leaves either the
-whole run or nothing. The file is opened in WAL mode with a busy timeout, so several processes
-(parallel sweeps, a report reading while a sweep writes) can share it.
+The schema (``schema.sql``, version 2; a version-1 file is migrated in place when opened) is
+the contract between the runner, the analysis and the exports; its column names carry their
+units (``energy_total_j``, ``duration_s``, ``power_w``). A run and all its rows are written in
+ONE transaction, so a crash or SIGKILL leaves either the whole run or nothing. A run may be
+claimed first (a 'running' row, ``claim_run``) and finished later (``finish_run``); a claim
+left by a dead process becomes 'abandoned'. The file is opened in WAL mode with a busy
+timeout, so several processes (parallel sweeps, a report reading while a sweep writes) can
+share it.
 """
 
 from __future__ import annotations
@@ -23,7 +26,24 @@ import pandas as pd
 
 from wattlab.errors import ConfigError, DataError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Columns version 2 added to `runs` (the migration from version 1 adds them, all NULL).
+_V2_RUN_COLUMNS = (
+    ("pid", "INTEGER"),
+    ("launcher", "TEXT"),
+    ("worker_run_index", "INTEGER"),
+    ("phase_launch_s", "REAL"),
+    ("phase_setup_s", "REAL"),
+    ("phase_data_s", "REAL"),
+    ("phase_warmup_s", "REAL"),
+    ("phase_budget_s", "REAL"),
+    ("phase_eval_s", "REAL"),
+    ("phase_teardown_s", "REAL"),
+    ("idle_power_w", "REAL"),
+    ("idle_temperature_c", "REAL"),
+    ("idle_json", "TEXT"),
+)
+RUN_STATUSES = ("running", "ok", "failed", "abandoned")
 APP = "wattlab"
 BUSY_TIMEOUT_S = 60.0  # how long a writer waits for another process's transaction
 
@@ -36,7 +56,13 @@ _OK_UNIQUE_SQL = (
 )
 # Created on open when missing (databases made before it existed); see schema.sql.
 _JOBS_TABLE = "scheduler_jobs"
-_JSON_COLUMNS = ("config_json", "components_json", "codecarbon_components_json", "spec_json")
+_JSON_COLUMNS = (
+    "config_json",
+    "components_json",
+    "codecarbon_components_json",
+    "spec_json",
+    "idle_json",
+)
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _CHUNK = 500  # ids per IN (...) query, well under SQLite's parameter limit
 
@@ -122,6 +148,9 @@ def _prepare(conn: sqlite3.Connection, path: Path, *, create: bool) -> None:
                 f"{path} uses database schema version {version}, but this wattlab supports "
                 f"version {SCHEMA_VERSION}; upgrade wattlab to open it."
             )
+        if version == 1:
+            _migrate_v1_to_v2(conn)
+            version = 2
         if version < SCHEMA_VERSION:
             raise DataError(
                 f"{path} uses database schema version {version}, which this wattlab cannot read; "
@@ -156,6 +185,25 @@ def _ensure_jobs_table(conn: sqlite3.Connection) -> None:
     statement = schema_sql().split(f"CREATE TABLE IF NOT EXISTS {_JOBS_TABLE}", 1)[1]
     statement = statement.split(";", 1)[0]
     conn.execute(f"CREATE TABLE IF NOT EXISTS {_JOBS_TABLE}{statement}")
+
+
+def _migrate_v1_to_v2(conn: sqlite3.Connection) -> None:
+    """Add version 2's run columns (phases, idle readings, the claiming process), in one
+    transaction; a second process migrating the same file waits, then finds it done."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if version is not None and str(version[0]) == "1":
+            have = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
+            for name, kind in _V2_RUN_COLUMNS:
+                if name not in have:
+                    conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+            conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
 
 
 def _create_schema(conn: sqlite3.Connection) -> None:
@@ -302,6 +350,159 @@ class Store:
                 conn.execute("ROLLBACK")
             raise
         return run_id
+
+    def claim_run(self, run: dict[str, Any]) -> int:
+        """Store a run that is starting, with status 'running'; return its id.
+
+        ``finish_run`` turns it into 'ok' or 'failed'. If the process dies first, the row stays
+        'running' until ``abandon_running`` marks it 'abandoned' (never reused).
+        """
+        row = {**run, "status": "running"}
+        cols = self._checked_columns("runs", row, forbidden=("id",))
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as error:
+            raise DataError(
+                f"cannot write to the database {self.path} ({error}); check that the file "
+                "and its folder are writable."
+            ) from None
+        try:
+            cursor = conn.execute(
+                f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
+                [_plain(c, row[c]) for c in cols],
+            )
+            run_id = int(cursor.lastrowid)
+            conn.execute("COMMIT")
+        except sqlite3.OperationalError as error:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise DataError(
+                f"cannot write to the database {self.path} ({error}); check that the file "
+                "and its folder are writable."
+            ) from None
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return run_id
+
+    def finish_run(
+        self,
+        run_id: int,
+        run: dict[str, Any],
+        windows: Sequence[dict[str, Any]] = (),
+        trace: Iterable[tuple[float, str, float]] = (),
+    ) -> int:
+        """Complete a claimed ('running') run: its columns, windows and trace in ONE transaction.
+
+        ``run['status']`` is 'ok' or 'failed'. Raises DataError when the run is no longer
+        'running' (a resumed sweep marked it abandoned) and AlreadyStoredError as insert_run.
+        """
+        cols = self._checked_columns("runs", run, forbidden=("id",))
+        status = run.get("status")
+        if status not in ("ok", "failed"):
+            raise ValueError(f"a finished run's status must be 'ok' or 'failed', got {status!r}")
+        window_rows = list(windows)
+        for window in window_rows:
+            self._checked_columns("windows", window, forbidden=("run_id",))
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            cursor = conn.execute(
+                f"UPDATE runs SET {', '.join(f'{c} = ?' for c in cols)} "
+                "WHERE id = ? AND status = 'running'",
+                [*(_plain(c, run[c]) for c in cols), run_id],
+            )
+            if cursor.rowcount != 1:
+                raise DataError(
+                    f"run {run_id} is no longer 'running' in {self.path} (a resumed sweep "
+                    "marked it abandoned); its result was not stored."
+                )
+            self._insert_children(run_id, window_rows, trace)
+            conn.execute("COMMIT")
+        except sqlite3.IntegrityError as error:
+            conn.execute("ROLLBACK")
+            if "UNIQUE constraint failed: runs." in str(error):
+                raise AlreadyStoredError(
+                    f"sweep {run.get('sweep')!r} already holds an ok run of config "
+                    f"{run.get('config_hash')} repetition {run.get('repetition', 0)}."
+                ) from None
+            raise
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return run_id
+
+    def _insert_children(
+        self,
+        run_id: int,
+        window_rows: Sequence[dict[str, Any]],
+        trace: Iterable[tuple[float, str, float]],
+    ) -> None:
+        conn = self._conn
+        for window in window_rows:
+            cols = list(window)
+            conn.execute(
+                f"INSERT INTO windows (run_id, {', '.join(cols)}) "
+                f"VALUES (?, {', '.join('?' for _ in cols)})",
+                [run_id, *(_plain(c, window[c]) for c in cols)],
+            )
+        conn.executemany(
+            "INSERT INTO trace (run_id, t_s, component, power_w) VALUES (?, ?, ?, ?)",
+            (
+                (run_id, _plain("t_s", t_s), component, _plain("power_w", power_w))
+                for t_s, component, power_w in trace
+            ),
+        )
+
+    def abandon_running(
+        self, sweep: str | None, *, hostname: str | None = None, dead_pids: Iterable[int] = ()
+    ) -> list[int]:
+        """Mark runs left 'running' by dead processes as 'abandoned'; return their ids.
+
+        With a ``sweep`` name: every 'running' row of that sweep (call it holding the sweep's
+        lock, so no live process can be running one). With ``sweep=None``: the lone runs of
+        ``hostname`` whose pid is in ``dead_pids``.
+        """
+        conn = self._conn
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            if sweep is not None:
+                where, params = "sweep = ? AND status = 'running'", [sweep]
+            else:
+                pids = sorted({int(p) for p in dead_pids})
+                if not pids or hostname is None:
+                    conn.execute("COMMIT")
+                    return []
+                marks = ", ".join("?" for _ in pids)
+                where = (
+                    f"sweep IS NULL AND status = 'running' AND hostname = ? AND pid IN ({marks})"
+                )
+                params = [hostname, *pids]
+            ids = [int(r[0]) for r in conn.execute(f"SELECT id FROM runs WHERE {where}", params)]
+            if ids:
+                conn.execute(
+                    f"UPDATE runs SET status = 'abandoned', error = ?, finished_at = ? "
+                    f"WHERE {where}",
+                    ["abandoned: the process running it died before it finished", _now_utc()]
+                    + list(params),
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return ids
+
+    def running_lone_runs(self, hostname: str) -> list[tuple[int, int | None]]:
+        """(id, pid) of lone runs ('running', no sweep) claimed on ``hostname``."""
+        rows = self._conn.execute(
+            "SELECT id, pid FROM runs WHERE sweep IS NULL AND status = 'running' AND hostname = ?",
+            (hostname,),
+        )
+        return [(int(i), None if p is None else int(p)) for i, p in rows]
 
     def _checked_columns(
         self, table: str, row: dict[str, Any], forbidden: tuple[str, ...]

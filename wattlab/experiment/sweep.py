@@ -1,11 +1,15 @@
-"""`wattlab sweep`: a grid of runs with repetitions, each in its own process, resumable.
+"""`wattlab sweep`: a grid of runs with repetitions, resumable, one sweep at a time.
 
 The plan comes first: every run with its place in the (possibly shuffled) order, runs already
 stored as ok (skipped on resume), and configurations this machine cannot run (listed with the
-reason, never dropped silently). Then each run is launched under torchrun in a fresh process, so
-a crash or an out-of-memory error loses one run, not the sweep. Rows are written atomically, and
-the store refuses a second ok row for the same (sweep, config, repetition), so killing the sweep
-at any moment and running it again leaves every run present exactly once.
+reason, never dropped silently). Every configuration's input checks run before anything is
+stored. Then the sweep takes its lock (a second sweep of the same name on the same database is
+refused while the first lives), marks runs that a dead sweep left 'running' as 'abandoned'
+(they run again), and runs the plan: single-process runs one after another in a warm worker
+process (``warm``), multi-process runs under torchrun, each run with its own model, optimiser,
+seed and windows. Before each run the GPUs' idle power and temperature are recorded; between
+runs the spec's cool-down is taken. Every child dies with the sweep, so killing it at any moment
+and running it again leaves every run present exactly once.
 """
 
 from __future__ import annotations
@@ -72,6 +76,7 @@ class SweepPlan:
     warmup_runs: int
     cooldown_s: float
     notes: list[str] = field(default_factory=list)
+    cooldown_until_c: float | None = None
 
     @property
     def to_run(self) -> list[PlanEntry]:
@@ -93,6 +98,7 @@ class SweepPlan:
             "order_seed": self.order_seed,
             "warmup_runs": self.warmup_runs,
             "cooldown_s": self.cooldown_s,
+            "cooldown_until_c": self.cooldown_until_c,
             "expected_s": self.expected_s,
             "runs": [
                 {
@@ -148,7 +154,18 @@ def expected_duration_s(cfg: RunConfig, history: Any) -> float | None:
 
 
 def make_plan(spec: Any, store: Any, machine: MachineFacts) -> SweepPlan:
-    """The whole sweep, in run order, with what will run, what is done and what is skipped."""
+    """The whole sweep, in run order, with what will run, what is done and what is skipped.
+
+    Every configuration this machine would run passes the input checks first (batch against
+    the training set, CodeCarbon importable, dataset readable): a ConfigError before anything
+    is stored.
+    """
+    from wattlab.experiment.runner import check_inputs
+
+    for point in spec.points():
+        config = spec.run_config(point)
+        if not skip_reason(config, machine):
+            check_inputs(config)
     order_seed = store.register_sweep(
         spec.name, spec.model_dump(mode="json"), spec.spec_hash(), spec.order_seed
     )
@@ -182,7 +199,43 @@ def make_plan(spec: Any, store: Any, machine: MachineFacts) -> SweepPlan:
         order_seed=order_seed,
         warmup_runs=spec.warmup_runs,
         cooldown_s=float(spec.cooldown_s),
+        cooldown_until_c=spec.cooldown_until_c,
     )
+
+
+SWEEP_EVAL_SAMPLES = 4096  # inside sweeps, evaluate on the first 4096 test images (fixed)
+COOLDOWN_POLL_S = 1.0
+
+
+def cool_down(
+    seconds: float,
+    until_c: float | None,
+    *,
+    hottest_c: Callable[[], float | None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> float:
+    """Pause ``seconds``; with ``until_c``, end early once the hottest GPU is at or below it
+    (without a reading the whole pause is taken). Returns the seconds paused."""
+    if seconds <= 0:
+        return 0.0
+    start = clock()
+    if until_c is None:
+        sleep(seconds)
+        return clock() - start
+    if hottest_c is None:
+        from wattlab.meters.idle import hottest_gpu_c
+
+        hottest_c = hottest_gpu_c
+    while True:
+        left = seconds - (clock() - start)
+        if left <= 0:
+            break
+        temperature = hottest_c()
+        if temperature is not None and temperature <= until_c:
+            break
+        sleep(min(COOLDOWN_POLL_S, left))
+    return clock() - start
 
 
 def run_plan(
@@ -192,34 +245,56 @@ def run_plan(
     on_start: Callable[[PlanEntry], None] | None = None,
     on_finish: Callable[[PlanEntry, Any], None] | None = None,
     launch: Callable[[RunConfig, WorkerOptions], Any] | None = None,
+    warm: bool = True,
 ) -> list[tuple[PlanEntry, Any]]:
-    """Run the plan's 'run' entries in order, each in its own process tree."""
+    """Run the plan's 'run' entries in order, holding the sweep's lock.
+
+    ``warm``: single-process runs share one warm worker process (False: a process per run,
+    the engine before the warm worker). ``launch`` replaces the launcher (tests).
+    """
     from wattlab.experiment.runner import run as run_one
+    from wattlab.experiment.store import open_store
+    from wattlab.experiment.sweep_lock import SweepLock
+    from wattlab.experiment.warm import WarmWorker
 
-    def default_launch(cfg: RunConfig, o: WorkerOptions) -> Any:
-        return run_one(cfg, o, subprocess_launch=True)
+    with SweepLock(opts.db_path, plan.name), WarmWorker(SWEEP_EVAL_SAMPLES) as worker:
+        with open_store(opts.db_path) as store:
+            abandoned = store.abandon_running(plan.name)
+        if abandoned:
+            plan.notes.append(
+                f"{len(abandoned)} run(s) left running by a dead process marked abandoned "
+                f"(ids {', '.join(map(str, abandoned))}); they run again."
+            )
 
-    launch = launch or default_launch
-    outcomes = []
-    todo = plan.to_run
-    if todo and plan.warmup_runs > 0:
-        # untimed warm-up runs of the first configuration, stored in a throw-away database
-        with tempfile.TemporaryDirectory(prefix="wattlab-warmup-") as tmp:
-            for _ in range(plan.warmup_runs):
-                warm = WorkerOptions(**{**opts.__dict__, "db_path": str(Path(tmp) / "w.db")})
-                warm.sweep = None
-                warm.progress = False
-                launch(todo[0].config, warm)
-    for i, entry in enumerate(todo):
-        if i > 0 and plan.cooldown_s > 0:
-            time.sleep(plan.cooldown_s)
-        if on_start:
-            on_start(entry)
-        run_opts = WorkerOptions(**{**opts.__dict__})
-        run_opts.sweep = plan.name
-        run_opts.repetition = entry.repetition
-        outcome = launch(entry.config, run_opts)
-        outcomes.append((entry, outcome))
-        if on_finish:
-            on_finish(entry, outcome)
-    return outcomes
+        def default_launch(cfg: RunConfig, o: WorkerOptions) -> Any:
+            return run_one(cfg, o, subprocess_launch=True, warm=worker if warm else None)
+
+        launch = launch or default_launch
+        outcomes = []
+        todo = plan.to_run
+        if todo and plan.warmup_runs > 0:
+            # untimed warm-up runs of the first configuration, stored in a throw-away database
+            with tempfile.TemporaryDirectory(prefix="wattlab-warmup-") as tmp:
+                for _ in range(plan.warmup_runs):
+                    warm_opts = WorkerOptions(
+                        **{**opts.__dict__, "db_path": str(Path(tmp) / "w.db")}
+                    )
+                    warm_opts.sweep = None
+                    warm_opts.progress = False
+                    launch(todo[0].config, warm_opts)
+        for i, entry in enumerate(todo):
+            with open_store(opts.db_path) as store:
+                if (entry.config_hash, entry.repetition) in store.completed_keys(plan.name):
+                    continue  # stored ok since the plan was made
+            if i > 0:
+                cool_down(plan.cooldown_s, plan.cooldown_until_c)
+            if on_start:
+                on_start(entry)
+            run_opts = WorkerOptions(**{**opts.__dict__})
+            run_opts.sweep = plan.name
+            run_opts.repetition = entry.repetition
+            outcome = launch(entry.config, run_opts)
+            outcomes.append((entry, outcome))
+            if on_finish:
+                on_finish(entry, outcome)
+        return outcomes

@@ -4,8 +4,13 @@ Each rank meters its own GPU; the host's CPU/DRAM are metered by local rank 0 on
 is counted twice. Rank 0 gathers every rank's window measurements, combines them, and writes
 the run with its windows and power trace to the store in one transaction.
 
-Run by the runner as ``python -m torch.distributed.run ... -m wattlab.experiment.worker``, or
-called in-process (``execute``) for a single-process run.
+Run by the runner as ``python -m torch.distributed.run ... -m wattlab.experiment.worker``,
+by a sweep's warm worker (``wattlab.experiment.warm``), or called in-process (``execute``) for
+a single-process run. It returns data (the stored row); printing is the caller's business.
+
+Failure contract: the run is claimed (a 'running' row) before anything is measured; every
+failure after that (meters, monitor, CodeCarbon, training) finishes the claim as 'failed' with
+the error, and ``execute`` returns it with its id. A result that could not be stored says so.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from wattlab.carbon import CarbonSettings, co2e, joules_to_kwh
+from wattlab.errors import Interrupted
 from wattlab.experiment.hosts import host_name, qualified, qualify_measurement, spans_several_nodes
 from wattlab.monitor import EnergyMonitor, Measurement, combine_measurements, utc_now_iso
 from wattlab.train.config import RunConfig
@@ -44,6 +50,12 @@ class WorkerOptions:
     codecarbon_country: str = "USA"
     result_file: str | None = None
     power_limit_requested_w: float | None = None
+    run_id: int | None = None  # the claimed ('running') row; None: execute claims one
+    launched_at_unix: float | None = None  # when the launch was asked for (time.time())
+    launcher: str = "in-process"  # 'in-process' | 'torchrun' | 'warm-worker'
+    worker_run_index: int = 0  # runs this process did before this one
+    eval_samples: int | None = None  # evaluate on the first N test images only (sweeps)
+    idle: dict[str, Any] | None = None  # GPU idle readings taken just before the run
 
     def to_json(self) -> dict[str, Any]:
         data = dict(self.__dict__)
@@ -55,6 +67,18 @@ class WorkerOptions:
         data = dict(data)
         data["carbon"] = CarbonSettings(**data["carbon"])
         return cls(**data)
+
+
+@dataclass
+class RunResult:
+    """What ``execute`` did: the run's id (None when nothing could be stored), its status,
+    the stored row (ok or failed) and the error message of a failure."""
+
+    run_id: int | None
+    status: str  # 'ok' | 'failed'
+    row: dict[str, Any] | None = None
+    error: str | None = None
+    stored: bool = True  # False: the failure could not be written to the database
 
 
 def window_key(name: str, epoch: int | None) -> str:
@@ -94,18 +118,32 @@ class _CodeCarbon:
         }
 
 
+CODECARBON_WINDOW = "codecarbon"
+
+
 class MonitorWindows:
-    """The training loop's WindowHooks, backed by an EnergyMonitor."""
+    """The training loop's WindowHooks, backed by an EnergyMonitor.
+
+    With CodeCarbon, its tracker starts before the ``budget`` window opens and stops after it
+    closes, so its start-up and shut-down never land in a measured window; a ``codecarbon``
+    window opened right after ``start()`` returns and closed right before ``stop()`` is what
+    CodeCarbon is compared with. Every rank opens it (the tracker runs on rank 0 only and reads
+    the whole machine), so the combined window covers every GPU.
+    """
 
     def __init__(
         self,
         monitor: EnergyMonitor,
         codecarbon: _CodeCarbon | None = None,
+        codecarbon_window: bool | None = None,
         host: str | None = None,
     ) -> None:
         self.monitor = monitor
         self.codecarbon = codecarbon
         self.host = host  # set on multi-node runs: component names carry it (node-a/gpu:0)
+        self.codecarbon_window = (
+            codecarbon is not None if codecarbon_window is None else codecarbon_window
+        )
         self.results: dict[str, Measurement] = {}
         self.samples: dict[str, int] = {}
         self.utilization_readings: list[float] = []
@@ -123,23 +161,31 @@ class MonitorWindows:
                     self.utilization_readings.append(float(value))
 
     def begin(self, name: str, epoch: int | None = None) -> None:
+        if name == "budget" and self.codecarbon_window:
+            if self.codecarbon is not None:
+                self.codecarbon.start()
+            self.monitor.begin_window(CODECARBON_WINDOW)
         self.monitor.begin_window(window_key(name, epoch))
-        if name == "budget" and self.codecarbon is not None:
-            self.codecarbon.start()
 
     def end(self, name: str, epoch: int | None = None, samples: int = 0) -> None:
         if name in ("epoch", "budget"):
             self._read_utilization()
         key = window_key(name, epoch)
-        result = self.monitor.end_window(key)
-        if self.host is not None:
-            result = qualify_measurement(result, self.host)
-        if name == "budget" and self.codecarbon is not None:
-            self.codecarbon.stop()
+        result = self._qualified(self.monitor.end_window(key))
         self.results[key] = result
         self.samples[key] = samples
+        if name == "budget" and self.codecarbon_window:
+            cc_window = self.monitor.end_window(CODECARBON_WINDOW)
+            self.results[CODECARBON_WINDOW] = self._qualified(cc_window)
+            self.samples[CODECARBON_WINDOW] = samples
+            if self.codecarbon is not None:
+                self.codecarbon.stop()
         if name == "epoch":
             self.epoch_measurements.append(result)
+
+    def _qualified(self, measurement: Measurement) -> Measurement:
+        """On a multi-node run, every component name carries this host."""
+        return measurement if self.host is None else qualify_measurement(measurement, self.host)
 
 
 def _local_payload(windows: MonitorWindows, monitor: EnergyMonitor) -> dict[str, Any]:
@@ -271,7 +317,8 @@ def build_run_row(
         row["codecarbon_co2e_kg"] = (
             joules_to_kwh(cc_energy_j) * opts.carbon.pue * opts.carbon.intensity_kg_per_kwh
         )
-        total = budget.total_energy_j
+        compared = combined.get(CODECARBON_WINDOW, budget)  # the window CodeCarbon measured
+        total = compared.total_energy_j
         row["codecarbon_rel_error"] = (cc_energy_j - total) / total if total > 0 else None
         row["codecarbon_components_json"] = {k: codecarbon[k] for k in ("gpu_j", "cpu_j", "ram_j")}
     if projection is not None and getattr(projection, "energy_j", None) is not None:
@@ -314,38 +361,97 @@ def _write_result_file(path: str | None, data: dict[str, Any]) -> None:
         dump_json(data, path)
 
 
-def execute(cfg: RunConfig, opts: WorkerOptions) -> int | None:
+def _failure_message(error: BaseException) -> str:
+    if isinstance(error, Interrupted):
+        return str(error)  # "interrupted by signal 15"
+    if isinstance(error, KeyboardInterrupt):
+        return "interrupted by signal 2 (Ctrl-C)"
+    return f"{type(error).__name__}: {error}"
+
+
+def _process_start_unix() -> float | None:
+    try:
+        import psutil
+
+        return float(psutil.Process().create_time())
+    except Exception:
+        return None
+
+
+def phase_columns(
+    opts: WorkerOptions, started_unix: float, setup_s: float, train_result: Any, teardown_s: float
+) -> dict[str, float | None]:
+    """The run's wall time by phase (s): launch, set-up, data, warm-up, budget, eval, teardown."""
+    launched = opts.launched_at_unix if opts.launched_at_unix is not None else None
+    if launched is None and opts.launcher == "in-process":
+        launched = _process_start_unix()
+    phases = dict(getattr(train_result, "phases", {}) or {})
+    return {
+        "phase_launch_s": max(started_unix - launched, 0.0) if launched is not None else None,
+        "phase_setup_s": setup_s + phases.get("setup", 0.0),
+        "phase_data_s": phases.get("data"),
+        "phase_warmup_s": phases.get("warmup"),
+        "phase_budget_s": phases.get("budget"),
+        "phase_eval_s": phases.get("eval"),
+        "phase_teardown_s": teardown_s,
+    }
+
+
+def execute(
+    cfg: RunConfig, opts: WorkerOptions, *, dataset: Any = None, claim: bool = True
+) -> RunResult:
     """Run training under the monitor in this process (one rank); rank 0 stores the run.
 
-    Returns the run id on rank 0, None elsewhere. A failure is stored as a failed run (by rank
-    0, or by the runner when a rank died) and re-raised.
+    Rank 0 claims the run (unless ``opts.run_id`` names a claimed one) before anything else,
+    then builds the meters, the monitor and the CodeCarbon tracker inside the same ``try`` as
+    training, so any failure finishes the claim as 'failed'. Returns a RunResult (rank 0: the
+    stored row; other ranks: no row). A SIGINT/SIGTERM (KeyboardInterrupt, Interrupted) is
+    stored as failed and re-raised. ``dataset`` reuses data a warm worker already holds.
     """
     from wattlab.experiment.store import open_store
-    from wattlab.meters.discover import discover_meters
-    from wattlab.train.distributed import gather_objects, init_distributed, shutdown_distributed
-    from wattlab.train.loop import run_training
 
+    started_unix = time.time()
+    t0 = time.perf_counter()
     started_at = utc_now_iso()
-    dist = init_distributed(cfg.device)
-    store = open_store(opts.db_path) if dist.is_main else None
-    discovery = discover_meters(
-        include_gpus=cfg.device == "cuda",
-        gpu_indices=[dist.local_rank] if cfg.device == "cuda" else None,
-        include_host=dist.is_local_main,
-        powercap_root=Path(opts.powercap_root) if opts.powercap_root else None,
-        cpu_tdp_w=opts.cpu_tdp_w,
-    )
-    monitor = EnergyMonitor(discovery, interval_s=opts.interval_s, carbon=opts.carbon)
-    tracker = (
-        _CodeCarbon(opts.codecarbon_country, opts.interval_s)
-        if cfg.codecarbon and dist.is_main
-        else None
-    )
-    windows = MonitorWindows(monitor, tracker, host=host_name() if spans_several_nodes() else None)
-    projector = _make_projector(cfg, dist)
-    progress = _Progress(cfg, monitor, windows, enabled=opts.progress and dist.is_main)
-    monitor.start()
+    is_main = os.environ.get("RANK", "0") == "0"
+    store = None
+    dist = None
+    discovery = None
+    monitor = None
+    run_id = opts.run_id
     try:
+        if is_main:
+            store = open_store(opts.db_path)
+            if run_id is None and claim:
+                run_id = store.claim_run(claim_row(cfg, opts, started_at))
+        from wattlab.meters.discover import discover_meters
+        from wattlab.train.distributed import gather_objects, init_distributed
+        from wattlab.train.loop import run_training
+
+        dist = init_distributed(cfg.device)
+        discovery = discover_meters(
+            include_gpus=cfg.device == "cuda",
+            gpu_indices=[dist.local_rank] if cfg.device == "cuda" else None,
+            include_host=dist.is_local_main,
+            powercap_root=Path(opts.powercap_root) if opts.powercap_root else None,
+            cpu_tdp_w=opts.cpu_tdp_w,
+        )
+        monitor = EnergyMonitor(discovery, interval_s=opts.interval_s, carbon=opts.carbon)
+        tracker = (
+            _CodeCarbon(opts.codecarbon_country, opts.interval_s)
+            if cfg.codecarbon and dist.is_main
+            else None
+        )
+        windows = MonitorWindows(
+            monitor,
+            tracker,
+            codecarbon_window=cfg.codecarbon,
+            host=host_name() if spans_several_nodes() else None,
+        )
+        projector = _make_projector(cfg, dist)
+        progress = _Progress(cfg, monitor, windows, enabled=opts.progress and dist.is_main)
+        monitor.start()
+        setup_s = time.perf_counter() - t0
         try:
             with progress:
                 result = run_training(
@@ -353,14 +459,17 @@ def execute(cfg: RunConfig, opts: WorkerOptions) -> int | None:
                     dist,
                     windows=windows,
                     on_epoch=lambda stats: _on_epoch(stats, windows, projector, progress, dist),
+                    dataset=dataset,
+                    eval_samples=opts.eval_samples,
                 )
         finally:
             monitor.stop()
             discovery.close()
+            discovery = None
         payload = _local_payload(windows, monitor)
         payloads = gather_objects(payload, dist)
         if not dist.is_main:
-            return None
+            return RunResult(None, "ok")
         assert store is not None and payloads is not None
         row, window_rows, trace = build_run_row(
             cfg,
@@ -371,23 +480,86 @@ def execute(cfg: RunConfig, opts: WorkerOptions) -> int | None:
             tracker.data if tracker else None,
             projector.projection if projector else None,
         )
-        run_id = store.insert_run(row, window_rows, trace)
+        teardown_s = time.perf_counter() - result.eval_end_perf_s
+        row.update(phase_columns(opts, started_unix, setup_s, result, teardown_s))
+        if run_id is None:
+            run_id = store.insert_run(row, window_rows, trace)
+        else:
+            store.finish_run(run_id, row, window_rows, trace)
         _write_result_file(opts.result_file, {"run_id": run_id, "status": "ok"})
-        if opts.progress:
-            from wattlab.cli.render import print_run_row
-
-            print_run_row(row)
-        return run_id
+        return RunResult(run_id, "ok", {"id": run_id, **row})
     except BaseException as error:
-        if dist.is_main and store is not None:
-            message = f"{type(error).__name__}: {error}"
-            run_id = store.insert_run(failed_row(cfg, opts, started_at, message))
+        message = _failure_message(error)
+        if discovery is not None:
+            try:
+                if monitor is not None:
+                    monitor.stop()
+                discovery.close()
+            except Exception:
+                pass
+        outcome = RunResult(None, "failed", None, message, stored=False)
+        if is_main:
+            outcome = _store_failure(store, cfg, opts, started_at, run_id, message)
             _write_result_file(
-                opts.result_file, {"run_id": run_id, "status": "failed", "error": message}
+                opts.result_file,
+                {
+                    "run_id": outcome.run_id,
+                    "status": "failed",
+                    "error": message,
+                    "stored": outcome.stored,
+                },
             )
-        raise
+        if isinstance(error, (KeyboardInterrupt, Interrupted, SystemExit)) or not isinstance(
+            error, Exception
+        ):
+            raise
+        if not is_main:
+            raise  # the runner stores the failure when a rank dies
+        return outcome
     finally:
-        shutdown_distributed()
+        if store is not None:
+            store.close()
+        if dist is not None and dist.distributed:
+            from wattlab.train.distributed import shutdown_distributed
+
+            shutdown_distributed()
+
+
+def _store_failure(
+    store: Any,
+    cfg: RunConfig,
+    opts: WorkerOptions,
+    started_at: str,
+    run_id: int | None,
+    message: str,
+) -> RunResult:
+    """Finish the claim (or insert a row) as failed; say so when nothing could be stored."""
+    from wattlab.experiment.store import open_store
+
+    row = failed_row(cfg, opts, started_at, message)
+    try:
+        if store is None:
+            store = open_store(opts.db_path)
+        if run_id is None:
+            run_id = store.insert_run(row)
+        else:
+            store.finish_run(run_id, row)
+    except Exception as store_error:
+        return RunResult(
+            run_id,
+            "failed",
+            None,
+            f"{message} (and the failure could not be stored: {store_error})",
+            stored=False,
+        )
+    return RunResult(run_id, "failed", {"id": run_id, **row}, message)
+
+
+def claim_row(cfg: RunConfig, opts: WorkerOptions, started_at: str) -> dict[str, Any]:
+    """The 'running' row that claims a run before it starts (see Store.claim_run)."""
+    row = config_columns(cfg, opts, started_at)
+    row.pop("finished_at", None)
+    return {**row, "hostname": host_name(), "pid": os.getpid()}
 
 
 def config_columns(cfg: RunConfig, opts: WorkerOptions, started_at: str) -> dict[str, Any]:
@@ -411,6 +583,22 @@ def config_columns(cfg: RunConfig, opts: WorkerOptions, started_at: str) -> dict
         "finished_at": utc_now_iso(),
         "intensity_kg_per_kwh": opts.carbon.intensity_kg_per_kwh,
         "pue": opts.carbon.pue,
+        "launcher": opts.launcher,
+        "worker_run_index": opts.worker_run_index,
+        **idle_columns(opts.idle),
+    }
+
+
+def idle_columns(idle: dict[str, Any] | None) -> dict[str, Any]:
+    """GPU readings taken before the run: summed power, hottest GPU, and each GPU's values."""
+    if not idle:
+        return {}
+    powers = [v.get("power_w") for v in idle.values() if v.get("power_w") is not None]
+    temps = [v.get("temperature_c") for v in idle.values() if v.get("temperature_c") is not None]
+    return {
+        "idle_power_w": sum(powers) if powers else None,
+        "idle_temperature_c": max(temps) if temps else None,
+        "idle_json": idle,
     }
 
 
@@ -520,14 +708,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config-json", required=True)
     parser.add_argument("--options-json", required=True)
     args = parser.parse_args(argv)
+    from wattlab.experiment.lifetime import die_with_parent
+
+    die_with_parent()  # torchrun's agent started us: die with it (and with the runner)
+    _terminate_as_interrupt()
     cfg = RunConfig(**json.loads(Path(args.config_json).read_text()))
     opts = WorkerOptions.from_json(json.loads(Path(args.options_json).read_text()))
     try:
-        execute(cfg, opts)
+        result = execute(cfg, opts)
+    except Interrupted as stop:
+        return 128 + stop.signum
     except Exception:
         traceback.print_exc()
         return 1
-    return 0
+    return 0 if result.status == "ok" else 1
+
+
+def _terminate_as_interrupt() -> None:
+    """SIGTERM raises Interrupted in the main thread, so the run in flight is stored failed."""
+    import signal
+
+    def stop(signum: int, _frame: object) -> None:
+        raise Interrupted(signum)
+
+    signal.signal(signal.SIGTERM, stop)
 
 
 if __name__ == "__main__":

@@ -101,6 +101,9 @@ def _call(pm: Any, fn_name: str, *args: Any) -> Any:
         raise NvmlError(type(exc).__name__, str(exc), fn_name) from exc
 
 
+NVML_TEMPERATURE_GPU = 0  # nvmlTemperatureSensors_t: the GPU die
+
+
 def _mw_to_w(value: object) -> float:
     return float(value) / 1000.0  # type: ignore[arg-type]
 
@@ -132,6 +135,8 @@ class GpuDevice(Protocol):
     def average_power_w(self) -> float | None: ...
 
     def utilization_percent(self) -> float | None: ...
+
+    def temperature_c(self) -> float | None: ...
 
     def power_limit_w(self) -> float: ...
 
@@ -202,6 +207,11 @@ class NvmlDevice:
     def utilization_percent(self) -> float | None:
         rates = self._optional("nvmlDeviceGetUtilizationRates")
         return None if rates is None else float(rates.gpu)
+
+    def temperature_c(self) -> float | None:
+        """The GPU die's temperature in degrees C (NVML_TEMPERATURE_GPU), or None."""
+        value = self._optional("nvmlDeviceGetTemperature", NVML_TEMPERATURE_GPU)
+        return None if value is None else float(value)
 
     def power_limit_w(self) -> float:
         return _mw_to_w(_call(self._pm, "nvmlDeviceGetPowerManagementLimit", self.handle))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
@@ -22,6 +23,16 @@ MODELS = (
 DATASETS = ("synthetic", "cifar10")
 PRECISIONS = ("fp32", "tf32", "amp-bf16", "amp-fp16")
 STEMS = ("cifar", "imagenet")
+
+# Every float field: each must be finite (nan and inf pass comparisons such as `lr <= 0`).
+FLOAT_FIELDS = (
+    "lr",
+    "momentum",
+    "weight_decay",
+    "label_smoothing",
+    "power_limit_w",
+    "power_limit_fraction",
+)
 
 # Fields that do not change what is measured, so they stay out of the config hash.
 NOT_HASHED = ("data_dir", "codecarbon", "project_after", "sweep")
@@ -65,6 +76,10 @@ class RunConfig(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> RunConfig:
+        for name in FLOAT_FIELDS:
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(value):
+                raise ValueError(f"{name} must be a finite number, got {value}")
         if (self.epochs is None) == (self.budget_samples is None):
             if self.epochs is None:
                 raise ValueError("give a budget: --epochs N or --budget-samples N")
@@ -108,6 +123,12 @@ class RunConfig(BaseModel):
             raise ValueError(f"warmup_steps must be >= 0, got {self.warmup_steps}")
         if self.lr <= 0:
             raise ValueError(f"lr must be positive, got {self.lr}")
+        if not 0 <= self.momentum < 1:
+            raise ValueError(f"momentum must be in [0, 1), got {self.momentum}")
+        if self.weight_decay < 0:
+            raise ValueError(f"weight_decay must be >= 0, got {self.weight_decay}")
+        if not 0 <= self.label_smoothing < 1:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {self.label_smoothing}")
         return self
 
     @property
@@ -154,6 +175,35 @@ def _check_cuda_graphs(cfg: RunConfig) -> None:
         raise ValueError(
             "cuda_graphs does not support amp-fp16 (its loss scaler); use fp32, tf32 or amp-bf16"
         )
+
+
+FULL_TRAIN_SIZE = {"synthetic": 50_000, "cifar10": 50_000}  # images in each training set
+
+
+def train_set_size(cfg: RunConfig) -> int:
+    """Images in the training set ``cfg`` uses, without loading it (for pre-flight checks)."""
+    full = FULL_TRAIN_SIZE[cfg.dataset]
+    return min(cfg.train_samples or full, full)
+
+
+def budget_steps(cfg: RunConfig, train_size: int) -> tuple[int, int]:
+    """(optimizer steps in the budget, steps per epoch); a ConfigError when the batch does not
+    fit the training set or the budget is less than one batch."""
+    per_epoch = train_size // cfg.batch_size
+    if per_epoch == 0:
+        raise ConfigError(
+            f"batch_size {cfg.batch_size} is larger than the {train_size} training samples; "
+            "use a smaller batch or more train_samples."
+        )
+    if cfg.epochs is not None:
+        return cfg.epochs * per_epoch, per_epoch
+    steps = (cfg.budget_samples or 0) // cfg.batch_size
+    if steps == 0:
+        raise ConfigError(
+            f"budget_samples {cfg.budget_samples} is less than one global batch of "
+            f"{cfg.batch_size}; give at least {cfg.batch_size}."
+        )
+    return steps, per_epoch
 
 
 def format_validation_error(error: ValidationError, prefix: str = "") -> str:

@@ -340,12 +340,31 @@ def synthetic_dataset(
     n_train = min(train_samples or SYNTHETIC_TRAIN, SYNTHETIC_TRAIN)
     n_test = min(test_samples or SYNTHETIC_TEST, SYNTHETIC_TEST)
     if cache_dir is not None:
+        # The disk cache holds whole splits: generate them once, then every size is a slice.
         _load_disk_cache(Path(cache_dir), seed)
+        _synthetic_split("train", SYNTHETIC_TRAIN, seed)
+        _synthetic_split("test", SYNTHETIC_TEST, seed)
+        _save_disk_cache(Path(cache_dir), seed)
     train_x, train_y = _synthetic_split("train", n_train, seed)
     test_x, test_y = _synthetic_split("test", n_test, seed)
-    if cache_dir is not None:
-        _save_disk_cache(Path(cache_dir), seed)
     return Dataset("synthetic", train_x, train_y, test_x, test_y)
+
+
+CACHE_ENV = "WATTLAB_CACHE_DIR"  # where generated data is cached; "off" turns the cache off
+
+
+def default_cache_dir() -> Path | None:
+    """$WATTLAB_CACHE_DIR, else $XDG_CACHE_HOME/wattlab, else ~/.cache/wattlab; None for "off"."""
+    import os
+
+    raw = os.environ.get(CACHE_ENV)
+    if raw is not None:
+        return None if raw.strip().lower() in ("", "off", "0", "none") else Path(raw)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "wattlab"
+
+
+_saved_len: dict[tuple[int, str], int] = {}  # images of each split known to be on disk
 
 
 def _disk_cache_path(cache_dir: Path, seed: int, split: str) -> Path:
@@ -365,24 +384,37 @@ def _load_disk_cache(cache_dir: Path, seed: int) -> None:
         if x.dtype == torch.uint8 and x.shape[1:] == IMAGE_SHAPE and len(x) % _CHUNK == 0:
             with _memory_lock:
                 _memory_cache[(seed, split)] = (x, y)
+                _saved_len[(seed, split)] = len(x)
 
 
 def _save_disk_cache(cache_dir: Path, seed: int) -> None:
-    cache_dir.mkdir(parents=True, exist_ok=True)
+    """Write each split that grew beyond what is on disk (atomically; a failure is ignored,
+    the cache is a convenience)."""
+    import os
+
+    try:
+        cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return
     for split in ("train", "test"):
         x, y = _memory_cache[(seed, split)]
         path = _disk_cache_path(cache_dir, seed, split)
-        if path.is_file():
+        if len(x) <= _saved_len.get((seed, split), 0):
             continue
-        tmp = path.with_suffix(".tmp")
-        torch.save({"x": x, "y": y}, tmp)
-        tmp.replace(path)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        try:
+            torch.save({"x": x, "y": y}, tmp)
+            tmp.replace(path)
+            _saved_len[(seed, split)] = len(x)
+        except OSError:
+            tmp.unlink(missing_ok=True)
 
 
 def clear_memory_cache() -> None:
     """Forget the in-memory synthetic data (tests use it to check regeneration)."""
     with _memory_lock:
         _memory_cache.clear()
+        _saved_len.clear()
 
 
 # --------------------------------------------------------------------------------------------

@@ -4,9 +4,10 @@
 to through ``WindowHooks``):
 
 1. ``run``     opens; seeds, precision flags, data on the device, model, optimizer.
-2. ``warmup``  ``cfg.warmup_steps`` real training steps (cuDNN autotuning, torch.compile,
-               NCCL set-up), then the model, optimizer and RNG go back to their initial state,
-               so the budget trains exactly as if there had been no warm-up.
+2. ``warmup``  real training steps (cuDNN autotuning, torch.compile, NCCL set-up) until the
+               step time is steady (at most ``cfg.warmup_steps``), then the model, optimizer
+               and RNG go back to their initial state, so the budget trains exactly as if
+               there had been no warm-up.
 3. ``budget``  the fixed compute budget, with one ``epoch`` window per (1-based) epoch.
 4. ``eval``    accuracy and macro F1 on the test set.
 5. ``run``     closes.
@@ -40,8 +41,8 @@ import torch.distributed as tdist
 from torch import nn
 
 from wattlab.errors import ConfigError
-from wattlab.train.config import RunConfig
-from wattlab.train.data import Dataset, DeviceData, load_dataset, plan_epoch
+from wattlab.train.config import RunConfig, budget_steps
+from wattlab.train.data import Dataset, DeviceData, default_cache_dir, load_dataset, plan_epoch
 from wattlab.train.distributed import DistContext
 from wattlab.train.models import build_model, count_parameters
 
@@ -52,6 +53,9 @@ LR_WARMUP_MIN_STEPS = 50  # but over at least 50 steps (or a fifth of a short bu
 # a handful of warm-up steps let ResNet-50 diverge at the peak rate in short runs
 EVAL_BATCH_MAX = 1024  # per-rank evaluation batch (no gradients, so larger than training's)
 WARMUP_EPOCH = 0  # the data stream of the warm-up steps; budget epochs are numbered from 1
+WARMUP_MIN_STEPS = 3  # the warm-up stops once the last WARMUP_STEADY_STEPS step times agree
+WARMUP_STEADY_STEPS = 3  # within WARMUP_STEADY_SPREAD (max/min - 1), or at cfg.warmup_steps
+WARMUP_STEADY_SPREAD = 0.15
 
 
 class WindowHooks(Protocol):
@@ -105,6 +109,9 @@ class TrainResult:
     train_size: int = 0  # images in the training set (an epoch)
     steps_per_epoch: int = 0
     duration_s: float = 0.0  # the budget's host wall time (ends after the last loss read-out)
+    warmup_steps: int = 0  # warm-up steps actually run (steady step time, or the maximum)
+    phases: dict[str, float] = field(default_factory=dict)  # setup, data, warmup, budget, eval (s)
+    eval_end_perf_s: float = 0.0  # time.perf_counter() when evaluation ended
 
 
 @dataclass(frozen=True)
@@ -131,21 +138,7 @@ class Budget:
 
 def plan_budget(cfg: RunConfig, train_size: int) -> Budget:
     """Steps for ``cfg.epochs`` full epochs or ``cfg.budget_samples // batch_size`` steps."""
-    per_epoch = train_size // cfg.batch_size
-    if per_epoch == 0:
-        raise ConfigError(
-            f"batch_size {cfg.batch_size} is larger than the {train_size} training samples; "
-            "use a smaller batch or more train_samples."
-        )
-    if cfg.epochs is not None:
-        steps = cfg.epochs * per_epoch
-    else:
-        steps = (cfg.budget_samples or 0) // cfg.batch_size
-        if steps == 0:
-            raise ConfigError(
-                f"budget_samples {cfg.budget_samples} is less than one global batch of "
-                f"{cfg.batch_size}; give at least {cfg.batch_size}."
-            )
+    steps, per_epoch = budget_steps(cfg, train_size)
     return Budget(steps=steps, steps_per_epoch=per_epoch, batch_size=cfg.batch_size)
 
 
@@ -257,27 +250,37 @@ def run_training(
     *,
     dataset: Dataset | None = None,
     model: nn.Module | None = None,
+    eval_samples: int | None = None,
 ) -> TrainResult:
     """Train ``cfg`` on this rank (every rank calls it) and evaluate; see the module doc.
 
     ``dataset`` replaces ``load_dataset(cfg)`` (tests, or a sweep that loads the data once);
     ``model`` replaces ``build_model(cfg.model, ...)`` (tests and custom studies; it must be
     freshly initialised on every rank, identically, and is moved to the device here).
+    ``eval_samples`` evaluates on the first N test images only (a fixed subset; sweeps).
     Windows are closed only on success: after an exception the open ones stay open.
+    ``phases`` in the result holds the wall time of set-up, data, warm-up, budget and eval.
     """
     hooks: WindowHooks = windows if windows is not None else _NoWindows()
     _check(cfg, dist)
     hooks.begin("run")
     device = dist.device
     world = dist.world_size
+    phases: dict[str, float] = {}
+    t_phase = time.perf_counter()
+
+    # ---- Data ---------------------------------------------------------------------------------
+    if dataset is None:  # generated data is cached on disk and in this process
+        dataset = load_dataset(cfg, cache_dir=default_cache_dir())
+    data = DeviceData(dataset, device)  # trick: the whole uint8 dataset lives on the device
+    test_size = data.test_size if eval_samples is None else min(eval_samples, data.test_size)
+    budget = plan_budget(cfg, data.train_size)
+    t_now = time.perf_counter()
+    phases["data"], t_phase = t_now - t_phase, t_now
 
     # ---- Setup --------------------------------------------------------------------------------
     autocast, scaler = set_precision(cfg.precision, device)
     torch.manual_seed(cfg.seed)  # the same seed on every rank: identical initial weights
-    if dataset is None:
-        dataset = load_dataset(cfg)
-    data = DeviceData(dataset, device)  # trick: the whole uint8 dataset lives on the device
-    budget = plan_budget(cfg, data.train_size)
     per_rank_batch = cfg.batch_size // world
 
     # net: the module itself; train_model: what a step calls (DDP and/or compiled around net).
@@ -319,8 +322,11 @@ def run_training(
         optimizer.zero_grad(set_to_none=True)  # trick: free the gradients instead of zeroing
         return loss.detach()
 
-    # ---- Warm-up: real steps, then back to the initial state -------------------------------
-    warmup_samples = cfg.warmup_steps * cfg.batch_size
+    t_now = time.perf_counter()
+    phases["setup"], t_phase = t_now - t_phase, t_now
+
+    # ---- Warm-up: real steps until the step time is steady, then back to the initial state --
+    warmup_steps = 0
     if cfg.warmup_steps > 0 or cfg.cuda_graphs:
         hooks.begin("warmup")
         initial = _snapshot(net, optimizer, device)
@@ -334,9 +340,16 @@ def run_training(
             rank=dist.rank,
         )
         batches = data.prepare(plan)
+        step_times: list[float] = []
         for i in range(cfg.warmup_steps):
+            t_step = time.perf_counter()
             inputs, labels = data.train_batch(batches, i % batches.steps)
             train_step(inputs, labels, lr_at(i % budget.steps, budget.steps, cfg.lr))
+            _sync(device)  # untimed warm-up: a sync per step lets us see the step time
+            step_times.append(time.perf_counter() - t_step)
+            warmup_steps = i + 1
+            if _steady(step_times, dist):
+                break
         if cfg.cuda_graphs:  # capture with a real batch's shapes; the restore undoes its steps
             inputs, labels = data.train_batch(batches, 0)
             graph_autocast = (
@@ -349,7 +362,10 @@ def run_training(
             )
         _restore(net, optimizer, device, initial)
         scaler = torch.amp.GradScaler(device.type, enabled=scaler.is_enabled())
-        hooks.end("warmup", samples=warmup_samples)
+        hooks.end("warmup", samples=warmup_steps * cfg.batch_size)
+    warmup_samples = warmup_steps * cfg.batch_size
+    t_now = time.perf_counter()
+    phases["warmup"], t_phase = t_now - t_phase, t_now
 
     # ---- The budget ----------------------------------------------------------------------------
     hooks.begin("budget")
@@ -386,6 +402,8 @@ def run_training(
             on_epoch(stats)
     budget_duration_s = time.perf_counter() - budget_start
     hooks.end("budget", samples=budget.samples)
+    t_now = time.perf_counter()
+    phases["budget"], t_phase = t_now - t_phase, t_now
 
     # ---- Evaluation: each rank scores a contiguous shard, the counts are summed --------------
     hooks.begin("eval")
@@ -395,8 +413,8 @@ def run_training(
     eval_model.eval()
     classes = dataset.num_classes
     confusion = torch.zeros(classes * classes, dtype=torch.int64, device=device)
-    lo = dist.rank * data.test_size // world
-    hi = (dist.rank + 1) * data.test_size // world
+    lo = dist.rank * test_size // world
+    hi = (dist.rank + 1) * test_size // world
     eval_batch = max(1, min(EVAL_BATCH_MAX, 2 * per_rank_batch))
     with torch.no_grad(), autocast():
         for inputs, labels in data.test_batches(eval_batch, start=lo, stop=hi):
@@ -404,7 +422,9 @@ def run_training(
             confusion += torch.bincount(labels * classes + predicted, minlength=classes**2)
     confusion = _all_reduce_sum(confusion, dist).view(classes, classes).cpu()
     accuracy, f1_macro = macro_scores(confusion)
-    hooks.end("eval", samples=data.test_size)
+    hooks.end("eval", samples=test_size)
+    eval_end = time.perf_counter()
+    phases["eval"] = eval_end - t_phase
 
     hooks.end("run", samples=warmup_samples + budget.samples)
     return TrainResult(
@@ -418,10 +438,13 @@ def run_training(
         per_epoch=per_epoch,
         params=params,
         world_size=world,
-        test_samples=data.test_size,
+        test_samples=test_size,
         train_size=data.train_size,
         steps_per_epoch=budget.steps_per_epoch,
         duration_s=budget_duration_s,
+        warmup_steps=warmup_steps,
+        phases=phases,
+        eval_end_perf_s=eval_end,
     )
 
 
@@ -473,6 +496,31 @@ class _GraphedForwardBackward:
         self.labels.copy_(labels)
         self.graph.replay()
         return self.loss
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def steady(step_times: list[float]) -> bool:
+    """True once the last WARMUP_STEADY_STEPS step times agree within WARMUP_STEADY_SPREAD
+    (and at least WARMUP_MIN_STEPS steps ran): the one-off costs (cuDNN autotuning, lazy
+    initialisation, compilation) are behind us."""
+    if len(step_times) < max(WARMUP_MIN_STEPS, WARMUP_STEADY_STEPS):
+        return False
+    last = step_times[-WARMUP_STEADY_STEPS:]
+    return min(last) > 0 and max(last) / min(last) - 1.0 <= WARMUP_STEADY_SPREAD
+
+
+def _steady(step_times: list[float], dist: DistContext) -> bool:
+    """``steady`` on rank 0, decided for every rank (they must run the same number of steps)."""
+    verdict = steady(step_times)
+    if not dist.distributed:
+        return verdict
+    flag = torch.tensor([1 if verdict else 0], device=dist.device)
+    tdist.broadcast(flag, src=0)
+    return bool(flag.item())
 
 
 @dataclass

@@ -503,6 +503,10 @@ class SlurmSweep:
         if path.exists() or merged.exists():
             data = read_result(path if path.exists() else merged)
             data["job"] = {**data.get("job", {}), **self._accounting(task.job_id, state)}
+            final = data["job"].get("state")
+            run = data["run"]
+            if run.get("status") == "failed" and final and final != "COMPLETED":
+                run["error"] = f"{run.get('error') or 'failed'} [SLURM task {task.job_id}: {final}]"
             result = merge_result(store, data, path)
             if path.exists():
                 merged.parent.mkdir(exist_ok=True)

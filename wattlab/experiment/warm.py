@@ -1,0 +1,193 @@
+"""A warm worker per sweep: one process runs the sweep's single-process runs one after another.
+
+Starting a process per run costs the interpreter, torch's import, the CUDA context, the data
+and cuDNN's autotuning every time: on the H200 that was ~25 s per run. The warm worker pays it
+once per sweep and keeps the CUDA context, the generated data and cuDNN's kernel choices; each
+run still gets its own model, optimiser, seed, monitor and windows (``execute`` builds them all
+afresh), so runs stay independent. Multi-GPU runs keep the torchrun-per-run path.
+
+Protocol: the sweep writes one JSON line per run on the worker's stdin (``config``,
+``options``) and reads one JSON line per run from the worker's result pipe (the worker's
+original stdout; anything else it prints goes to stderr). The worker dies with the sweep
+(``lifetime.die_with_parent``); SIGINT/SIGTERM are forwarded and store the run in flight as
+failed; a worker that dies mid-run has its run finished as failed by the sweep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from typing import Any
+
+from wattlab.errors import Interrupted
+from wattlab.experiment.worker import WorkerOptions
+from wattlab.monitor import utc_now_iso
+from wattlab.train.config import RunConfig
+
+CLOSE_TIMEOUT_S = 30.0
+
+
+class WarmWorker:
+    """The sweep's side: start the worker on first use, send runs, collect outcomes."""
+
+    def __init__(self, eval_samples: int | None = None) -> None:
+        self.proc: subprocess.Popen[str] | None = None
+        self.runs = 0
+        self.spawned_at_unix: float | None = None
+        self.eval_samples = eval_samples
+
+    def _start(self) -> subprocess.Popen[str]:
+        from wattlab.experiment.lifetime import ENV_PARENT_PID, preexec_pdeathsig
+
+        env = dict(os.environ)
+        env[ENV_PARENT_PID] = str(os.getpid())
+        self.spawned_at_unix = time.time()
+        self.runs = 0
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "wattlab.experiment.warm"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            start_new_session=True,  # our terminal's Ctrl-C reaches it through us only
+            preexec_fn=preexec_pdeathsig,
+        )
+        return self.proc
+
+    def run(self, cfg: RunConfig, opts: WorkerOptions) -> Any:
+        """Run one claimed run (``opts.run_id``) in the worker; return a RunOutcome."""
+        from wattlab.experiment.runner import RunOutcome, _stored_row, finish_as_failed
+
+        proc = self.proc
+        if proc is None or proc.poll() is not None:
+            proc = self._start()
+        opts.launcher = "warm-worker"
+        opts.worker_run_index = self.runs
+        opts.launched_at_unix = self.spawned_at_unix if self.runs == 0 else time.time()
+        opts.progress = False
+        if self.eval_samples is not None and opts.eval_samples is None:
+            opts.eval_samples = self.eval_samples
+        started_at = utc_now_iso()
+        received: list[int] = []
+
+        def forward(signum: int, _frame: object) -> None:
+            received.append(signum)
+            try:
+                proc.send_signal(signum)
+            except ProcessLookupError:
+                pass
+
+        previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            line = ""
+            try:
+                assert proc.stdin is not None and proc.stdout is not None
+                proc.stdin.write(
+                    json.dumps({"config": cfg.model_dump(), "options": opts.to_json()}) + "\n"
+                )
+                proc.stdin.flush()
+                line = proc.stdout.readline()
+            except (BrokenPipeError, OSError):
+                line = ""
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        self.runs += 1
+        if line:
+            result = json.loads(line)
+            run_id = result.get("run_id")
+            outcome = RunOutcome(
+                run_id,
+                result["status"],
+                result.get("error"),
+                _stored_row(opts.db_path, run_id),
+                bool(result.get("stored", True)),
+            )
+        else:
+            code = proc.wait()
+            self.proc = None
+            if received:
+                message = f"interrupted by signal {received[0]} before the run was stored"
+            elif code < 0:
+                message = f"the warm worker was killed by signal {-code}"
+            else:
+                message = f"the warm worker exited with code {code} before storing the run"
+            run_id = finish_as_failed(cfg, opts, started_at, message)
+            outcome = RunOutcome(run_id, "failed", message, _stored_row(opts.db_path, run_id))
+        if received:
+            self.close()
+            raise Interrupted(received[0])
+        return outcome
+
+    def close(self) -> None:
+        """Ask the worker to finish (end of its input), then make sure it is gone."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        try:
+            if proc.stdin is not None:
+                proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            proc.wait(timeout=CLOSE_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+    def __enter__(self) -> WarmWorker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def serve() -> int:
+    """The worker's side: run each job from stdin with ``execute``; reply on the result pipe."""
+    from wattlab.experiment.lifetime import die_with_parent
+    from wattlab.experiment.worker import execute
+
+    die_with_parent()
+    replies = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # whatever else is printed (libraries, warnings) goes to stderr
+
+    def stop(signum: int, _frame: object) -> None:
+        raise Interrupted(signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        job = json.loads(line)
+        cfg = RunConfig(**job["config"])
+        opts = WorkerOptions.from_json(job["options"])
+        try:
+            result = execute(cfg, opts)
+        except (Interrupted, KeyboardInterrupt) as error:
+            signum = error.signum if isinstance(error, Interrupted) else int(signal.SIGINT)
+            _reply(replies, opts.run_id, "failed", f"interrupted by signal {signum}")
+            return 128 + signum
+        except BaseException as error:  # stored as failed by execute (or not: it says so)
+            _reply(replies, opts.run_id, "failed", f"{type(error).__name__}: {error}")
+            return 1
+        _reply(replies, result.run_id, result.status, result.error, result.stored)
+    return 0
+
+
+def _reply(
+    out: Any, run_id: int | None, status: str, error: str | None, stored: bool = True
+) -> None:
+    out.write(
+        json.dumps({"run_id": run_id, "status": status, "error": error, "stored": stored}) + "\n"
+    )
+    out.flush()
+
+
+if __name__ == "__main__":
+    sys.exit(serve())
