@@ -77,7 +77,8 @@ def test_two_torchrun_agents_posing_as_two_nodes(tmp_path):
         "--nnodes", "2", "--rdzv-endpoint", endpoint,
     ]  # fmt: skip
     agents = []
-    for rank, host in enumerate(("node-a", "node-b")):
+    # node 1 starts first: node ranks must follow --node-rank, not the order of arrival
+    for rank, host in reversed(list(enumerate(("node-a", "node-b")))):
         env = {**os.environ, "WATTLAB_HOSTNAME": host, "OMP_NUM_THREADS": "1"}
         argv = [*common, "--node-rank", str(rank), "--db", str(tmp_path / f"{host}.db")]
         agents.append(
