@@ -10,6 +10,7 @@ TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
 STAMP := $(VENV)/.wattlab-installed
 DEMO_DB ?= demo-out/wattlab.db
 DEMO_OUT ?= demo-out/report
+DEMO_SPEC ?=
 
 .PHONY: install demo test test-fast lint format clean
 
@@ -21,11 +22,19 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q -e ".[train,codecarbon,parquet,dev]"
 	touch $(STAMP)
 
+# The demo's grid depends on the hardware: demo-gpu (ResNet-18, fp32 vs bf16 autocast) where
+# torch sees a CUDA GPU, else demo-cpu (sized for 2 CPU cores, about 3 minutes). DEMO_SPEC=...
+# picks another preset or spec file.
 demo: $(STAMP)
 	mkdir -p demo-out
 	$(BIN)/wattlab devices
-	$(BIN)/wattlab sweep quickstart --device auto --db $(DEMO_DB)
-	$(BIN)/wattlab report --db $(DEMO_DB) --sweep quickstart --out $(DEMO_OUT)
+	@spec="$(DEMO_SPEC)"; \
+	if [ -z "$$spec" ]; then \
+	  spec=$$($(BIN)/python -c "import torch; print('demo-gpu' if torch.cuda.is_available() else 'demo-cpu')"); \
+	fi; \
+	echo "demo: sweep $$spec"; \
+	$(BIN)/wattlab sweep $$spec --db $(DEMO_DB) && \
+	$(BIN)/wattlab report --db $(DEMO_DB) --sweep $$(basename $$spec .yaml) --out $(DEMO_OUT)
 	@echo "Report: $(DEMO_OUT)/report.html (and report.md)"
 
 lint: $(STAMP)

@@ -130,15 +130,18 @@ def test_phase_times_by_hand():
     assert phase_times(runs.drop(columns=[c for c in runs if c.startswith("phase_")])) is None
 
 
+@pytest.mark.slow
 def test_report_opens_with_the_finding_and_tells_provenance_by_share(tmp_path):
     runs = two_configs()
     runs["components_json"] = [parts(0.96 * e, 0.03 * e, 0.01 * e) for e in runs["energy_total_j"]]
     runs["provenance"] = "estimated"  # weakest over the components
     runs["phase_budget_s"] = runs["duration_s"]
     runs["phase_launch_s"] = 5.0
-    md = write_report(runs, None, None, tmp_path / "r").markdown.read_text()
+    paths = write_report(runs, None, None, tmp_path / "r")
+    md = paths.markdown.read_text()
+    assert '<h1>wattlab report</h1>\n<p class="finding">bf16 used 3.98x' in paths.html.read_text()
     first = md.split("\n\n")[1]
-    assert first.startswith("bf16 used 3.98x less energy than fp32 (the baseline)")
+    assert first.startswith("**bf16 used 3.98x less energy than fp32 (the baseline)")
     assert "every energy figure in this report is estimated" not in md
     assert "96.0 % was measured (GPU 96.0 %); 4.0 % was estimated (CPU 3.0 %, DRAM/RAM 1.0 %)" in md
     assert "## Where the sweep's time went" in md

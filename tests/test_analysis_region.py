@@ -82,6 +82,7 @@ def test_thresholds_change_the_region():
     assert everything == {"1xGPU fp32 250W", "1xGPU bf16 250W", "2xGPU fp32 250W"}
 
 
+@pytest.mark.slow
 def test_json_flags_and_report_use_the_per_group_answer(tmp_path):
     runs = toy_runs()
     data = summary_to_json(summarize(runs), runs)
@@ -104,6 +105,7 @@ def test_json_flags_and_report_use_the_per_group_answer(tmp_path):
     assert "2xGPU fp32 250W (energy -6.2 %, time +1.8 % against 2xGPU fp32 300W)" in md
 
 
+@pytest.mark.slow
 def test_cli_region_flags(tmp_path):
     db = tmp_path / "toy.db"
     with open_store(db) as store:

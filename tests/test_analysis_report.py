@@ -107,6 +107,7 @@ def full_report(tmp_path_factory):
     return paths, runs
 
 
+@pytest.mark.slow
 def test_report_files_and_embedded_figures(full_report):
     paths, _ = full_report
     names = sorted(p.name for p in paths.figures)
@@ -129,6 +130,7 @@ def test_report_files_and_embedded_figures(full_report):
         assert f"]({fig})" in md
 
 
+@pytest.mark.slow
 def test_report_tables_and_findings(full_report):
     paths, _ = full_report
     md = paths.markdown.read_text()
@@ -150,6 +152,7 @@ def test_report_tables_and_findings(full_report):
     assert "| total | 8 | +4.5 % | 4.5 % |" in md  # CodeCarbon +4 % and +5 % per run
 
 
+@pytest.mark.slow
 def test_summary_json(full_report):
     paths, _ = full_report
     data = json.loads(paths.summary_json.read_text())
@@ -181,6 +184,7 @@ def test_summary_json(full_report):
     assert data["runs"]["failed"] == 1 and data["carbon"]["pue"] == [1.0]
 
 
+@pytest.mark.slow
 def test_escaping_single_configuration_estimated_without_codecarbon(tmp_path):
     runs = make_runs(reps=1, codecarbon=False, provenance="estimated", sweep=EVIL)
     runs = runs[runs["config_hash"] == "c1None"].copy()

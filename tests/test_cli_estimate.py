@@ -17,6 +17,7 @@ def wattlab(*args: str, cwd: Path):
     return subprocess.run([*WATTLAB, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_estimate_prints_every_method_and_pre_uses_the_shipped_h200_runs(tmp_path):
     done = wattlab("estimate", "--model", "resnet18", "--epochs", "5", "--gpu-name",
                    "NVIDIA H200", "--batch-size", "256", "--json", "-", cwd=tmp_path)  # fmt: skip
@@ -36,7 +37,11 @@ def test_estimate_prints_every_method_and_pre_uses_the_shipped_h200_runs(tmp_pat
     [
         (["--model", "resnet50", "--epochs", "3", "--gpu-name", "NVIDIA Z9000"], "--gpu-tdp"),
         (["--model", "resnet50", "--epochs", "-3", "--gpu-name", "NVIDIA H200"], "epochs"),
-        (["--model", "nonet", "--epochs", "3", "--gpu-name", "NVIDIA H200"], "nonet"),
+        pytest.param(
+            ["--model", "nonet", "--epochs", "3", "--gpu-name", "NVIDIA H200"],
+            "nonet",
+            marks=pytest.mark.slow,  # lists the models: imports torchvision
+        ),
         (["--epochs", "3"], "--model"),
     ],
 )
@@ -46,6 +51,7 @@ def test_estimate_bad_input(tmp_path, args, message):
     assert message in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_evaluate_on_the_reference_runs(tmp_path):
     done = wattlab("estimate", "evaluate", "--data", str(REFERENCE), "--out", "ev",
                    "--json", "ev.json", cwd=tmp_path)  # fmt: skip
@@ -56,6 +62,7 @@ def test_evaluate_on_the_reference_runs(tmp_path):
     assert (tmp_path / "ev" / "evaluation.md").exists()
 
 
+@pytest.mark.slow
 def test_import_profile_finds_the_250_w_region(tmp_path):
     csv = tmp_path / "a40.csv"
     csv.write_text(

@@ -38,6 +38,7 @@ def run_db(tmp_path_factory):
     return cwd
 
 
+@pytest.mark.slow
 def test_run_stores_one_complete_row(run_db):
     con = sqlite3.connect(run_db / "r.db")
     con.row_factory = sqlite3.Row
@@ -73,12 +74,14 @@ def test_run_stores_one_complete_row(run_db):
     assert con.execute("SELECT COUNT(*) FROM trace").fetchone()[0] > 0
 
 
+@pytest.mark.slow
 def test_run_json_output(run_db):
     data = json.loads((run_db / "run.json").read_text())
     assert data["status"] == "ok" and data["samples"] == 768
     assert data["provenance"] in ("measured", "sampled", "estimated")
 
 
+@pytest.mark.slow
 def test_export_round_trips(run_db, tmp_path):
     done = wattlab("export", "--db", "r.db", "--format", "csv", "--out", str(tmp_path), cwd=run_db)
     assert done.returncode == 0, done.stderr
@@ -93,8 +96,12 @@ def test_export_round_trips(run_db, tmp_path):
     [
         (["--model", "resnet9000", "--epochs", "1"], "model"),
         (["--precision", "fp8", "--epochs", "1"], "precision"),
-        (["--budget-samples", "0"], "budget_samples"),
-        (["--epochs", "1", "--dataset", "cifar10", "--data-dir", "nope"], "nope"),
+        (["--budget-samples", "0"], "--budget-samples"),
+        pytest.param(
+            ["--epochs", "1", "--dataset", "cifar10", "--data-dir", "nope"],
+            "nope",
+            marks=pytest.mark.slow,  # gets as far as the dataset: imports torch
+        ),
         (["--epochs", "1", "--power-limit", "250"], "power limits apply to GPUs"),
         (["--epochs", "1", "--interval", "-1"], "interval"),
     ],
@@ -109,6 +116,7 @@ def test_bad_input_is_one_sentence_exit_2_nothing_written(tmp_path, args, messag
     assert not (tmp_path / "x.db").exists()  # nothing written, not even an empty database
 
 
+@pytest.mark.slow
 def test_gpus_without_a_gpu(tmp_path):
     done = wattlab("run", "--device", "cuda", "--epochs", "1", "--db", "x.db", cwd=tmp_path,
                    env={"CUDA_VISIBLE_DEVICES": ""})  # fmt: skip
@@ -186,6 +194,7 @@ def _write_tiny_cifar(folder: Path, per_batch: int = 64) -> None:
             pickle.dump(batch, handle)
 
 
+@pytest.mark.slow
 def test_run_reads_the_official_cifar_layout(tmp_path):
     _write_tiny_cifar(tmp_path / "data" / "cifar-10-batches-py")
     base = [a for a in TINY if a not in ("--train-samples", "256", "--test-samples", "128")]
@@ -200,6 +209,7 @@ def test_run_reads_the_official_cifar_layout(tmp_path):
     assert done.returncode == 2 and "data_batch_4" in done.stderr
 
 
+@pytest.mark.slow
 def test_two_gloo_processes_do_the_same_budget_and_meter_the_host_once(tmp_path):
     rows = {}
     for nproc in (1, 2):

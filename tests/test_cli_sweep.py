@@ -41,6 +41,7 @@ def quickstart(tmp_path_factory):
     return cwd
 
 
+@pytest.mark.slow
 def test_quickstart_runs_every_planned_run_once(quickstart):
     plan = json.loads((quickstart / "sweep.json").read_text())
     assert len(plan["runs"]) == 8 and all(r["action"] == "run" for r in plan["runs"])
@@ -57,6 +58,7 @@ def test_quickstart_runs_every_planned_run_once(quickstart):
     assert cc == 8
 
 
+@pytest.mark.slow
 def test_rerun_resumes_and_runs_nothing(quickstart):
     done = wattlab("sweep", "quickstart", "--db", "q.db", "--dry-run", "--json", "-",
                    cwd=quickstart)  # fmt: skip
@@ -66,6 +68,7 @@ def test_rerun_resumes_and_runs_nothing(quickstart):
     assert plan["expected_s"] == 0
 
 
+@pytest.mark.slow
 def test_report_renders_every_figure(quickstart):
     done = wattlab("report", "--db", "q.db", "--sweep", "quickstart", "--out", "rep",
                    "--json", "summary.json", cwd=quickstart)  # fmt: skip
@@ -84,6 +87,7 @@ def test_report_renders_every_figure(quickstart):
     assert isinstance(summary["pareto"], list) and isinstance(summary["operating_region"], list)
 
 
+@pytest.mark.slow
 def test_dry_run_lists_skips_with_reasons_and_stores_nothing(tmp_path):
     spec = tmp_path / "s.yaml"
     spec.write_text(
@@ -105,6 +109,7 @@ def test_dry_run_lists_skips_with_reasons_and_stores_nothing(tmp_path):
     assert runs == 0
 
 
+@pytest.mark.slow
 def test_killed_sweep_resumes_with_every_run_exactly_once(tmp_path):
     spec = tmp_path / "tiny.yaml"
     spec.write_text(TINY_SPEC)
@@ -162,6 +167,7 @@ def test_bad_spec_is_one_sentence_exit_2(tmp_path, text, message):
     )
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_sweep_and_stores_the_run_in_flight_as_failed(tmp_path):
     spec = tmp_path / "tiny.yaml"
     spec.write_text(TINY_SPEC.replace("repetitions: 3", "repetitions: 4"))

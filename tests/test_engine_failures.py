@@ -128,7 +128,7 @@ def _write_cifar(folder: Path, broken: str) -> None:
 @pytest.mark.slow
 def test_a_run_failing_after_start_is_stored_failed_and_json_writes_the_row(tmp_path):
     _write_cifar(tmp_path / "data" / "cifar-10-batches-py", broken="data_batch_3")
-    base = [a for a in TINY if a not in ("--train-samples", "256", "--test-samples", "64")]
+    base = TINY[: TINY.index("--train-samples")] + TINY[TINY.index("--batch-size") :]
     done = wattlab("run", *base, "--dataset", "cifar10", "--data-dir", "data", "--epochs", "1",
                    "--db", "c.db", "--json", "row.json", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 1, done.stderr[-2000:]

@@ -10,11 +10,13 @@ import types
 import pytest
 
 from wattlab.carbon import CarbonSettings, co2e
-from wattlab.errors import ConfigError
+from wattlab.errors import ConfigError, DataError
 from wattlab.estimate.baselines import (
+    PRECISION_SPEEDUP_CAP,
     RAM_W_PER_GB,
     flops_based,
     green_algorithms,
+    mean_sampled_utilization,
     ml_co2_impact,
 )
 from wattlab.estimate.features import clear_model_cost_cache, model_cost
@@ -218,6 +220,7 @@ def tiny_models(monkeypatch: pytest.MonkeyPatch):
     clear_model_cost_cache()
 
 
+@pytest.mark.slow
 def test_model_cost_counts_a_real_forward_pass_and_caches(tiny_models) -> None:
     cost = model_cost("tiny")
     assert cost.forward_flops_per_sample == 2 * 3072 * 10  # one multiply-add = 2 FLOPs
@@ -226,6 +229,7 @@ def test_model_cost_counts_a_real_forward_pass_and_caches(tiny_models) -> None:
     assert tiny_models.builds == ["tiny"]  # built once
 
 
+@pytest.mark.slow
 def test_model_cost_with_the_real_models_module() -> None:
     pytest.importorskip("torchvision")
     pytest.importorskip("wattlab.train.models")
@@ -250,11 +254,28 @@ def test_flops_estimate_from_counted_model(tiny_models) -> None:
     estimate = flops_based(
         samples=samples, precision="amp-bf16", gpus=2, gpu_name="NVIDIA H200", model="tiny"
     )
-    expected_s = 3 * 61440 * samples / (2 * 989.5e12 * 0.3)
+    # BF16's dense peak is 989.5 / 67 = 14.8x FP32's; the rate is capped at 2x FP32
+    expected_s = 3 * 61440 * samples / (2 * PRECISION_SPEEDUP_CAP * 67e12 * 0.3)
     assert estimate.ok
     assert estimate.duration_s == pytest.approx(expected_s)
     assert estimate.energy_j == pytest.approx(expected_s * 700 * 2)
     assert "ASSUMED 30% utilisation" in estimate.notes and "3 x forward" in estimate.notes
+    assert estimate.notes.startswith("wattlab's own construction, not a published method")
+    assert "capped at 2x the FP32 rate (its peak is 14.8x" in estimate.notes
+    fp32 = flops_based(
+        samples=samples, precision="fp32", gpus=2, gpu_name="NVIDIA H200", model="tiny"
+    )
+    assert fp32.energy_j / estimate.energy_j == pytest.approx(PRECISION_SPEEDUP_CAP)
+    uncapped = flops_based(
+        samples=samples,
+        precision="amp-bf16",
+        gpus=2,
+        gpu_name="NVIDIA H200",
+        model="tiny",
+        speedup_cap=100,
+    )
+    assert fp32.energy_j / uncapped.energy_j == pytest.approx(989.5 / 67)
+    assert "capped" not in uncapped.notes
     # utilisation and TDP override scale it as they should
     half = flops_based(
         samples=samples,
@@ -294,3 +315,36 @@ def test_flops_with_recorded_flops_and_cases_it_cannot_handle() -> None:
         )
     with pytest.raises(ConfigError, match="--gpu-tdp"):
         flops_based(samples=10, precision="fp32", gpu_name="Mystery", forward_flops_per_sample=1.0)
+
+
+def test_green_algorithms_says_which_utilisation_and_power_limit_it_used() -> None:
+    estimate = green_algorithms(
+        duration_s=100.0,
+        gpu_tdp_w=700.0,
+        tdp_source="the run's recorded maximum power limit",
+        gpu_utilization_percent=50.0,
+        utilization_basis="mean of NVML reads at epoch ends",
+        ram_gb=100.0,
+    )
+    assert estimate.energy_j == pytest.approx((350.0 + 37.25) * 100.0)
+    assert "TDP 700 W per GPU (the run's recorded maximum power limit)" in estimate.notes
+    assert "50 % (mean of NVML reads at epoch ends)" in estimate.notes
+    gpu_only = green_algorithms(
+        duration_s=100.0, gpu_tdp_w=700.0, gpu_utilization_percent=50.0, ram_gb=100.0,
+        include_ram=False,
+    )  # fmt: skip
+    assert gpu_only.energy_j == pytest.approx(350.0 * 100.0)
+    assert "memory term left out (GPU-only target)" in gpu_only.notes
+
+
+def test_sampled_utilisation_is_averaged_over_the_budget_window() -> None:
+    # samples every 0.5 s: 0 % during a warm-up, 80 % in the budget, 10 % in evaluation
+    t = [i * 0.5 for i in range(40)]
+    util = [0.0] * 8 + [80.0] * 24 + [10.0] * 8
+    assert mean_sampled_utilization(t, util, 4.0, 16.0) == pytest.approx(80.0)
+    # a window starting mid-sample: the last earlier sample holds until the next one
+    assert mean_sampled_utilization(t, util, 3.0, 5.0) == pytest.approx(40.0)
+    with pytest.raises(DataError, match="no utilisation sample"):
+        mean_sampled_utilization(t, util, 100.0, 110.0)
+    with pytest.raises(DataError, match="end after it starts"):
+        mean_sampled_utilization(t, util, 5.0, 5.0)

@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,15 +13,15 @@ import pandas as pd
 import pytest
 
 from wattlab.errors import ConfigError, DataError
-from wattlab.estimate import evaluate as evaluate_module
+from wattlab.estimate import predict as predict_module
 from wattlab.estimate.evaluate import (
-    EVALUATED_METHODS,
-    estimate_all,
     evaluate_methods,
-    format_estimates,
+    methods_for,
+    score,
     write_evaluation,
 )
 from wattlab.estimate.features import ModelCost
+from wattlab.estimate.predict import estimate_all, format_estimates
 from wattlab.estimate.reference import (
     default_reference_path,
     load_default_reference,
@@ -31,6 +33,7 @@ from wattlab.estimate.reference import (
 GFLOPS = {"s": 0.1, "m": 0.6, "l": 1.1, "xl": 4.1}
 EFFICIENCY = {"fp32": 0.4, "amp-bf16": 0.08}
 PEAK = {"fp32": 67e12, "amp-bf16": 989.5e12}
+GPU_SHARE, DRAM_SHARE = 0.8, 0.05  # of each synthetic epoch's total energy
 
 
 def law(gflops: float, gpus: int, precision: str) -> tuple[float, float]:
@@ -64,6 +67,8 @@ def synthetic(epochs: int = 6, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFram
                             "epoch": epoch,
                             "duration_s": d,
                             "energy_total_j": e,
+                            "energy_gpu_j": GPU_SHARE * e,
+                            "energy_dram_j": DRAM_SHARE * e,
                             "mean_power_w": e / d,
                             "samples": per_epoch,
                         }
@@ -102,6 +107,8 @@ def synthetic(epochs: int = 6, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFram
                         "image_size": 32,
                         "duration_s": sum(durations),
                         "energy_total_j": sum(energies),
+                        "energy_gpu_j": GPU_SHARE * sum(energies),
+                        "energy_dram_j": DRAM_SHARE * sum(energies),
                         "gpu_utilization_percent": 90.0,
                         "model_gflops_per_sample": GFLOPS[model],
                         "params": 1e6,
@@ -137,23 +144,52 @@ def evaluation():
     return runs, windows, result
 
 
+@pytest.mark.slow
 def test_every_method_is_scored_on_the_runs_it_can_handle(evaluation) -> None:
     runs, _, result = evaluation
     ok_runs = 16 + 3  # the failed run is not a measurement
     assert result.settings["runs"] == ok_runs
     metrics = result.metrics
-    assert set(metrics) == set(EVALUATED_METHODS)
+    assert set(metrics) == set(methods_for("wattlab"))
     assert metrics["ml-co2-impact"]["n"] == ok_runs - 1  # not the CPU run
     assert metrics["step"]["n"] == 16  # not the short, CPU-less-windows or ramping runs
     # synthetic epochs after the warm-up are exact: STEP recovers the totals
     assert metrics["step"]["mape_percent"] < 0.01
-    assert metrics["step-power"]["mape_percent"] < 0.01
     # TDP x duration overestimates runs that draw far less than TDP
     assert metrics["ml-co2-impact"]["bias_percent"] > 50
     assert metrics["pre"]["n"] >= 16
     for m in metrics.values():
         if m["n"]:
             assert m["rmse_j"] >= 0 and m["mdape_percent"] <= m["mape_percent"] * 3
+
+
+def test_every_method_is_scored_on_the_same_runs(evaluation) -> None:
+    _, _, result = evaluation
+    table = result.protocols["loco"]
+    # STEP handles 16 runs, the baselines 18, PRE >= 16: the headline is over their overlap
+    step_ids = set(result.predictions.loc[result.predictions["method"] == "step", "run_id"])
+    assert table["common_runs"] == len(step_ids) == 16
+    assert set(table["common_run_ids"]) == step_ids
+    for method in methods_for("wattlab"):
+        assert table["methods"][method]["n"] == 16
+    assert table["methods"]["ml-co2-impact"]["own"]["n"] == 18
+    own = result.predictions[result.predictions["method"] == "ml-co2-impact"]
+    common = own[own["run_id"].isin(step_ids)]
+    expected = float(np.mean(np.abs(common["error_percent"])))
+    assert table["methods"]["ml-co2-impact"]["mape_percent"] == pytest.approx(expected)
+
+
+def test_power_twin_is_window_power_times_measured_duration(evaluation) -> None:
+    runs, windows, result = evaluation
+    run = runs[runs["id"] == 5].iloc[0]
+    epochs = windows[(windows["run_id"] == 5) & (windows["name"] == "epoch")]
+    # stable from epoch 2 (epoch 1 is the warm-up), window of 2 epochs
+    window = epochs[epochs["epoch"].isin([2, 3])]
+    power_w = window["energy_total_j"].sum() / window["duration_s"].sum()
+    rows = result.predictions[result.predictions["run_id"] == 5].set_index("method")
+    assert rows.loc["step-power", "predicted_j"] == pytest.approx(power_w * run["duration_s"])
+    # the warm-up epoch draws 1.3/1.2 of the stable power: the paper's twin misses it
+    assert rows.loc["step-power", "error_percent"] < -0.5
 
 
 def test_baseline_predictions_follow_their_formulas(evaluation) -> None:
@@ -166,6 +202,7 @@ def test_baseline_predictions_follow_their_formulas(evaluation) -> None:
     assert rows.loc["ml-co2-impact", "measured_j"] == run["energy_total_j"]
 
 
+@pytest.mark.slow
 def test_exclusions_carry_their_reasons(evaluation) -> None:
     _, _, result = evaluation
     excluded = result.excluded
@@ -183,6 +220,7 @@ def test_exclusions_carry_their_reasons(evaluation) -> None:
     assert all(r.endswith(".") for r in excluded["reason"])
 
 
+@pytest.mark.slow
 def test_pre_never_sees_the_configuration_it_predicts() -> None:
     runs, windows = synthetic()
     cheat = runs["config_hash"] == "l-2-amp-bf16"
@@ -198,16 +236,19 @@ def test_pre_never_sees_the_configuration_it_predicts() -> None:
         assert predicted == pytest.approx(lawful, rel=0.25)  # not pulled toward 3x
 
 
+@pytest.mark.slow
 def test_outputs_markdown_json_and_plots(evaluation, tmp_path: Path) -> None:
     _, _, result = evaluation
     paths = write_evaluation(result, tmp_path / "out")
     markdown = paths["markdown"].read_text()
-    assert "| STEP | 16 |" in markdown and "| ML CO2 Impact |" in markdown
+    assert "| STEP | total | 16 |" in markdown and "| ML CO2 Impact | gpu | 16 |" in markdown
+    assert "16 common runs" in markdown
     assert "more than its 2-epoch window" in markdown
     assert paths["png"].read_bytes()[:4] == b"\x89PNG"
     assert "<svg" in paths["svg"].read_text()
     data = json.loads(paths["json"].read_text())
-    assert list(data["methods"]) == list(EVALUATED_METHODS)
+    assert list(data["methods"]) == list(methods_for("wattlab"))
+    assert data["protocols"]["loco"]["common_runs"] == 16
     assert data["methods"]["step"]["n"] == 16
     assert data["methods"]["step"]["predictions"][0]["measured_j"] > 0
     assert json.loads(result.to_json()) == data
@@ -218,6 +259,140 @@ def test_evaluation_needs_measured_runs() -> None:
     runs["status"] = "failed"
     with pytest.raises(DataError, match="no ok runs"):
         evaluate_methods(runs, windows)
+
+
+@pytest.fixture(scope="module")
+def paper_target():
+    runs, windows = synthetic(epochs=16)
+    return (
+        runs,
+        windows,
+        evaluate_methods(
+            runs,
+            windows,
+            target="paper",
+            step_method="both",
+            protocols="all",
+            pre_search_iter=1,
+            pre_families=("ridge",),
+        ),
+    )
+
+
+def test_every_method_predicts_the_chosen_target(paper_target) -> None:
+    runs, windows, result = paper_target
+    assert result.settings["target_columns"] == ["energy_gpu_j", "energy_dram_j"]
+    rows = result.predictions[result.predictions["run_id"] == 3]
+    measured = (GPU_SHARE + DRAM_SHARE) * runs.loc[runs["id"] == 3, "energy_total_j"].iloc[0]
+    assert rows["measured_j"].to_numpy() == pytest.approx(measured)
+    by = rows[rows["protocol"] == "all"].set_index("method")
+    # STEP projects the target's own epochs (GPU + RAM), not the total, so it stays exact
+    assert by.loc["step", "predicted_j"] == pytest.approx(measured, rel=1e-6)
+    assert by.loc["step-paper", "predicted_j"] == pytest.approx(measured, rel=1e-6)
+    # PRE learns the target: fitted on the runs' GPU + RAM, its prediction scales with it
+    pre = rows[(rows["method"] == "pre") & (rows["protocol"] == "loco")]
+    total = evaluate_methods(runs, windows, pre_search_iter=1, pre_families=("ridge",))
+    pre_total = total.predictions[
+        (total.predictions["run_id"] == 3) & (total.predictions["method"] == "pre")
+    ]
+    ratio = pre["predicted_j"].iloc[0] / pre_total["predicted_j"].iloc[0]
+    assert ratio == pytest.approx(GPU_SHARE + DRAM_SHARE, rel=0.02)
+    # Green Algorithms keeps its RAM term for the paper's target, drops it for the GPU target
+    run = runs[runs["id"] == 3].iloc[0]
+    assert by.loc["green-algorithms", "predicted_j"] == pytest.approx(
+        (700 * 2 * 0.9 + 256 * 0.3725) * run["duration_s"]
+    )
+    gpu = evaluate_methods(runs, windows, target="gpu", pre_search_iter=1, pre_families=("ridge",))
+    ga = gpu.predictions[
+        (gpu.predictions["run_id"] == 3) & (gpu.predictions["method"] == "green-algorithms")
+    ]
+    assert ga["predicted_j"].iloc[0] == pytest.approx(700 * 2 * 0.9 * run["duration_s"])
+    step = gpu.predictions[(gpu.predictions["run_id"] == 3) & (gpu.predictions["method"] == "step")]
+    assert step["predicted_j"].iloc[0] == pytest.approx(GPU_SHARE * run["energy_total_j"])
+    assert gpu.to_dict()["methods"]["green-algorithms"]["covers"] == "gpu"
+
+
+def test_three_protocols_hold_out_configuration_model_and_precision(paper_target) -> None:
+    _, _, result = paper_target
+    assert list(result.protocols) == ["loco", "lomo", "lopo"]
+    pre = result.predictions[result.predictions["method"] == "pre"]
+    notes = {p: len(pre[pre["protocol"] == p]) for p in ("loco", "lomo", "lopo")}
+    assert notes["loco"] == 16 and notes["lomo"] == 16
+    for protocol, table in result.protocols.items():
+        # the online methods and PRE are scored on the same rows in each protocol
+        n = {m: table["methods"][m]["n"] for m in table["common_methods"]}
+        assert len(set(n.values())) == 1, (protocol, n)
+        assert table["common_runs"] == next(iter(n.values()))
+        coverage = table["methods"]["pre"]["coverage_percent"]
+        assert coverage is None or 0 <= coverage <= 100
+        assert table["methods"]["ml-co2-impact"]["coverage_percent"] is None
+    # one precision held out: the other precision alone leaves too few configurations to fit
+    lopo = result.excluded[(result.excluded["protocol"] == "lopo")]
+    assert (lopo["method"] == "pre").sum() == 16 - notes["lopo"]
+    assert all("held out" in r for r in lopo.loc[lopo["method"] == "pre", "reason"])
+
+
+def test_lomo_predicts_a_model_it_never_saw(paper_target) -> None:
+    runs, _, result = paper_target
+    rows = result.predictions[
+        (result.predictions["method"] == "pre") & (result.predictions["protocol"] == "lomo")
+    ]
+    xl = rows[rows["model"] == "xl"]
+    assert len(xl) == 4  # 2 configurations x 2 repetitions, fitted on s, m, l only
+    loco = result.predictions[
+        (result.predictions["method"] == "pre") & (result.predictions["protocol"] == "loco")
+    ]
+    # extrapolating to the largest model is harder than filling in a configuration
+    lomo_error = xl["error_percent"].abs().mean()
+    loco_error = loco[loco["model"] == "xl"]["error_percent"].abs().mean()
+    assert lomo_error >= loco_error
+
+
+def test_score_counts_interval_coverage() -> None:
+    rows = pd.DataFrame(
+        {
+            "predicted_j": [100.0, 100.0, 100.0, 100.0],
+            "measured_j": [100.0, 110.0, 80.0, 125.0],
+            "low_j": [90.0, 90.0, 90.0, None],
+            "high_j": [110.0, 110.0, 110.0, None],
+        }
+    )
+    result = score(rows)
+    assert result["interval_runs"] == 3
+    assert result["coverage_percent"] == pytest.approx(200 / 3)
+    assert result["bias_percent"] == pytest.approx(np.mean([0, -100 / 11, 25, -20]))
+
+
+def test_published_step_on_short_runs_says_why(evaluation) -> None:
+    runs, windows, _ = evaluation
+    result = evaluate_methods(
+        runs, windows, step_method="paper", pre_search_iter=1, pre_families=("ridge",)
+    )
+    assert "step" not in result.metrics and result.metrics["step-paper"]["n"] == 0
+    reasons = set(result.excluded.loc[result.excluded["method"] == "step-paper", "reason"])
+    assert any("nothing is left to project" in r for r in reasons)
+    assert result.protocols["loco"]["unscored_methods"] == ["step-paper", "step-paper-power"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"target": "cpu"}, "target must be one of total, gpu, paper"),
+        ({"protocols": "lono"}, "protocol must be one of"),
+        ({"step_method": "magic"}, "STEP method must be one of"),
+        ({"target_column": "energy_cpu_j"}, "target_column must be one of"),
+    ],
+)
+def test_bad_evaluation_settings(kwargs, match) -> None:
+    runs, windows = synthetic(epochs=3)
+    with pytest.raises(ConfigError, match=match):
+        evaluate_methods(runs, windows, **kwargs)
+
+
+def test_a_target_the_runs_lack_is_a_data_error() -> None:
+    runs, windows = synthetic(epochs=3)
+    with pytest.raises(DataError, match="energy_dram_j"):
+        evaluate_methods(runs.drop(columns=["energy_dram_j"]), windows, target="paper")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,11 +418,14 @@ def test_reference_csv_round_trip(tmp_path: Path) -> None:
     assert len(loaded_windows) == len(epochs)
     assert loaded_windows["energy_total_j"].to_numpy() == pytest.approx(epochs["energy_total_j"])
     assert list(loaded_windows["epoch"]) == list(epochs["epoch"])
+    # the per-epoch components travel too, so STEP can project every target
+    assert loaded_windows["energy_gpu_j"].to_numpy() == pytest.approx(epochs["energy_gpu_j"])
+    assert "epoch_energy_dram_j" in text.splitlines()[2]
     # the loaded data feeds the evaluation directly
     result = evaluate_methods(
-        loaded_runs, loaded_windows, pre_search_iter=1, pre_families=("ridge",)
+        loaded_runs, loaded_windows, target="paper", pre_search_iter=1, pre_families=("ridge",)
     )
-    assert result.metrics["step"]["n"] == 16
+    assert result.metrics["step"]["n"] == 16 and result.metrics["step"]["mape_percent"] < 0.01
 
 
 @pytest.mark.parametrize(
@@ -304,9 +482,10 @@ def fake_cost(monkeypatch: pytest.MonkeyPatch) -> None:
             raise ConfigError(f"unknown model {model!r}; allowed: s, m, l, xl.")
         return ModelCost(forward_flops_per_sample=GFLOPS[model] * 1e9, params=1_000_000)
 
-    monkeypatch.setattr(evaluate_module, "model_cost", cost)
+    monkeypatch.setattr(predict_module, "model_cost", cost)
 
 
+@pytest.mark.slow
 def test_estimate_all_lists_every_method_side_by_side(fake_cost) -> None:
     runs, _ = synthetic()
     estimates = estimate_all(
@@ -376,3 +555,48 @@ def test_estimate_all_rejects_bad_input(fake_cost, bad, match) -> None:
     config.update(bad)
     with pytest.raises(ConfigError, match=match):
         estimate_all(**config)
+
+
+# ---------------------------------------------------------------------------------------------
+# `wattlab estimate evaluate`
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "wattlab.cli", "estimate", "evaluate", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+@pytest.mark.slow
+def test_cli_scores_the_paper_target_under_one_protocol(tmp_path: Path) -> None:
+    reference = str(default_reference_path())
+    done = _cli("--data", reference, "--target", "paper", "--protocol", "lopo",
+                "--step-method", "both", "--json", "-", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert data["settings"]["target_columns"] == ["energy_gpu_j", "energy_dram_j"]
+    assert list(data["protocols"]) == ["lopo"]
+    table = data["protocols"]["lopo"]
+    assert table["common_runs"] == table["methods"]["ml-co2-impact"]["n"]
+    # the shipped CSV has no per-epoch GPU/RAM energy, so STEP says it cannot predict this target
+    reasons = {r["reason"] for r in data["methods"]["step"]["excluded_runs"]}
+    assert any("energy_gpu_j" in r for r in reasons)
+    assert data["methods"]["flops"]["predictions"][0]["measured_j"] > 0
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [
+        ("--target", "cpu", "--target must be one of total, gpu, paper"),
+        ("--protocol", "lono", "--protocol must be one of loco, lomo, lopo or all"),
+        ("--step-method", "magic", "--step-method must be one of wattlab, paper, both"),
+        ("--step-start", "ten", "--step-start must be an epoch number >= 1 or fluss"),
+    ],
+)
+def test_cli_bad_flags_exit_2(tmp_path: Path, flag: str, value: str, message: str) -> None:
+    done = _cli("--data", str(default_reference_path()), flag, value, cwd=tmp_path)
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from wattlab.errors import ConfigError, DataError
-from wattlab.experiment import export as export_mod
 from wattlab.experiment.export import export_tables
 from wattlab.experiment.store import Store, open_store
+from wattlab.jsonio import write_atomic
 
 
 def run_row(sweep: str | None, rep: int, energy_j: float, **extra: object) -> dict:
@@ -106,7 +106,7 @@ def test_failed_write_keeps_the_old_file(tmp_path: Path) -> None:
         raise OSError("disk full")
 
     with pytest.raises(OSError, match="disk full"):
-        export_mod._write_atomic(target, broken)
+        write_atomic(target, broken)
     assert target.read_text() == "old\n"
     assert list(tmp_path.iterdir()) == [target]
 

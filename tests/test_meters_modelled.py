@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import statistics
+import subprocess
+import sys
 
 import pytest
 
@@ -18,6 +20,7 @@ from wattlab.meters.modelled import (
     RamEstimateMeter,
     lookup_tdp,
     parse_cpuinfo,
+    process_tree_rss_bytes,
     resolve_cpu_tdp,
 )
 
@@ -124,3 +127,31 @@ def test_real_cpu_times_utilisation_is_a_fraction():
     util = CpuTimesUtilisation()
     sum(i * i for i in range(20_000))
     assert 0.0 <= util() <= 1.0
+
+
+def test_ram_estimate_says_which_memory_it_counts():
+    system = RamEstimateMeter(used_bytes_fn=lambda: 8 * GIB, clock=FakeClock(0.0))
+    assert system.info.details["ram_measure"] == "system"
+    assert "whole system" in system.info.description
+    process = RamEstimateMeter(measure="process", clock=FakeClock(0.0))
+    assert process.info.details["ram_measure"] == "process"
+    assert "resident memory (RSS)" in process.info.description
+    rss_gib = process_tree_rss_bytes() / GIB
+    assert process.power_w() == pytest.approx(0.3725 * rss_gib, rel=0.2)
+    with pytest.raises(ConfigError, match="RAM measure must be one of system, process"):
+        RamEstimateMeter(measure="node")
+
+
+def test_process_rss_counts_the_children():
+    before = process_tree_rss_bytes()
+    child = subprocess.Popen(
+        [sys.executable, "-c", "b = bytearray(256 * 2**20); print('ready', flush=True); "
+         "import sys; sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        assert process_tree_rss_bytes() - before >= 200 * 2**20
+    finally:
+        child.stdin.close()
+        child.wait(timeout=30)

@@ -65,6 +65,7 @@ def test_device_converts_milliwatts_and_millijoules():
     assert device.power_limit_range_w() == (200.0, 700.0)
     assert device.pci_bus_id() == gpu.pci_bus_id
     assert device.mig_enabled() is False
+    assert device.temperature_c() == 35.0
     device.set_power_limit_w(312.3456)  # NVML takes whole milliwatts
     assert nv.set_calls() == [("nvmlDeviceSetPowerManagementLimit", (0, 312_346))]
     assert device.power_limit_w() == pytest.approx(312.346)
@@ -79,6 +80,8 @@ def test_device_translates_nvml_errors():
     assert device.average_power_w() is None
     assert device.instant_power_w() is None  # the field is not reported
     assert device.mig_enabled() is False  # MIG not supported
+    gpu.temperature_c = None
+    assert device.temperature_c() is None
     with pytest.raises(NvmlError) as err:
         device.set_power_limit_w(300)
     assert err.value.name == "NVMLError_NoPermission" and err.value.no_permission

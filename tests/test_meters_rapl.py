@@ -180,3 +180,57 @@ def test_read_failure_after_open_is_a_meter_error(tmp_path):
         meter.energy_j()
     meter.close()
     assert meter.energy_j() == pytest.approx(2.0)
+
+
+# -- glitches: a counter that goes backwards is not a wrap ----------------------------------------
+
+
+def test_a_small_step_back_is_a_glitch_not_a_262_kj_wrap(tmp_path):
+    tree = FakePowercap(tmp_path)
+    tree.add_package(0, dram=False, core=False, energy_uj=1000)  # a 262 kJ range
+    meter = open_rapl(tmp_path).meters[0]
+    tree.set_uj("intel-rapl:0", 999)
+    meter.poll()
+    assert meter.wraps == 0
+    assert "glitch, not a wrap" in meter.info.details["glitch"]
+    with pytest.raises(MeterError, match="999 uJ.*not reported"):
+        meter.energy_j()
+    tree.set_uj("intel-rapl:0", 5000)  # it stays flagged: later numbers are not trusted
+    with pytest.raises(MeterError, match="glitch"):
+        meter.energy_j()
+
+
+@pytest.mark.parametrize("raw", ["-5", "262143328851"])
+def test_a_counter_outside_its_range_is_a_glitch(tmp_path, raw):
+    tree = FakePowercap(tmp_path)
+    tree.add_package(0, dram=False, core=False, energy_uj=1000)
+    meter = open_rapl(tmp_path).meters[0]
+    (tree.path("intel-rapl:0") / "energy_uj").write_text(raw + "\n")
+    with pytest.raises(MeterError, match="outside the counter's range"):
+        meter.energy_j()
+
+
+def test_a_wrap_is_believed_when_the_time_allows_it(tmp_path):
+    clock = FakeClock()
+    tree = FakePowercap(tmp_path)
+    tree.add_package(0, dram=False, core=False, energy_uj=1000)  # range 262 143 J
+    meter = RaplMeter(
+        open_rapl(tmp_path).zones[0], "cpu:package-0", CPU, clock=clock, assumed_max_power_w=1000
+    )
+    clock.advance(300.0)  # 300 s at up to 1000 W: a full wrap (262 kJ) is possible
+    tree.set_uj("intel-rapl:0", 999)
+    assert meter.energy_j() == pytest.approx((262_143_328_850 - 1) / 1e6)
+    assert meter.wraps == 1 and "glitch" not in meter.info.details
+
+
+def test_zone_names_that_are_not_utf8_are_kept_visible(tmp_path):
+    tree = FakePowercap(tmp_path)
+    tree.add_package(0, dram=False, core=False)
+    (tree.path("intel-rapl:0") / "name").write_bytes(b"package-\xff\n")
+    zones = scan_zones(tmp_path)
+    assert [z.name for z in zones] == ["package-\\xff"]
+    assert open_rapl(tmp_path).meters == []  # an unknown zone is listed, not metered
+
+
+def test_empty_powercap_root_variable_means_the_default():
+    assert resolve_powercap_root(None, {"WATTLAB_POWERCAP_ROOT": ""}) == DEFAULT_POWERCAP_ROOT

@@ -149,7 +149,9 @@ def test_syntax_error_names_file_and_line(tmp_path: Path) -> None:
 
 
 def test_unknown_path_or_preset_lists_presets(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError, match="presets: paper-12, quickstart, h200-1gpu"):
+    with pytest.raises(
+        ConfigError, match="presets: paper-12, quickstart, h200-1gpu, demo-gpu, demo-cpu"
+    ):
         load_spec("paper-13")
     with pytest.raises(ConfigError, match="neither a sweep spec YAML file nor a preset"):
         load_spec(str(tmp_path))  # a folder
@@ -158,7 +160,13 @@ def test_unknown_path_or_preset_lists_presets(tmp_path: Path) -> None:
 
 
 def test_presets_load_and_expand(tmp_path: Path) -> None:
-    expected_runs = {"paper-12": 72, "quickstart": 8, "h200-1gpu": 72}
+    expected_runs = {
+        "paper-12": 72,
+        "quickstart": 8,
+        "h200-1gpu": 72,
+        "demo-gpu": 8,
+        "demo-cpu": 6,
+    }
     for name in PRESETS:
         spec = load_spec(name, data_dir=str(tmp_path))
         assert spec.name == name

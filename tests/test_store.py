@@ -350,6 +350,7 @@ def check_consistent(db: Path) -> int:
         conn.close()
 
 
+@pytest.mark.slow
 def test_sigkill_mid_insert_leaves_a_consistent_database(tmp_path: Path) -> None:
     db = tmp_path / "kill.db"
     open_store(db).close()
@@ -379,3 +380,86 @@ def test_sigkill_mid_insert_leaves_a_consistent_database(tmp_path: Path) -> None
     with open_store(db) as s:  # still opens and accepts writes after the kills
         s.insert_run(make_run(sweep="after"))
         assert len(s.runs(sweep="parent")) == 6
+
+
+# -- damaged, read-only and empty files ------------------------------------------------------------
+
+
+def _damage(db: Path) -> None:
+    with open_store(db) as s:
+        for i in range(20):
+            s.insert_run(
+                make_run(sweep=f"s{i}"), WINDOWS, [(0.1 * t, "gpu:0", 1.0) for t in range(300)]
+            )
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    with open(db, "r+b") as handle:
+        handle.seek(db.stat().st_size // 2)
+        handle.write(np.random.default_rng(12).bytes(4096))
+
+
+def test_a_damaged_database_is_one_sentence_and_never_written(tmp_path: Path) -> None:
+    db = tmp_path / "bad.db"
+    _damage(db)
+    with open_store(db, readonly=True) as s, pytest.raises(DataError) as caught:
+        s.trace()
+    message = str(caught.value)
+    assert "bad.db" in message and "PRAGMA integrity_check" in message and "\n" not in message
+    before = db.read_bytes()
+    with open_store(db) as s, pytest.raises(DataError, match="quick_check"):
+        s.insert_run(make_run(sweep="new"))
+    with pytest.raises(DataError, match="damaged"):
+        store_mod.check_writable_database(db)
+    assert db.read_bytes()[100:] == before[100:]  # no row went in (the header may switch to WAL)
+
+
+def test_check_writable_database_changes_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "w.db"
+    open_store(db).close()
+    conn = sqlite3.connect(db)
+    conn.execute("PRAGMA journal_mode = DELETE")
+    conn.close()
+    before = db.read_bytes()
+    store_mod.check_writable_database(db)
+    assert db.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["w.db"]
+    with pytest.raises(DataError, match="does not exist"):
+        store_mod.check_writable_database(tmp_path / "no" / "x.db")
+    assert not (tmp_path / "no").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write a read-only file")
+def test_a_read_only_database_is_refused_before_work(tmp_path: Path) -> None:
+    db = tmp_path / "ro.db"
+    open_store(db).close()
+    db.chmod(0o444)
+    with pytest.raises(DataError, match="read-only"):
+        store_mod.check_writable_database(db)
+
+
+def test_one_rule_for_an_empty_file(tmp_path: Path) -> None:
+    db = tmp_path / "empty.db"
+    db.touch()
+    for kwargs in ({"create": False}, {"readonly": True}):  # readers: no database yet
+        with pytest.raises(DataError, match="empty file"):
+            open_store(db, **kwargs)
+    assert db.stat().st_size == 0
+    store_mod.check_writable_database(db)  # writers: the database is created in it
+    with open_store(db) as s:
+        s.insert_run(make_run())
+    with open_store(db, readonly=True) as s:
+        assert len(s.runs()) == 1
+
+
+def test_a_reader_writes_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "r.db"
+    with open_store(db) as s:
+        s.insert_run(make_run(), WINDOWS)
+    db.chmod(0o444)
+    before = db.read_bytes()
+    with open_store(db, readonly=True) as s:
+        assert len(s.runs()) == 1
+        with pytest.raises(DataError):
+            s.insert_run(make_run(sweep="x"))
+    assert db.read_bytes() == before

@@ -28,6 +28,7 @@ from wattlab.train.loop import run_training
 # --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_synthetic_is_deterministic_and_prefix_stable():
     data.clear_memory_cache()
     a = synthetic_dataset(3000, 500)
@@ -46,6 +47,7 @@ def test_synthetic_is_deterministic_and_prefix_stable():
     assert not torch.equal(a.train_x[:500], a.test_x)
 
 
+@pytest.mark.slow
 def test_synthetic_full_size_shapes_and_classes():
     ds = synthetic_dataset()
     assert ds.name == "synthetic" and ds.num_classes == 10
@@ -56,6 +58,7 @@ def test_synthetic_full_size_shapes_and_classes():
     assert int(ds.train_x.float().std()) > 20  # real images, not constant
 
 
+@pytest.mark.slow
 def test_synthetic_disk_cache_round_trip(tmp_path):
     first = synthetic_dataset(50, 20, seed=7, cache_dir=tmp_path)
     files = sorted(p.name for p in tmp_path.iterdir())
@@ -106,6 +109,7 @@ def _linear_probe_accuracy(ds: data.Dataset) -> float:
         return float((probe(xt).argmax(1) == ds.test_y).float().mean())
 
 
+@pytest.mark.slow
 def test_synthetic_is_learnable_by_a_cnn_but_not_by_a_linear_model():
     cfg = make_run_config(
         device="cpu",

@@ -161,6 +161,7 @@ def _without_clocks(result: dict) -> dict:
     return clean
 
 
+@pytest.mark.slow
 def test_two_gloo_processes_train_the_same_budget_as_one(tmp_path):
     settings = dict(
         model="resnet18",

@@ -62,6 +62,7 @@ def cpu_config(**values):
     return make_run_config(**base)
 
 
+@pytest.mark.slow
 def test_windows_come_in_order_with_global_sample_counts():
     # 256 samples / 64 = 4 steps an epoch; a budget of 394 samples = 6 steps = 1.5 epochs
     cfg = cpu_config(budget_samples=394, warmup_steps=2)
@@ -92,12 +93,14 @@ def test_windows_come_in_order_with_global_sample_counts():
     assert result.params == count_parameters(small_cnn())
 
 
+@pytest.mark.slow
 def test_no_warmup_window_without_warmup_steps():
     hooks = Recorder()
     run_training(cpu_config(), SOLO, hooks, model=small_cnn())
     assert [c[1] for c in hooks.calls if c[0] == "begin"] == ["run", "budget", "epoch", "eval"]
 
 
+@pytest.mark.slow
 def test_the_loss_is_read_once_per_epoch_not_per_step(monkeypatch):
     """No host-device sync inside a step: Tensor.item runs once per epoch in the budget."""
     counts = {"item": 0}
@@ -130,6 +133,7 @@ def _final_weights(cfg, **kwargs) -> dict[str, torch.Tensor]:
     return {k: v.clone() for k, v in model.state_dict().items()}
 
 
+@pytest.mark.slow
 def test_warmup_restore_leaves_the_budget_bitwise_identical(monkeypatch):
     data = synthetic_dataset(128, 20)
     cold = _final_weights(cpu_config(batch_size=32, warmup_steps=0), dataset=data)
@@ -142,6 +146,7 @@ def test_warmup_restore_leaves_the_budget_bitwise_identical(monkeypatch):
     assert not all(torch.equal(cold[k], leaked[k]) for k in cold)
 
 
+@pytest.mark.slow
 def test_runs_are_reproducible_from_the_seed():
     data = synthetic_dataset(128, 20)
     cfg = cpu_config(model="resnet18", stem="imagenet", seed=5)  # 2 steps of 64
@@ -152,6 +157,7 @@ def test_runs_are_reproducible_from_the_seed():
     assert a.params == count_parameters(build_model("resnet18", stem="imagenet"))
 
 
+@pytest.mark.slow
 def test_precision_modes_on_the_cpu(caplog):
     with pytest.raises(ConfigError, match="amp-fp16"):
         run_training(cpu_config(precision="amp-fp16"), SOLO, model=small_cnn())

@@ -20,7 +20,14 @@ def test_model_names_match_the_config():
     assert tuple(MODEL_NAMES) == tuple(MODELS)
 
 
-@pytest.mark.parametrize("name", MODEL_NAMES)
+# the largest models take seconds each on a CPU: they run with the slow tests
+HEAVY_MODELS = {"resnet50", "vgg16", "efficientnet_b0"}
+
+
+@pytest.mark.parametrize(
+    "name",
+    [pytest.param(n, marks=pytest.mark.slow) if n in HEAVY_MODELS else n for n in MODEL_NAMES],
+)
 def test_every_model_gives_ten_logits_on_cifar_images(name):
     torch.manual_seed(0)
     model = build_model(name, stem="cifar").eval()
@@ -72,6 +79,7 @@ def test_parameter_count_counts_shared_tensors_once():
     assert count_parameters(resnet18) == expected
 
 
+@pytest.mark.slow
 def test_forward_flops_per_sample():
     linear = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 10))
     assert forward_flops_per_sample(linear) == 2 * 3072 * 10

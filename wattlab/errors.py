@@ -33,3 +33,22 @@ class Interrupted(Exception):
     def __init__(self, signum: int) -> None:
         super().__init__(f"interrupted by signal {signum}")
         self.signum = signum
+
+
+ECHO_LIMIT_CHARS = 200
+
+
+def echo(value: object, limit: int = ECHO_LIMIT_CHARS) -> str:
+    """A repr of ``value`` for an error message, at most about ``limit`` characters, computed
+    without walking all of a huge value (a YAML bomb, a 1000x1000 grid)."""
+    import reprlib
+
+    short = reprlib.Repr()
+    short.maxlevel = 3
+    short.maxlist = short.maxtuple = short.maxset = short.maxdict = 8
+    short.maxstring = short.maxother = limit
+    short.maxlong = 40
+    text = short.repr(value)
+    if len(text) > limit:
+        text = text[:limit] + "..."
+    return text

@@ -173,7 +173,15 @@ def restore_from_journal(
             "stop it (its session restores the limits on exit) or pass force."
         )
     results: list[dict[str, object]] = []
-    with open_session(pynvml) as session:
+    try:
+        nvml = open_session(pynvml)
+    except Exception as exc:  # no driver here: ImportError, NVMLError_LibraryNotFound, ...
+        raise PowerLimitError(
+            f"the power-limit journal {path} cannot be applied here, because NVML is not "
+            f"available ({type(exc).__name__}); run `wattlab power restore` on the machine whose "
+            "GPUs it lists."
+        ) from None
+    with nvml as session:
         devices = devices_by_uuid(session)
         for entry in data["gpus"]:
             uuid = str(entry["uuid"])

@@ -102,6 +102,7 @@ class FakeGpu:
     max_limit_mw: int = 700_000
     mig_current: int | None = 0  # None = MIG not supported by this GPU
     utilization_gpu: int = 0
+    temperature_c: int | None = 35  # None = not supported
     set_permission_denied: bool = False
 
 
@@ -270,6 +271,12 @@ class FakeNvml:
 
     def nvmlDeviceGetUtilizationRates(self, handle: Any) -> SimpleNamespace:
         return SimpleNamespace(gpu=self._gpu(handle).utilization_gpu, memory=0)
+
+    def nvmlDeviceGetTemperature(self, handle: Any, sensor: int) -> int:
+        gpu = self._gpu(handle)
+        if sensor != 0 or gpu.temperature_c is None:
+            raise NVMLError_NotSupported()
+        return gpu.temperature_c
 
     def nvmlDeviceGetPowerManagementLimit(self, handle: Any) -> int:
         return self._gpu(handle).limit_mw

@@ -138,7 +138,7 @@ def write_report(
     scaling = scaling_efficiency(summary)
     figures = plots.plot_run_figures(runs, trace, summary, out, pareto=pareto, region=region)
     title = title or (f"wattlab report: sweep {sweep}" if sweep else "wattlab report")
-    blocks: list[Block] = [Para(data["finding"]["sentence"])]
+    blocks: list[Block] = [Para(data["finding"]["sentence"], lead=True)]
     blocks += sections.header_blocks(runs, summary, data, windows)
     blocks += [Heading("Findings"), Bullets(sections.findings(summary, data, effects, scaling))]
     blocks += [Heading("Configurations"), sections.config_table(summary, runs, data)]

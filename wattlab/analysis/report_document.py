@@ -34,6 +34,7 @@ class Heading:
 class Para:
     text: str
     warning: bool = False
+    lead: bool = False  # the report's opening finding, set apart
 
 
 @dataclass

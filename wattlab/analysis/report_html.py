@@ -27,6 +27,8 @@ th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
 tr:nth-child(even) td{background:#fafafa}
 .warning{background:#fff4e5;border-left:4px solid #e69500;padding:.5em .8em}
 .note{color:#555;font-size:.9em}
+.finding{font-size:1.15em;font-weight:600;background:#eef5ee;border-left:4px solid #3a8a3a;
+padding:.5em .8em}
 figure{margin:1.2em 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{font-size:.88em;color:#444}
 """
@@ -47,6 +49,8 @@ def render_html(title: str, blocks: Sequence[Block], out_dir: Path) -> str:
         elif isinstance(block, Para):
             if block.warning:
                 parts.append(f'<p class="warning"><strong>Warning:</strong> {h(block.text)}</p>')
+            elif block.lead:
+                parts.append(f'<p class="finding">{h(block.text)}</p>')
             else:
                 parts.append(f"<p>{h(block.text)}</p>")
         elif isinstance(block, Bullets):

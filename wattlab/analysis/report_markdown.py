@@ -31,7 +31,11 @@ def render_markdown(title: str, blocks: Sequence[Block], out_dir: Path) -> str:
             lines += [f"{'#' * block.level} {md_escape(block.text)}", ""]
         elif isinstance(block, Para):
             text = md_escape(block.text)
-            lines += [f"> **Warning:** {text}" if block.warning else text, ""]
+            if block.warning:
+                text = f"> **Warning:** {text}"
+            elif block.lead:
+                text = f"**{text}**"
+            lines += [text, ""]
         elif isinstance(block, Bullets):
             lines += [f"- {md_escape(item)}" for item in block.items] + [""]
         elif isinstance(block, Table):

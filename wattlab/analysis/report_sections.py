@@ -65,7 +65,7 @@ def header_blocks(
         f"Baseline: {data['baseline']['label']}.",
         f"Operating region: {criteria_text(data['criteria'])}, each configuration against "
         f"{data['criteria']['region_reference']}.",
-        f"Intervals: {data['intervals']['method']}, {pct(data['intervals']['level'], False)} "
+        f"Intervals: {data['intervals']['method']}, {_level(data['intervals']['level'])} "
         f"where a configuration has at least {data['intervals']['min_runs']} ok runs.",
     ]
     blocks: list[Block] = [Bullets(items)]
@@ -389,10 +389,10 @@ def interval_blocks(summary: pd.DataFrame, intervals: dict[str, Any]) -> list[Bl
     return [
         Para(
             f"{len(short)} configuration(s) have fewer than the {need} ok runs a "
-            f"{pct(intervals['level'], False)} interval of the median needs ("
+            f"{_level(intervals['level'])} interval of the median needs ("
             + "; ".join(coverages)
             + f"): {'; '.join(short)}. Run at least {need} repetitions for "
-            f"{pct(intervals['level'], False)} intervals.",
+            f"{_level(intervals['level'])} intervals.",
             warning=True,
         )
     ]
@@ -475,3 +475,8 @@ def phase_blocks(phases: dict[str, Any] | None) -> list[Block]:
             "Only the budget phase is measured for energy.",
         ),
     ]
+
+
+def _level(level: float) -> str:
+    """A confidence level as "95 %"."""
+    return f"{level * 100:g} %"

@@ -1,6 +1,8 @@
 """The `wattlab` command line: parse, call one function, print. No logic a test would want.
 
-Bad input raises a WattlabError; ``main`` prints its one sentence and exits with code 2.
+Options are the ``Annotated`` aliases of ``wattlab.cli.options``, which check numbers and output
+paths while the command line is parsed. Bad input raises a WattlabError (or is a usage error);
+``main`` prints one line and exits with code 2. docs/errors.md has the whole contract.
 """
 
 from __future__ import annotations
@@ -9,10 +11,56 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
 
+from wattlab.cli.options import (
+    BaselineW,
+    BatchSize,
+    BudgetSamples,
+    CarbonIntensity,
+    CpuTdp,
+    CsvTraceOut,
+    DataDir,
+    Db,
+    DurationS,
+    Epochs,
+    EstimateBatchSize,
+    EstimateEpochs,
+    EstimateGpus,
+    EstimatePowerLimit,
+    EvaluationDir,
+    ExportDir,
+    Gpus,
+    GpuTdp,
+    IdleBaseline,
+    IntensityRange,
+    Interval,
+    JsonOut,
+    LearningRate,
+    MaxPenalty,
+    MinSaving,
+    Model,
+    Nnodes,
+    NodeRank,
+    Nproc,
+    PowercapRoot,
+    PowerLimit,
+    PowerLimitFraction,
+    Precision,
+    ProjectAfter,
+    Pue,
+    ReportDir,
+    Seed,
+    Stem,
+    SweepName,
+    TestSamples,
+    TrainSamples,
+    TrainSize,
+    WarmupSteps,
+    bounded,
+)
 from wattlab.errors import Interrupted, WattlabError
 
 app = typer.Typer(
@@ -23,26 +71,11 @@ app = typer.Typer(
     help="Measure, compare and predict the energy, time and CO2e of deep-learning training.",
 )
 
-# --- shared options ----------------------------------------------------------------------
-JsonOpt = typer.Option(None, "--json", help="Write a machine-readable result here ('-' = stdout).")
-IntensityOpt = typer.Option(
-    None, "--carbon-intensity", help="kgCO2e per kWh (default 0.20, the reference study's)."
-)
-RangeOpt = typer.Option(
-    None, "--intensity-range", help="LOW:HIGH kgCO2e/kWh for the sensitivity range (0.10:0.30)."
-)
-PueOpt = typer.Option(None, "--pue", help="Power usage effectiveness of the facility (1.0).")
-PowercapOpt = typer.Option(
-    None,
-    "--powercap-root",
-    help="Where the powercap sysfs is mounted (default $WATTLAB_POWERCAP_ROOT or "
-    "/sys/class/powercap).",
-)
-CpuTdpOpt = typer.Option(None, "--cpu-tdp", help="CPU TDP in W for the CPU estimate.")
 
-
+# --- shared checks -----------------------------------------------------------------------
 def _powercap_root(value: str | None) -> Path | None:
-    root = value or os.environ.get("WATTLAB_POWERCAP_ROOT")
+    """--powercap-root, else $WATTLAB_POWERCAP_ROOT; empty counts as unset (never the cwd)."""
+    root = value or os.environ.get("WATTLAB_POWERCAP_ROOT") or None
     if root is None:
         return None
     path = Path(root)
@@ -52,20 +85,15 @@ def _powercap_root(value: str | None) -> Path | None:
 
 
 def _measurement_settings(
-    interval: float,
     carbon_intensity: float | None,
     intensity_range: str | None,
     pue: float | None,
     powercap_root: str | None,
-    json_path: str | None,
 ):
-    """Check the flags every measuring command shares; return (CarbonSettings, powercap root)."""
+    """Check the flags every measuring command shares; return (CarbonSettings, powercap root).
+    (--interval and the output paths were checked while parsing.)"""
     from wattlab.carbon import settings_from_flags
-    from wattlab.jsonio import check_writable
 
-    check_writable(json_path)
-    if not interval > 0:
-        raise WattlabError(f"--interval must be a positive number of seconds, got {interval}.")
     carbon = settings_from_flags(carbon_intensity, intensity_range, pue)
     return carbon, _powercap_root(powercap_root)
 
@@ -79,15 +107,14 @@ def _console():
 # --- devices -----------------------------------------------------------------------------
 @app.command()
 def devices(
-    powercap_root: str | None = PowercapOpt,
-    cpu_tdp: float | None = CpuTdpOpt,
-    json_path: str | None = JsonOpt,
+    powercap_root: PowercapRoot = None,
+    cpu_tdp: CpuTdp = None,
+    json_path: JsonOut = None,
 ) -> None:
     """List every meter found, its provenance, and for anything missing why and how to fix it."""
-    from wattlab.jsonio import check_writable, dump_json
+    from wattlab.jsonio import dump_json
     from wattlab.meters.discover import describe_discovery, discover_meters
 
-    check_writable(json_path)
     discovery = discover_meters(powercap_root=_powercap_root(powercap_root), cpu_tdp_w=cpu_tdp)
     try:
         rows = describe_discovery(discovery)
@@ -127,23 +154,20 @@ def devices(
 )
 def monitor(
     ctx: typer.Context,
-    interval: float = typer.Option(0.1, "--interval", help="Sampling period in seconds."),
-    json_path: str | None = JsonOpt,
-    csv_trace: str | None = typer.Option(
-        None, "--csv-trace", help="Write the power trace (t_s, component, power_w) as CSV."
-    ),
-    carbon_intensity: float | None = IntensityOpt,
-    intensity_range: str | None = RangeOpt,
-    pue: float | None = PueOpt,
-    powercap_root: str | None = PowercapOpt,
-    cpu_tdp: float | None = CpuTdpOpt,
-    idle_s: float = typer.Option(
-        0.0, "--idle-baseline", help="Seconds of idle measurement before CMD (0 = none)."
-    ),
+    interval: Interval = 0.1,
+    json_path: JsonOut = None,
+    csv_trace: CsvTraceOut = None,
+    carbon_intensity: CarbonIntensity = None,
+    intensity_range: IntensityRange = None,
+    pue: Pue = None,
+    powercap_root: PowercapRoot = None,
+    cpu_tdp: CpuTdp = None,
+    idle_s: IdleBaseline = 0.0,
 ) -> None:
     """Run CMD (after --) and report its energy: `wattlab monitor -- python train.py`."""
     from wattlab.carbon import settings_from_flags
     from wattlab.cli.watch import monitor_command
+    from wattlab.errors import echo
 
     command = list(ctx.args)
     if command and command[0] == "--":
@@ -153,7 +177,11 @@ def monitor(
             "give the command to measure after --, e.g. wattlab monitor -- python train.py."
         )
     if command[0].startswith("-") and command[0] != "-":
-        raise WattlabError(f"unknown option {command[0]!r}; put the command to measure after --.")
+        raise WattlabError(
+            f"unknown option {echo(command[0])}; put the command to measure after --."
+        )
+    if csv_trace == "-":
+        raise WattlabError("--csv-trace needs a file name; '-' (stdout) is for --json only.")
     carbon = settings_from_flags(carbon_intensity, intensity_range, pue)
     code = monitor_command(
         command,
@@ -181,50 +209,61 @@ def _resolve_device(device: str | None) -> str:
 # --- run ---------------------------------------------------------------------------------
 @app.command()
 def run(
-    model: str = typer.Option(
-        "resnet18",
-        help="resnet18|resnet34|resnet50|mobilenet_v2|mobilenet_v3_small|vgg16|efficientnet_b0",
-    ),
-    stem: str = typer.Option("cifar", help="cifar (3x3 stride-1 conv, no max-pool) | imagenet"),
-    dataset: str = typer.Option("synthetic", help="synthetic (offline default) | cifar10"),
-    data_dir: str | None = typer.Option(None, help="Folder with cifar-10-batches-py."),
-    train_samples: int | None = typer.Option(None, help="Use only the first N train images."),
-    test_samples: int | None = typer.Option(None, help="Use only the first N test images."),
-    precision: str = typer.Option("fp32", help="fp32 | tf32 | amp-bf16 | amp-fp16"),
-    compile_model: bool = typer.Option(False, "--compile", help="torch.compile the model."),
-    cuda_graphs: bool = typer.Option(
-        False, "--cuda-graphs", help="Replay each step as a CUDA graph (one GPU; not amp-fp16)."
-    ),
-    epochs: int | None = typer.Option(None, help="Budget in epochs."),
-    budget_samples: int | None = typer.Option(None, help="Budget in training samples."),
-    batch_size: int = typer.Option(256, help="Global batch size (split over processes)."),
-    lr: float | None = typer.Option(None, help="Peak learning rate (default 0.2)."),
-    seed: int = typer.Option(0, help="Random seed."),
-    warmup_steps: int | None = typer.Option(None, help="Untimed warm-up steps (10)."),
-    device: str | None = typer.Option(None, help="cuda | cpu (default: cuda if present)."),
-    gpus: int = typer.Option(1, help="GPUs (one process each, DDP over NCCL)."),
-    nproc: int = typer.Option(1, help="CPU processes (gloo) with --device cpu."),
-    nnodes: int = typer.Option(1, help="Machines (torchrun)."),
-    node_rank: int = typer.Option(0, help="This machine's rank (torchrun)."),
-    rdzv_endpoint: str | None = typer.Option(None, help="HOST:PORT rendezvous (torchrun)."),
-    power_limit: float | None = typer.Option(None, help="Per-GPU power limit in W."),
-    power_limit_fraction: float | None = typer.Option(
-        None, help="Per-GPU power limit as a fraction of the default limit."
-    ),
-    codecarbon: bool = typer.Option(False, help="Also run CodeCarbon's offline tracker."),
-    codecarbon_country: str = typer.Option("USA", help="ISO code for CodeCarbon's offline mode."),
-    project_after: int | None = typer.Option(
-        None, help="STEP: project total energy after K epochs."
-    ),
-    db: str = typer.Option("wattlab.db", help="SQLite results database."),
-    interval: float = typer.Option(0.1, "--interval", help="Sampling period in seconds."),
-    carbon_intensity: float | None = IntensityOpt,
-    intensity_range: str | None = RangeOpt,
-    pue: float | None = PueOpt,
-    powercap_root: str | None = PowercapOpt,
-    cpu_tdp: float | None = CpuTdpOpt,
-    json_path: str | None = JsonOpt,
-    progress: bool = typer.Option(True, help="Show a progress bar."),
+    model: Model = "resnet18",
+    stem: Stem = "cifar",
+    dataset: Annotated[
+        str, typer.Option("--dataset", help="synthetic (offline default) | cifar10")
+    ] = "synthetic",
+    data_dir: DataDir = None,
+    train_samples: TrainSamples = None,
+    test_samples: TestSamples = None,
+    precision: Precision = "fp32",
+    compile_model: Annotated[
+        bool, typer.Option("--compile", help="torch.compile the model.")
+    ] = False,
+    cuda_graphs: Annotated[
+        bool,
+        typer.Option(
+            "--cuda-graphs", help="Replay each step as a CUDA graph (one GPU; not amp-fp16)."
+        ),
+    ] = False,
+    epochs: Epochs = None,
+    budget_samples: BudgetSamples = None,
+    batch_size: BatchSize = 256,
+    lr: LearningRate = None,
+    seed: Seed = 0,
+    warmup_steps: WarmupSteps = None,
+    device: Annotated[
+        str | None, typer.Option("--device", help="cuda | cpu (default: cuda if present).")
+    ] = None,
+    gpus: Gpus = 1,
+    nproc: Nproc = 1,
+    nnodes: Nnodes = 1,
+    node_rank: NodeRank = 0,
+    rdzv_endpoint: Annotated[
+        str | None, typer.Option("--rdzv-endpoint", help="HOST:PORT rendezvous (torchrun).")
+    ] = None,
+    power_limit: PowerLimit = None,
+    power_limit_fraction: PowerLimitFraction = None,
+    codecarbon: Annotated[
+        bool,
+        typer.Option("--codecarbon/--no-codecarbon", help="Also run CodeCarbon's offline tracker."),
+    ] = False,
+    codecarbon_country: Annotated[
+        str, typer.Option("--codecarbon-country", help="ISO code for CodeCarbon's offline mode.")
+    ] = "USA",
+    project_after: ProjectAfter = None,
+    db: Db = "wattlab.db",
+    interval: Interval = 0.1,
+    carbon_intensity: CarbonIntensity = None,
+    intensity_range: IntensityRange = None,
+    pue: Pue = None,
+    powercap_root: PowercapRoot = None,
+    cpu_tdp: CpuTdp = None,
+    json_path: JsonOut = None,
+    progress: Annotated[
+        bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")
+    ] = True,
 ) -> None:
     """Train one configuration under the energy monitor and store it in the database."""
     from wattlab.experiment.runner import run as run_config
@@ -232,9 +271,9 @@ def run(
     from wattlab.jsonio import dump_json
     from wattlab.train.config import make_run_config
 
-    carbon, root = _measurement_settings(
-        interval, carbon_intensity, intensity_range, pue, powercap_root, json_path
-    )
+    carbon, root = _measurement_settings(carbon_intensity, intensity_range, pue, powercap_root)
+    if node_rank >= nnodes:
+        raise WattlabError(f"--node-rank must be below --nnodes {nnodes}, got {node_rank}.")
     cfg = make_run_config(
         model=model,
         stem=stem,
@@ -287,56 +326,72 @@ def run(
 # --- sweep -------------------------------------------------------------------------------
 @app.command()
 def sweep(
-    spec: str = typer.Argument(
-        ..., help="A sweep YAML file or a preset: paper-12, quickstart, h200-1gpu."
-    ),
-    db: str = typer.Option("wattlab.db", help="SQLite results database."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and stop."),
-    data_dir: str | None = typer.Option(None, help="Folder with cifar-10-batches-py."),
-    device: str | None = typer.Option(
-        None, help="Override the spec's device: cuda | cpu | auto (a GPU if there is one)."
-    ),
-    interval: float = typer.Option(0.1, "--interval", help="Sampling period in seconds."),
-    carbon_intensity: float | None = IntensityOpt,
-    intensity_range: str | None = RangeOpt,
-    pue: float | None = PueOpt,
-    powercap_root: str | None = PowercapOpt,
-    cpu_tdp: float | None = CpuTdpOpt,
-    json_path: str | None = JsonOpt,
-    resume: bool = typer.Option(
-        False, "--resume", help="Continue a stored sweep (the same as running it again)."
-    ),
+    spec: Annotated[
+        str,
+        typer.Argument(help="A sweep YAML file or a preset: paper-12, quickstart, h200-1gpu."),
+    ],
+    db: Db = "wattlab.db",
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the plan and stop (writes nothing).")
+    ] = False,
+    data_dir: DataDir = None,
+    device: Annotated[
+        str | None,
+        typer.Option(
+            "--device",
+            help="Override the spec's device: cuda | cpu | auto (a GPU if there is one).",
+        ),
+    ] = None,
+    interval: Interval = 0.1,
+    carbon_intensity: CarbonIntensity = None,
+    intensity_range: IntensityRange = None,
+    pue: Pue = None,
+    powercap_root: PowercapRoot = None,
+    cpu_tdp: CpuTdp = None,
+    json_path: JsonOut = None,
+    resume: Annotated[
+        bool,
+        typer.Option("--resume", help="Continue a stored sweep (the same as running it again)."),
+    ] = False,
     # --- SLURM (--executor slurm); see docs/cluster.md ---
-    executor: str = typer.Option("local", help="Where runs execute: local | slurm (job array)."),
-    partition: str | None = typer.Option(None, help="SLURM partition."),
-    gpus_per_task: int | None = typer.Option(
-        None, help="SLURM GPUs per task (default: the run's GPU count)."
-    ),
-    cpus_per_task: int | None = typer.Option(None, help="SLURM CPUs per task."),
-    time_limit: int = typer.Option(60, "--time-limit", help="SLURM time limit per task (min)."),
-    account: str | None = typer.Option(None, help="SLURM account to charge."),
-    sbatch_flag: list[str] = typer.Option(
-        [], "--sbatch-flag", help="Extra sbatch option, repeatable: --sbatch-flag=--qos=high."
-    ),
-    array_parallelism: int | None = typer.Option(
-        None, help="SLURM array tasks running at once (default: no limit of ours)."
-    ),
-    slurm_folder: str | None = typer.Option(
-        None, help="Shared folder for task results and logs (default: wattlab-slurm/ by --db)."
-    ),
-    slurm_poll: float = typer.Option(5.0, help="Seconds between looks at the SLURM queue."),
+    executor: Annotated[
+        str, typer.Option(help="Where runs execute: local | slurm (one job-array task per run).")
+    ] = "local",
+    partition: Annotated[str | None, typer.Option(help="SLURM partition.")] = None,
+    gpus_per_task: Annotated[
+        int | None, typer.Option(help="SLURM GPUs per task (default: the runs' GPU count).")
+    ] = None,
+    cpus_per_task: Annotated[int | None, typer.Option(help="SLURM CPUs per task.")] = None,
+    time_limit: Annotated[
+        int, typer.Option("--time-limit", help="SLURM time limit per task (min).")
+    ] = 60,
+    account: Annotated[str | None, typer.Option(help="SLURM account to charge.")] = None,
+    sbatch_flag: Annotated[
+        list[str] | None,
+        typer.Option(help="Extra sbatch option, repeatable: --sbatch-flag=--qos=high."),
+    ] = None,
+    array_parallelism: Annotated[
+        int | None, typer.Option(help="SLURM array tasks running at once (default: no limit).")
+    ] = None,
+    slurm_folder: Annotated[
+        str | None,
+        typer.Option(
+            help="Shared folder for task results and logs (default: wattlab-slurm/ by --db)."
+        ),
+    ] = None,
+    slurm_poll: Annotated[
+        float, typer.Option(help="Seconds between looks at the SLURM queue.")
+    ] = 5.0,
 ) -> None:
     """Run a grid of configurations with repetitions; resumable; each run in its own process."""
     from wattlab.cli.sweep_view import print_plan, run_with_progress
     from wattlab.experiment.spec import load_spec
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.store import check_writable_database, open_store
     from wattlab.experiment.sweep import MachineFacts, make_plan
     from wattlab.experiment.worker import WorkerOptions
     from wattlab.jsonio import dump_json
 
-    carbon, root = _measurement_settings(
-        interval, carbon_intensity, intensity_range, pue, powercap_root, json_path
-    )
+    carbon, root = _measurement_settings(carbon_intensity, intensity_range, pue, powercap_root)
     from wattlab.experiment.executors import EXECUTORS
 
     if executor not in EXECUTORS:
@@ -345,14 +400,23 @@ def sweep(
     if executor == "slurm":
         slurm = _slurm_options(
             db, slurm_folder, partition, gpus_per_task, cpus_per_task, time_limit, account,
-            sbatch_flag, array_parallelism, slurm_poll,
+            sbatch_flag or [], array_parallelism, slurm_poll,
         )  # fmt: skip
+    machine = MachineFacts.detect() if slurm is None else _cluster_machine()
     if device == "auto":  # the demo: the GPU when there is one, else the CPU
         device = _resolve_device(None)
     sweep_spec = load_spec(spec, data_dir=data_dir, device=device)
-    with open_store(db) as store:
-        machine = MachineFacts.detect() if slurm is None else _cluster_machine()
-        plan = make_plan(sweep_spec, store, machine)
+    if dry_run:  # writes nothing: no database is created, no sweep registered
+        path = Path(db).expanduser()
+        if path.is_file() and path.stat().st_size > 0:
+            with open_store(path, readonly=True) as store:
+                plan = make_plan(sweep_spec, store, machine, register=False)
+        else:
+            plan = make_plan(sweep_spec, None, machine, register=False)
+    else:
+        check_writable_database(db)
+        with open_store(db) as store:
+            plan = make_plan(sweep_spec, store, machine)
     if json_path and dry_run:
         dump_json(plan.to_dict(), json_path)
     if json_path != "-":
@@ -443,41 +507,33 @@ def _cluster_machine() -> Any:
 # --- report ------------------------------------------------------------------------------
 @app.command()
 def report(
-    db: str = typer.Option("wattlab.db", help="SQLite results database."),
-    sweep_name: str | None = typer.Option(None, "--sweep", help="Report one sweep's runs."),
-    out: str | None = typer.Option(None, "--out", help="Folder for report.md/.html + figures."),
-    baseline: str | None = typer.Option(
-        None, help="Reference configuration, KEY=VALUE,... (e.g. gpus=1,precision=fp32)."
-    ),
-    min_saving: float = typer.Option(
-        0.03,
-        "--region-min-saving",
-        "--min-saving",
-        help="Operating region: least energy saved against the same configuration at its "
-        "highest power limit (fraction).",
-    ),
-    max_penalty: float = typer.Option(
-        0.02,
-        "--region-max-slowdown",
-        "--max-penalty",
-        help="Operating region: most extra time against that configuration (fraction).",
-    ),
-    import_profile: str | None = typer.Option(
-        None, help="Analyse a Zeus-style power-limit profile CSV instead of the database."
-    ),
-    baseline_w: float | None = typer.Option(None, help="The profile's reference limit (W)."),
-    json_path: str | None = JsonOpt,
+    db: Db = "wattlab.db",
+    sweep_name: Annotated[
+        str | None, typer.Option("--sweep", help="Report one sweep's runs.")
+    ] = None,
+    out: ReportDir = None,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline",
+            help="Reference configuration, KEY=VALUE,... (e.g. gpus=1,precision=fp32).",
+        ),
+    ] = None,
+    min_saving: MinSaving = 0.03,
+    max_penalty: MaxPenalty = 0.02,
+    import_profile: Annotated[
+        str | None,
+        typer.Option(
+            "--import-profile",
+            help="Analyse a Zeus-style power-limit profile CSV instead of the database.",
+        ),
+    ] = None,
+    baseline_w: BaselineW = None,
+    json_path: JsonOut = None,
 ) -> None:
     """Tables, figures and the operating region: report.md and a self-contained report.html."""
-    from wattlab.jsonio import check_writable, dump_json
+    from wattlab.jsonio import dump_json, output_folder
 
-    check_writable(json_path)
-    if not 0 <= min_saving < 1:
-        raise WattlabError(f"--region-min-saving must be a fraction in [0, 1), got {min_saving}.")
-    if not 0 <= max_penalty < float("inf"):
-        raise WattlabError(
-            f"--region-max-slowdown must be a finite fraction >= 0, got {max_penalty}."
-        )
     if out is None and json_path is None:
         raise WattlabError("give --out DIR for the report, or --json PATH for the summary.")
     if import_profile is not None:
@@ -487,8 +543,8 @@ def report(
         profile = load_zeus_profile(import_profile)
         analysis = analyze_profile(profile, min_saving, max_penalty, baseline_w)
         if out is not None:
-            Path(out).mkdir(parents=True, exist_ok=True)
-            paths = write_profile_report(profile, analysis, out)
+            with output_folder(out):  # removed again if writing fails
+                paths = write_profile_report(profile, analysis, out)
             print(f"report: {paths.html}")
         if json_path:
             dump_json(analysis, json_path)
@@ -500,7 +556,7 @@ def report(
 
     if not Path(db).exists():
         raise WattlabError(f"no database at {db}; run `wattlab run` or `wattlab sweep` first.")
-    with open_store(db, create=False) as store:
+    with open_store(db, readonly=True) as store:
         runs = store.runs(sweep=sweep_name)
         windows = store.windows()
         trace = store.trace()
@@ -508,18 +564,18 @@ def report(
     if sweep_name is not None and len(runs) == 0:
         raise WattlabError(f"the database {db} holds no runs of sweep {sweep_name!r}.")
     if out is not None:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        paths = write_report(
-            runs,
-            windows,
-            trace,
-            out,
-            sweep=sweep_name,
-            baseline=baseline,
-            min_saving=min_saving,
-            max_penalty=max_penalty,
-            scheduler_jobs=scheduler_jobs,
-        )
+        with output_folder(out):  # created only now, and removed again if writing fails
+            paths = write_report(
+                runs,
+                windows,
+                trace,
+                out,
+                sweep=sweep_name,
+                baseline=baseline,
+                min_saving=min_saving,
+                max_penalty=max_penalty,
+                scheduler_jobs=scheduler_jobs,
+            )
         summary = json.loads(Path(paths.summary_json).read_text())
         if json_path != "-":
             print(f"report: {paths.html}\n        {paths.markdown}")
@@ -605,7 +661,7 @@ def _estimate_runs(db: str | None, data: str | None):
 
         if not Path(db).exists():
             raise WattlabError(f"no database at {db}.")
-        with open_store(db, create=False) as store:
+        with open_store(db, readonly=True) as store:
             return store.runs(status="ok"), store.windows()
     from wattlab.estimate.reference import load_default_reference, load_reference_csv
 
@@ -617,23 +673,27 @@ def _estimate_runs(db: str | None, data: str | None):
 @estimate_app.callback()
 def estimate(
     ctx: typer.Context,
-    model: str | None = typer.Option(None, help="Model name, e.g. resnet50."),
-    stem: str = typer.Option("cifar", help="cifar | imagenet (ResNets)."),
-    gpus: int = typer.Option(1, help="GPU count."),
-    precision: str = typer.Option("fp32", help="fp32 | tf32 | amp-bf16 | amp-fp16"),
-    epochs: float | None = typer.Option(None, help="Epochs to train."),
-    batch_size: int = typer.Option(256, help="Global batch size."),
-    train_size: int = typer.Option(50_000, help="Training images per epoch."),
-    gpu_name: str | None = typer.Option(None, help='GPU name, e.g. "NVIDIA H200".'),
-    gpu_tdp: float | None = typer.Option(None, help="Override the GPU's TDP (W)."),
-    power_limit: float | None = typer.Option(None, help="Per-GPU power limit (W)."),
-    duration_s: float | None = typer.Option(None, help="Expected duration for TDP baselines."),
-    db: str | None = typer.Option(None, help="Fit PRE on this database's runs."),
-    data: str | None = typer.Option(None, help="Fit PRE on this reference CSV."),
-    carbon_intensity: float | None = IntensityOpt,
-    intensity_range: str | None = RangeOpt,
-    pue: float | None = PueOpt,
-    json_path: str | None = JsonOpt,
+    model: Annotated[str | None, typer.Option("--model", help="Model name, e.g. resnet50.")] = None,
+    stem: Annotated[str, typer.Option("--stem", help="cifar | imagenet (ResNets).")] = "cifar",
+    gpus: EstimateGpus = 1,
+    precision: Precision = "fp32",
+    epochs: EstimateEpochs = None,
+    batch_size: EstimateBatchSize = 256,
+    train_size: TrainSize = 50_000,
+    gpu_name: Annotated[
+        str | None, typer.Option("--gpu-name", help='GPU name, e.g. "NVIDIA H200".')
+    ] = None,
+    gpu_tdp: GpuTdp = None,
+    power_limit: EstimatePowerLimit = None,
+    duration_s: DurationS = None,
+    db: Annotated[str | None, typer.Option("--db", help="Fit PRE on this database's runs.")] = None,
+    data: Annotated[
+        str | None, typer.Option("--data", help="Fit PRE on this reference CSV.")
+    ] = None,
+    carbon_intensity: CarbonIntensity = None,
+    intensity_range: IntensityRange = None,
+    pue: Pue = None,
+    json_path: JsonOut = None,
 ) -> None:
     """wattlab estimate --model resnet50 --gpus 2 --precision amp-bf16 --epochs 30
     --gpu-name "NVIDIA H200": every method's prediction side by side."""
@@ -641,10 +701,9 @@ def estimate(
         return
     from wattlab.carbon import settings_from_flags
     from wattlab.errors import DataError
-    from wattlab.estimate.evaluate import estimate_all, format_estimates
-    from wattlab.jsonio import check_writable, dump_json
+    from wattlab.estimate.predict import estimate_all, format_estimates
+    from wattlab.jsonio import dump_json
 
-    check_writable(json_path)
     if model is None or epochs is None:
         raise WattlabError("give at least --model NAME and --epochs N (see --help).")
     carbon = settings_from_flags(carbon_intensity, intensity_range, pue)
@@ -685,46 +744,123 @@ def estimate(
 
 @estimate_app.command("evaluate")
 def estimate_evaluate(
-    db: str | None = typer.Option(None, help="Evaluate on this database's runs."),
-    data: str | None = typer.Option(None, help="Evaluate on this reference CSV."),
-    out: str | None = typer.Option(None, "--out", help="Folder for the table and plot."),
-    target: str = typer.Option("total", help="Energy to predict: total | gpu."),
-    json_path: str | None = JsonOpt,
+    db: Annotated[
+        str | None, typer.Option("--db", help="Evaluate on this database's runs.")
+    ] = None,
+    data: Annotated[
+        str | None, typer.Option("--data", help="Evaluate on this reference CSV.")
+    ] = None,
+    out: EvaluationDir = None,
+    target: Annotated[
+        str,
+        typer.Option(
+            "--target", help="Energy every method predicts and is scored on: total | paper | gpu."
+        ),
+    ] = "total",
+    protocol: Annotated[
+        str,
+        typer.Option(
+            "--protocol",
+            help="PRE's held-out group: loco | lomo | lopo | all (configuration/model/precision).",
+        ),
+    ] = "all",
+    step_method: Annotated[
+        str,
+        typer.Option(
+            "--step-method",
+            help="STEP rule: wattlab | paper (FLUSS, s and w as published) | both.",
+        ),
+    ] = "wattlab",
+    step_start: Annotated[
+        str,
+        typer.Option(
+            "--step-start",
+            help="Published STEP's first window epoch s, or 'fluss' (from the power trace).",
+        ),
+    ] = "10",
+    step_window: Annotated[
+        int,
+        typer.Option(
+            "--step-window",
+            help="Published STEP's window w, in epochs.",
+            callback=bounded("--step-window", "epochs"),
+        ),
+    ] = 5,
+    json_path: JsonOut = None,
 ) -> None:
-    """RMSE, MAPE and median APE of every method against measured runs (PRE leave-one-
-    configuration-out)."""
-    from wattlab.estimate.evaluate import evaluate_methods, write_evaluation
-    from wattlab.jsonio import check_writable, dump_json
+    """RMSE, MAPE, bias and interval coverage of every method on the same runs and target,
+    under each protocol."""
+    from wattlab.errors import echo
+    from wattlab.estimate.evaluate import (
+        PROTOCOLS,
+        STEP_METHODS,
+        TARGETS,
+        evaluate_methods,
+        evaluation_markdown,
+        write_evaluation,
+    )
+    from wattlab.jsonio import dump_json, output_folder
 
-    check_writable(json_path)
-    if target not in ("total", "gpu"):
-        raise WattlabError(f"--target must be total or gpu, got {target!r}.")
+    if target not in TARGETS:
+        raise WattlabError(f"--target must be one of {', '.join(TARGETS)}, got {echo(target)}.")
+    if protocol != "all" and protocol not in PROTOCOLS:
+        raise WattlabError(
+            f"--protocol must be one of {', '.join(PROTOCOLS)} or all, got {echo(protocol)}."
+        )
+    if step_method not in STEP_METHODS:
+        raise WattlabError(
+            f"--step-method must be one of {', '.join(STEP_METHODS)}, got {echo(step_method)}."
+        )
+    if step_start == "fluss":
+        stable_epoch = None
+    elif step_start.isdigit() and 1 <= int(step_start) <= 100_000:
+        stable_epoch = int(step_start)
+    else:
+        raise WattlabError(
+            f"--step-start must be an epoch number >= 1 or fluss, got {echo(step_start)}."
+        )
     runs_df, windows_df = _estimate_runs(db, data)
-    result = evaluate_methods(runs_df, windows_df, target_column=f"energy_{target}_j")
+    traces_df = None
+    if db is not None and step_method != "wattlab":
+        from wattlab.experiment.store import open_store
+
+        with open_store(db, create=False) as store:
+            traces_df = store.trace()
+    result = evaluate_methods(
+        runs_df,
+        windows_df,
+        traces_df=traces_df,
+        target=target,
+        protocols=protocol,
+        step_method=step_method,
+        paper_stable_epoch=stable_epoch,
+        paper_window_epochs=step_window,
+    )
     if out is not None:
-        Path(out).mkdir(parents=True, exist_ok=True)
-        paths = write_evaluation(result, out)
+        with output_folder(out):
+            paths = write_evaluation(result, out)
         if json_path != "-":
             print(f"evaluation: {paths['markdown']}")
     if json_path:
         dump_json(result.to_dict(), json_path)
     if json_path != "-":
-        print(Path(paths["markdown"]).read_text() if out is not None else result.to_json())
+        print(evaluation_markdown(result))
 
 
 # --- export ------------------------------------------------------------------------------
 @app.command()
 def export(
-    db: str = typer.Option("wattlab.db", help="SQLite results database."),
-    fmt: str = typer.Option("csv", "--format", help="csv | parquet | json"),
-    out: str = typer.Option(..., "--out", help="Folder to write the tables into."),
-    sweep_name: str | None = typer.Option(None, "--sweep", help="Only this sweep's runs."),
+    out: ExportDir,
+    db: Db = "wattlab.db",
+    fmt: Annotated[str, typer.Option("--format", help="csv | parquet | json")] = "csv",
+    sweep_name: SweepName = None,
 ) -> None:
     """Write the runs, windows, trace and sweeps tables as files for pandas users."""
     from wattlab.experiment.export import export_tables
     from wattlab.experiment.store import open_store
+    from wattlab.jsonio import output_folder
 
-    with open_store(db, create=False) as store:
+    with open_store(db, readonly=True) as store, output_folder(out):
         paths = export_tables(store, out, fmt, sweep=sweep_name)
     for path in paths:
         print(path)
@@ -746,13 +882,39 @@ def power_restore() -> None:
         print(f"restored {entry}")
 
 
+def _click_error_class() -> type[Exception]:
+    """click's ClickException (typer may vendor its own click, so find it through typer)."""
+    for cls in typer.BadParameter.__mro__:
+        if cls.__name__ == "ClickException":
+            return cls
+    return typer.BadParameter
+
+
+def _usage_error(error: Exception) -> str:
+    """A click usage error (unknown option, value of the wrong type) as one line."""
+    message = " ".join(error.format_message().split())  # type: ignore[attr-defined]
+    ctx = getattr(error, "ctx", None)
+    path = ctx.command_path if ctx is not None else "wattlab"
+    return f"{message.rstrip('.')}; see `{path} --help`."
+
+
 def main() -> None:
-    """Console entry point: WattlabError -> one sentence on stderr, exit code 2."""
+    """Console entry point: WattlabError or a usage error -> one line on stderr, exit code 2."""
+    click_error = _click_error_class()
     try:
-        app()
+        code = app(standalone_mode=False, prog_name="wattlab")
     except WattlabError as error:
-        print(f"wattlab: error: {error}", file=sys.stderr)
+        print(f"wattlab: error: {' '.join(str(error).split())}", file=sys.stderr)
         sys.exit(2)
+    except click_error as error:  # usage errors: exit 2
+        if type(error).__name__ == "NoArgsIsHelpError":  # bare `wattlab`: the help, as is
+            print(error.format_message(), file=sys.stderr)  # type: ignore[attr-defined]
+            sys.exit(2)
+        print(f"wattlab: error: {_usage_error(error)}", file=sys.stderr)
+        sys.exit(getattr(error, "exit_code", 2))
+    except typer.Abort:
+        print("wattlab: interrupted", file=sys.stderr)
+        sys.exit(130)
     except Interrupted as stop:
         print(
             f"wattlab: stopped by signal {stop.signum}; a run cut short is stored as failed "
@@ -763,6 +925,7 @@ def main() -> None:
     except KeyboardInterrupt:
         print("wattlab: interrupted", file=sys.stderr)
         sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

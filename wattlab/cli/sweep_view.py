@@ -47,6 +47,8 @@ def print_plan(plan: SweepPlan, dry_run: bool) -> None:
         f"expected duration {_fmt_s(plan.expected_s)}"
         + ("" if plan.expected_s is not None else " (no earlier runs of these configurations)")
     )
+    for note in plan.notes:
+        console.print(f"note: {note}")
 
 
 def run_with_progress(plan: SweepPlan, opts: WorkerOptions) -> list[tuple[PlanEntry, Any]]:

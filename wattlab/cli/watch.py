@@ -2,21 +2,45 @@
 
 The command runs as a child process (never through a shell); SIGINT and SIGTERM are forwarded
 to it; its exit code becomes ours. A command that cannot be started exits 127 (126 when it is
-not executable), like a shell.
+not executable), like a shell. On Linux the child gets SIGTERM when wattlab dies, even by
+SIGKILL (PR_SET_PDEATHSIG), so it never outlives its parent. With ``--json -`` the child's
+stdout goes to stderr, so stdout holds only the JSON. A meter that fails while the command runs
+(a RAPL counter turning to garbage) is recorded in the JSON under ``error``; the command's exit
+code is still ours.
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import os
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from wattlab.carbon import CarbonSettings
+from wattlab.errors import WattlabError
 from wattlab.jsonio import check_writable, dump_json, write_text_atomic
 from wattlab.monitor import EnergyMonitor, Measurement
+
+
+def die_with_parent(signum: int = signal.SIGTERM) -> Callable[[], None]:
+    """A ``preexec_fn`` after which the child receives ``signum`` when this process dies, even
+    by SIGKILL (Linux PR_SET_PDEATHSIG). SIGTERM, not SIGKILL, so that the measured command can
+    clean up (a training script restoring its GPU power limits)."""
+    from wattlab.experiment.lifetime import set_parent_death_signal
+
+    parent = os.getpid()
+
+    def preexec() -> None:
+        set_parent_death_signal(signum)
+        if os.getppid() != parent:  # the parent died before prctl: the signal would not come
+            os._exit(128 + int(signum))
+
+    return preexec
 
 
 def trace_csv(samples: list[tuple[float, str, float]]) -> str:
@@ -54,8 +78,10 @@ def monitor_command(
         if idle_s > 0:
             mon.measure_idle(idle_s)
         mon.begin_window("command")
+        # With the JSON on stdout, the command's own output goes to stderr.
+        child_stdout = sys.stderr.fileno() if json_path == "-" else None
         try:
-            child = subprocess.Popen(command)
+            child = subprocess.Popen(command, stdout=child_stdout, preexec_fn=die_with_parent())
         except FileNotFoundError:
             mon.end_window("command")
             print(f"wattlab: {command[0]}: command not found", file=sys.stderr)
@@ -78,14 +104,19 @@ def monitor_command(
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
-        result = mon.end_window("command")
+        result: Measurement | None = None
+        error: str | None = None
+        try:
+            result = mon.end_window("command")
+        except WattlabError as failure:  # a meter failed: keep the command's exit code
+            error = str(failure)
     finally:
         mon.stop()
     if exit_code < 0:  # killed by a signal: report it the way a shell does
         exit_code = 128 - exit_code
     problems = mon.discovery.problems if mon.discovery else []
     if json_path:
-        data = result.to_dict()
+        data: dict[str, Any] = result.to_dict() if result is not None else {"energy_j": None}
         data["command"] = command
         data["exit_code"] = exit_code
         data["interval_s"] = interval_s
@@ -93,7 +124,12 @@ def monitor_command(
             {"component": p.component, "reason": p.reason, "fix": p.fix, "fallback": p.fallback}
             for p in problems
         ]
+        if error is not None:
+            data["error"] = error
         dump_json(data, json_path)
+    if result is None:
+        print(f"wattlab: the energy could not be measured: {error}", file=sys.stderr)
+        return exit_code
     if csv_trace:
         write_text_atomic(csv_trace, trace_csv(result.samples))
     if print_table and json_path != "-":

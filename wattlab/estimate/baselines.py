@@ -2,8 +2,10 @@
 
 - ML CO2 Impact: E = TDP x duration x GPUs.
 - Green Algorithms: E = (TDP x GPUs x mean GPU utilisation + RAM_GB x 0.3725 W) x duration.
-- FLOPs-based: duration = 3 x forward FLOPs x samples / (GPUs x peak rate x utilisation),
-  E = duration x TDP x GPUs.
+- FLOPs-based (wattlab's own construction, not a published method: the reference paper uses
+  FLOPs only as a correlate of energy): duration = 3 x forward FLOPs x samples / (GPUs x
+  rate x utilisation), E = duration x TDP x GPUs, where the rate is the precision's dense peak
+  capped at ``PRECISION_SPEEDUP_CAP`` x the FP32 peak.
 
 TDP is the GPU's maximum (default) power limit, per GPU, as NVML reports it (runs record it as
 ``gpu_tdp_w``); ``gpu_tdp_w`` overrides the spec table's value everywhere. Every function
@@ -15,16 +17,25 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from wattlab.carbon import CarbonSettings, Co2e, co2e
-from wattlab.errors import ConfigError
+from wattlab.errors import ConfigError, DataError
 from wattlab.estimate.specs import GpuSpec, lookup_gpu, peak_flops
 
 RAM_W_PER_GB = 0.3725  # Green Algorithms' memory power, W per GB
 TRAINING_FLOPS_FACTOR = 3.0  # forward + backward (about 2x forward) per sample
 DEFAULT_FLOPS_UTILIZATION = 0.3  # assumed fraction of the dense peak rate actually achieved
+# A reduced precision's dense peak is up to 14.8x the FP32 peak (H200 BF16), but measured
+# training speed-ups are far smaller: NVIDIA's mixed-precision guide reports 1.5-3x for
+# convnets, and wattlab's H200 reference runs measured 0.9x for mobilenet_v2 at 32x32
+# (amp-bf16 against fp32, batch 256 and 512).
+# The FLOPs estimate caps the precision's rate at this multiple of the FP32 rate.
+PRECISION_SPEEDUP_CAP = 2.0
 
 METHOD_LABELS = {
     "ml-co2-impact": "ML CO2 Impact",
@@ -32,6 +43,8 @@ METHOD_LABELS = {
     "flops": "FLOPs-based",
     "step": "STEP",
     "step-power": "STEP (power-based)",
+    "step-paper": "STEP (published rule)",
+    "step-paper-power": "STEP (published rule, power-based)",
     "pre": "PRE",
 }
 
@@ -132,14 +145,17 @@ def _missing(value: object) -> bool:
     return value is None or (isinstance(value, numbers.Real) and math.isnan(value))
 
 
-def resolve_tdp(gpu_tdp_w: float | None, gpu_name: str | None) -> tuple[float, str]:
-    """The per-GPU TDP (W) and where it came from: the override, else the spec table.
+def resolve_tdp(
+    gpu_tdp_w: float | None, gpu_name: str | None, source: str | None = None
+) -> tuple[float, str]:
+    """The per-GPU TDP (W) and where it came from: the override (``source`` says what it is,
+    e.g. the run's recorded maximum power limit), else the spec table.
 
     Raises ConfigError when neither is usable (unknown name: close matches and --gpu-tdp).
     """
     if gpu_tdp_w is not None:
         _check_positive("gpu_tdp_w", gpu_tdp_w)
-        return float(gpu_tdp_w), f"TDP {gpu_tdp_w:g} W per GPU (given)"
+        return float(gpu_tdp_w), f"TDP {gpu_tdp_w:g} W per GPU ({source or 'given'})"
     if not gpu_name:
         raise ConfigError("give the GPU's name (--gpu-name) or its maximum power (--gpu-tdp W).")
     spec = lookup_gpu(gpu_name)
@@ -161,12 +177,14 @@ def ml_co2_impact(
     gpu_name: str | None = None,
     carbon: CarbonSettings | None = None,
     duration_note: str = "",
+    tdp_source: str | None = None,
 ) -> Estimate:
-    """ML CO2 Impact calculator: E = TDP x duration x GPUs. Units: J."""
+    """ML CO2 Impact calculator: E = TDP x duration x GPUs. Units: J. ``tdp_source`` says what
+    ``gpu_tdp_w`` is (the paper uses the GPU's maximum power limit)."""
     method = "ml-co2-impact"
     _check_positive("gpus", gpus, whole=True)
     _check_duration(duration_s)
-    tdp_w, tdp_note = resolve_tdp(gpu_tdp_w, gpu_name)
+    tdp_w, tdp_note = resolve_tdp(gpu_tdp_w, gpu_name, tdp_source)
     if duration_s is None:
         return cannot_apply(method, "it needs the training duration (give --duration-s)")
     notes = f"{tdp_note}; {gpus} GPU(s) at full TDP for {duration_s:.0f} s{duration_note}"
@@ -184,18 +202,24 @@ def green_algorithms(
     ram_w_per_gb: float = RAM_W_PER_GB,
     carbon: CarbonSettings | None = None,
     duration_note: str = "",
+    tdp_source: str | None = None,
+    utilization_basis: str = "sampled",
+    include_ram: bool = True,
 ) -> Estimate:
     """Green Algorithms: E = (TDP x GPUs x utilisation + RAM_GB x 0.3725 W) x duration. Units: J.
 
-    Utilisation is the run's mean NVML GPU utilisation when known, else 100 % (said in notes).
-    The memory term uses ``ram_gb`` (the host's installed memory in wattlab's runs table); when
-    unknown it is left out and the notes say so. The CPU term of the original tool is not used
-    (as in the reference paper); PUE enters through the CO2e settings.
+    Utilisation is the mean GPU utilisation over the budget when known, else 100 % (said in
+    notes); ``utilization_basis`` says how it was obtained (the paper averages samples taken
+    every 0.5-1 s; see ``mean_sampled_utilization``). The memory term uses ``ram_gb`` (the
+    host's installed memory in wattlab's runs table); when unknown, or with
+    ``include_ram=False`` (a GPU-only target), it is left out and the notes say so. The CPU term
+    of the original tool is not used (as in the reference paper); PUE enters through the CO2e
+    settings. ``tdp_source`` says what ``gpu_tdp_w`` is (the paper: the maximum power limit).
     """
     method = "green-algorithms"
     _check_positive("gpus", gpus, whole=True)
     _check_duration(duration_s)
-    tdp_w, tdp_note = resolve_tdp(gpu_tdp_w, gpu_name)
+    tdp_w, tdp_note = resolve_tdp(gpu_tdp_w, gpu_name, tdp_source)
     if duration_s is None:
         return cannot_apply(method, "it needs the training duration (give --duration-s)")
     if _missing(gpu_utilization_percent):
@@ -206,8 +230,10 @@ def green_algorithms(
                 f"gpu_utilization_percent must be within 0-100, got {gpu_utilization_percent!r}."
             )
         utilization = gpu_utilization_percent / 100.0
-        util_note = f"mean GPU utilisation {gpu_utilization_percent:.0f} % (sampled)"
-    if _missing(ram_gb):
+        util_note = f"mean GPU utilisation {gpu_utilization_percent:.0f} % ({utilization_basis})"
+    if not include_ram:
+        ram_w, ram_note = 0.0, "memory term left out (GPU-only target)"
+    elif _missing(ram_gb):
         ram_w, ram_note = 0.0, "RAM size unknown, memory term left out"
     else:
         if not ram_gb >= 0:
@@ -232,8 +258,15 @@ def flops_based(
     image_size: int = 32,
     utilization: float = DEFAULT_FLOPS_UTILIZATION,
     carbon: CarbonSettings | None = None,
+    speedup_cap: float = PRECISION_SPEEDUP_CAP,
+    tdp_source: str | None = None,
 ) -> Estimate:
-    """FLOPs-based: E = (3 x forward FLOPs x samples) / (GPUs x peak x utilisation) x TDP x GPUs.
+    """FLOPs-based: E = (3 x forward FLOPs x samples) / (GPUs x rate x utilisation) x TDP x GPUs.
+
+    wattlab's own construction: the reference paper uses FLOPs only as a correlate of energy,
+    never as an estimator, and its notes say so. The rate is the precision's dense peak, capped
+    at ``speedup_cap`` x the FP32 peak (peak ratios alone would credit BF16 on an H200 with
+    14.8x less time and energy).
 
     Forward FLOPs per image come from ``forward_flops_per_sample`` (FLOP) or are counted on
     ``model`` with torch.utils.flop_counter (one forward pass); backward is taken as 2x forward.
@@ -245,6 +278,8 @@ def flops_based(
     _check_positive("samples", samples)
     if not (isinstance(utilization, numbers.Real) and 0 < utilization <= 1):
         raise ConfigError(f"the FLOPs utilisation must be in (0, 1], got {utilization!r}.")
+    if not (isinstance(speedup_cap, numbers.Real) and speedup_cap >= 1):
+        raise ConfigError(f"the precision speed-up cap must be a number >= 1, got {speedup_cap!r}.")
     spec: GpuSpec | None = None
     if gpu_name:
         try:
@@ -259,7 +294,7 @@ def flops_based(
             if gpu_name
             else "it needs the GPU's peak FLOP/s, so give a --gpu-name from the spec table",
         )
-    tdp_w, tdp_note = resolve_tdp(gpu_tdp_w, spec.name)
+    tdp_w, tdp_note = resolve_tdp(gpu_tdp_w, spec.name, tdp_source)
     if forward_flops_per_sample is None:
         if not model:
             return cannot_apply(method, "it needs the model (or its forward FLOPs per sample)")
@@ -273,13 +308,50 @@ def flops_based(
         _check_positive("forward_flops_per_sample", forward_flops_per_sample)
         flops_note = f"forward {forward_flops_per_sample / 1e9:.3g} GFLOP/image (recorded)"
     peak = peak_flops(spec, precision)
+    fp32_peak = spec.fp32_tflops * 1e12
+    rate = min(peak, speedup_cap * fp32_peak)
     training_flops = TRAINING_FLOPS_FACTOR * forward_flops_per_sample * samples
-    duration_s = training_flops / (gpus * peak * utilization)
+    duration_s = training_flops / (gpus * rate * utilization)
     fallback = "" if spec.supports(precision) else f" (no {precision} path: FP32 rate)"
+    capped = ""
+    if rate < peak:
+        capped = (
+            f", capped at {speedup_cap:g}x the FP32 rate (its peak is {peak / fp32_peak:.1f}x; "
+            "measured training speed-ups are far smaller)"
+        )
     notes = (
+        "wattlab's own construction, not a published method; "
         f"{flops_note}; training = 3 x forward x {samples:.0f} samples = "
         f"{training_flops:.3g} FLOP; "
-        f"{gpus} GPU(s) at {peak / 1e12:g} TFLOP/s dense {precision}{fallback} x ASSUMED "
+        f"{gpus} GPU(s) at {rate / 1e12:g} TFLOP/s {precision}{fallback}{capped} x ASSUMED "
         f"{utilization:.0%} utilisation -> {duration_s:.0f} s; {tdp_note} for that duration"
     )
     return made(method, duration_s * tdp_w * gpus, duration_s, notes, carbon)
+
+
+def mean_sampled_utilization(
+    t_s: Sequence[float], utilization_percent: Sequence[float], start_s: float, end_s: float
+) -> float:
+    """Time-weighted mean of sampled GPU utilisation (%) over the window [start_s, end_s], as
+    Green Algorithms' utilisation in the reference paper (samples every 0.5-1 s over the run).
+    Each sample holds until the next one. Raises DataError when no sample falls in the window."""
+    times = np.asarray(t_s, dtype=float)
+    values = np.asarray(utilization_percent, dtype=float)
+    if times.shape != values.shape or times.ndim != 1:
+        raise DataError("utilisation samples need one time per value.")
+    if not end_s > start_s:
+        raise DataError(f"the window must end after it starts, got {start_s!r}-{end_s!r} s.")
+    order = np.argsort(times, kind="stable")
+    times, values = times[order], values[order]
+    inside = (times >= start_s) & (times < end_s) & np.isfinite(values)
+    if not inside.any():
+        raise DataError(f"no utilisation sample falls in the window {start_s:g}-{end_s:g} s.")
+    earlier = np.flatnonzero((times < start_s) & np.isfinite(values))
+    points_t = times[inside]
+    points_v = values[inside]
+    if earlier.size:  # the last sample before the window holds at its start
+        points_t = np.r_[start_s, points_t]
+        points_v = np.r_[values[earlier[-1]], points_v]
+    edges = np.r_[points_t, end_s]
+    weights = np.diff(edges)
+    return float(np.sum(weights * points_v) / np.sum(weights))

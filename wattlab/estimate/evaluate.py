@@ -1,19 +1,31 @@
-"""Every estimation method side by side: for a configuration before it runs (``estimate_all``),
-and against measured runs (``evaluate_methods``, ``write_evaluation``).
+"""Every estimation method scored against measured runs: one target, one set of runs, three
+protocols (``evaluate_methods``, ``evaluation_markdown``, ``write_evaluation``).
 
-Evaluation follows the reference paper: for each measured ok run, each method predicts the
-budget's total energy. ML CO2 Impact and Green Algorithms get the run's measured duration (as
-the paper does); the FLOPs baseline predicts its own duration; STEP projects from the run's
-epoch windows once ``project_after`` consecutive stable epochs are seen (its window), and its
-power-based twin multiplies their mean power by the measured duration; PRE predicts each run
-from a model fitted without any run of that run's configuration (leave one configuration out).
+- **Target** (``TARGETS``): the energy every method predicts *and* is measured against:
+  ``total`` (every measured component), ``gpu`` (the GPUs), or ``paper`` (GPU + RAM, the
+  reference paper's target). STEP projects the target's own per-epoch energies; PRE is fitted on
+  the target; Green Algorithms drops its RAM term for ``gpu``. ML CO2 Impact and the FLOPs
+  estimate model the GPU only, whatever the target (``covers`` says what each prediction
+  includes).
+- **Protocols** (``PROTOCOLS``): PRE, the one method that learns from other runs, is fitted
+  without the held-out run's configuration (``loco``), model (``lomo``) or precision
+  (``lopo``). The other methods do not learn across runs, so their predictions are the same
+  under every protocol, and they are scored on the same rows as PRE.
+- **Common runs**: each protocol's headline metrics are over the runs that every method with
+  at least one prediction could handle, and the count is reported. Each method's metrics over
+  all the runs it could handle are kept beside them ("own").
+- **STEP**: ``step_method`` "wattlab" (default: ``wattlab.step_projection``'s rule), "paper"
+  (``wattlab.estimate.step_paper``: s and w as published) or "both". Each has its power-based
+  twin, the paper's formula: window mean power of the target x the run's measured duration.
+
+Metrics: RMSE (J), MAPE, median APE and mean signed error (bias) in %, and the coverage of the
+stated interval (the share of runs with an interval whose measured value lies inside it).
 Runs a method cannot handle are listed with the reason, never silently dropped.
 """
 
 from __future__ import annotations
 
 import json
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +33,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from wattlab.carbon import CarbonSettings
 from wattlab.errors import ConfigError, DataError, WattlabError
 from wattlab.estimate.baselines import (
     DEFAULT_FLOPS_UTILIZATION,
@@ -33,270 +44,127 @@ from wattlab.estimate.baselines import (
     made,
     ml_co2_impact,
 )
-from wattlab.estimate.features import (
-    CIFAR_TRAIN_SIZE,
-    DEFAULT_IMAGE_SIZE,
-    default_samples,
-    model_cost,
+from wattlab.estimate.features import DEFAULT_IMAGE_SIZE
+from wattlab.estimate.pre import FAMILIES, fit_pre, training_table
+from wattlab.estimate.step_paper import (
+    PAPER_STABLE_EPOCH,
+    PAPER_WINDOW_EPOCHS,
+    step_paper_project,
 )
-from wattlab.estimate.pre import FAMILIES, PreModel, fit_pre, training_table
-from wattlab.estimate.specs import PRECISIONS, lookup_gpu
+from wattlab.jsonio import jsonable
 from wattlab.step_projection import StepProjector
 
-EVALUATED_METHODS = ("ml-co2-impact", "green-algorithms", "flops", "step", "step-power", "pre")
+EVALUATED_METHODS = (
+    "ml-co2-impact",
+    "green-algorithms",
+    "flops",
+    "step",
+    "step-power",
+    "step-paper",
+    "step-paper-power",
+    "pre",
+)
+TARGETS: dict[str, tuple[tuple[str, ...], str]] = {
+    "total": (("energy_total_j",), "every measured component (GPU, CPU, RAM, ...)"),
+    "gpu": (("energy_gpu_j",), "the GPUs only"),
+    "paper": (
+        ("energy_gpu_j", "energy_dram_j"),
+        "GPU + RAM, the reference paper's target (RAM modelled where RAPL has no DRAM domain)",
+    ),
+}
+PROTOCOLS = {
+    "loco": ("config_hash", "leave one configuration out"),
+    "lomo": ("model", "leave one model out"),
+    "lopo": ("precision", "leave one precision out"),
+}
+STEP_METHODS = {
+    "wattlab": ("step", "step-power"),
+    "paper": ("step-paper", "step-paper-power"),
+    "both": ("step", "step-power", "step-paper", "step-paper-power"),
+}
+ONLINE = "all"  # the protocol column of predictions that do not depend on the protocol
 
 
-# ---------------------------------------------------------------------------------------------
-# Before a run: every method for one configuration
-
-
-def _positive(name: str, value: Any, *, whole: bool = False) -> None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = math.nan
-    if not (number > 0 and math.isfinite(number)) or (whole and number != int(number)):
-        kind = "a positive whole number" if whole else "a positive number"
-        raise ConfigError(f"{name} must be {kind}, got {value!r}.")
-
-
-def estimate_all(
-    *,
-    model: str,
-    gpus: int,
-    precision: str,
-    epochs: float,
-    gpu_name: str | None = None,
-    batch_size: int = 256,
-    stem: str = "cifar",
-    image_size: int = DEFAULT_IMAGE_SIZE,
-    train_size: int = CIFAR_TRAIN_SIZE,
-    power_limit_w: float | None = None,
-    duration_s: float | None = None,
-    gpu_tdp_w: float | None = None,
-    ram_gb: float | None = None,
-    gpu_utilization_percent: float | None = None,
-    runs_df: pd.DataFrame | None = None,
-    pre_model: PreModel | None = None,
-    flops_utilization: float = DEFAULT_FLOPS_UTILIZATION,
-    carbon: CarbonSettings | None = None,
-) -> list[Estimate]:
-    """Every method's estimate for a configuration that has not run (what ``wattlab estimate``
-    prints). Order: ML CO2 Impact, Green Algorithms, FLOPs, STEP, PRE.
-
-    ``duration_s``: the expected training time; without it the duration baselines use PRE's
-    predicted duration, else the FLOPs estimate's (their notes say which). ``runs_df``: measured
-    runs to fit PRE on (or pass a fitted ``pre_model``). ``gpu_tdp_w`` overrides the table's TDP
-    and lets an unlisted GPU through (FLOPs and PRE then say they cannot apply).
-    Bad values (negative epochs, unknown GPU without --gpu-tdp, a model that cannot be built)
-    raise ConfigError.
-    """
-    _positive("epochs", epochs)
-    _positive("gpus", gpus, whole=True)
-    _positive("batch_size", batch_size, whole=True)
-    _positive("train_size", train_size, whole=True)
-    if precision not in PRECISIONS:
-        raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}.")
-    if duration_s is not None:
-        _positive("duration_s", duration_s)
-    if not gpu_name and gpu_tdp_w is None:
-        raise ConfigError("give the GPU's name (--gpu-name) or its maximum power (--gpu-tdp W).")
-    spec_name = None
-    if gpu_name:
-        try:
-            spec_name = lookup_gpu(gpu_name).name
-        except ConfigError:
-            if gpu_tdp_w is None:
-                raise
-    cost = model_cost(model, stem=stem, image_size=image_size)
-    samples = default_samples(epochs, train_size, batch_size)
-    if samples <= 0:
+def methods_for(step_method: str) -> tuple[str, ...]:
+    """The methods an evaluation with ``step_method`` scores, in table order."""
+    if step_method not in STEP_METHODS:
         raise ConfigError(
-            f"batch_size {batch_size} leaves no full batch in a training set of {train_size}."
+            f"the STEP method must be one of {', '.join(STEP_METHODS)}, got {step_method!r}."
         )
-
-    pre = _pre_estimate(
-        spec_name=spec_name,
-        gpu_name=gpu_name,
-        runs_df=runs_df,
-        pre_model=pre_model,
-        carbon=carbon,
-        config={
-            "model": model,
-            "gpus": gpus,
-            "precision": precision,
-            "epochs": epochs,
-            "gpu_name": spec_name or "",
-            "batch_size": batch_size,
-            "stem": stem,
-            "image_size": image_size,
-            "train_size": train_size,
-            "power_limit_w": power_limit_w,
-            "gpu_tdp_w": gpu_tdp_w,
-            "gflops_per_sample": cost.gflops_per_sample,
-            "params": cost.params,
-            "samples": samples,
-        },
-    )
-    flops = flops_based(
-        samples=samples,
-        precision=precision,
-        gpus=gpus,
-        gpu_name=gpu_name,
-        gpu_tdp_w=gpu_tdp_w,
-        forward_flops_per_sample=cost.forward_flops_per_sample,
-        utilization=flops_utilization,
-        carbon=carbon,
-    )
-    if flops.ok:
-        flops.notes = flops.notes.replace("(recorded)", f"({model}, counted)")
-    if duration_s is not None:
-        used_duration, duration_note = float(duration_s), " (duration given)"
-    elif pre.ok:
-        used_duration, duration_note = pre.duration_s, " (duration predicted by PRE)"
-    elif flops.ok:
-        used_duration, duration_note = flops.duration_s, " (duration from the FLOPs estimate)"
-    else:
-        used_duration, duration_note = None, ""
-    common = {"gpus": gpus, "gpu_tdp_w": gpu_tdp_w, "gpu_name": spec_name or gpu_name}
-    return [
-        ml_co2_impact(
-            duration_s=used_duration, carbon=carbon, duration_note=duration_note, **common
-        ),
-        green_algorithms(
-            duration_s=used_duration,
-            gpu_utilization_percent=gpu_utilization_percent,
-            ram_gb=ram_gb,
-            carbon=carbon,
-            duration_note=duration_note,
-            **common,
-        ),
-        flops,
-        cannot_apply(
-            "step",
-            "STEP projects from measured epochs, so it runs during training "
-            "(wattlab run --project-after K), not before",
-        ),
-        pre,
-    ]
+    chosen = set(STEP_METHODS[step_method]) | {"ml-co2-impact", "green-algorithms", "flops", "pre"}
+    return tuple(m for m in EVALUATED_METHODS if m in chosen)
 
 
-def _pre_estimate(
-    *,
-    spec_name: str | None,
-    gpu_name: str | None,
-    runs_df: pd.DataFrame | None,
-    pre_model: PreModel | None,
-    carbon: CarbonSettings | None,
-    config: dict[str, Any],
-) -> Estimate:
-    if spec_name is None:
-        return cannot_apply(
-            "pre", f"PRE needs the GPU's specs from the table, and {gpu_name!r} is not in it"
-        )
-    if pre_model is None:
-        if runs_df is None:
-            return cannot_apply(
-                "pre", "PRE needs measured runs to learn from: give --db FILE or --data CSV"
-            )
-        try:
-            pre_model = fit_pre(runs_df)
-        except DataError as error:
-            return cannot_apply("pre", str(error))
-    prediction = pre_model.predict_config(**config)
-    notes = pre_model.describe()
-    if runs_df is not None and "gpu_name" in runs_df:
-        trained = set()
-        for name in runs_df["gpu_name"].dropna().unique():
-            try:
-                trained.add(lookup_gpu(str(name)).name)
-            except ConfigError:
-                continue
-        if spec_name not in trained:
-            notes += f"; EXTRAPOLATING: no training run used a {spec_name}"
-    return made(
-        "pre",
-        prediction.energy_j,
-        prediction.duration_s,
-        notes,
-        carbon,
-        energy_low_j=prediction.energy_low_j,
-        energy_high_j=prediction.energy_high_j,
-    )
-
-
-def format_estimates(estimates: list[Estimate]) -> str:
-    """A plain-text table of estimates, one method per line, for the CLI to print."""
-    lines = [
-        f"{'method':<20} {'energy kJ':>10} {'interval kJ':>17} {'duration s':>11} "
-        f"{'CO2e kg':>8} {'CO2e range kg':>15}  notes"
-    ]
-    for estimate in estimates:
-        if not estimate.ok:
-            lines.append(
-                f"{estimate.label:<20} {'n/a':>10} {'':>17} {'':>11} {'':>8} {'':>15}  "
-                f"cannot apply: {estimate.error}"
-            )
-            continue
-        interval = ""
-        if estimate.energy_low_j is not None and estimate.energy_high_j is not None:
-            interval = f"{estimate.energy_low_j / 1e3:.1f}-{estimate.energy_high_j / 1e3:.1f}"
-        low, high = estimate.co2e_range_kg() or (math.nan, math.nan)
-        duration = f"{estimate.duration_s:.0f}" if estimate.duration_s is not None else ""
-        lines.append(
-            f"{estimate.label:<20} {estimate.energy_j / 1e3:>10.1f} {interval:>17} "
-            f"{duration:>11} {estimate.co2e.value_kg:>8.3g} {f'{low:.3g}-{high:.3g}':>15}  "
-            f"{estimate.notes}"
-        )
-    return "\n".join(lines)
+def covers(method: str, target: str) -> str:
+    """Which components ``method``'s prediction includes for ``target``."""
+    if method in ("ml-co2-impact", "flops"):
+        return "gpu"
+    if method == "green-algorithms":
+        return "gpu" if target == "gpu" else "gpu+ram"
+    return {"total": "total", "gpu": "gpu", "paper": "gpu+ram"}[target]
 
 
 # ---------------------------------------------------------------------------------------------
-# Against measured runs
+# Result
 
 
 @dataclass
 class EvaluationResult:
-    """Per-run predictions, per-method error metrics and what was left out, with why.
+    """Per-run predictions, per-protocol metrics and what was left out, with why.
 
-    ``predictions``: run_id, label, config_hash, method, predicted_j, measured_j, low_j, high_j,
-    error_percent (signed). ``metrics``: method -> n, rmse_j, mape_percent, mdape_percent,
-    bias_percent, excluded. ``excluded``: run_id, method, reason.
+    ``predictions``: run_id, label, config_hash, model, precision, protocol ("all" for methods
+    that do not learn across runs, else the PRE protocol), method, predicted_j, measured_j,
+    low_j, high_j, error_percent (signed), notes. ``protocols``: protocol -> {"label",
+    "common_runs", "common_methods", "methods": method -> metrics on the common runs, with
+    "own": metrics on every run the method handled}. ``metrics``: the first protocol's "own"
+    metrics by method (n, rmse_j, mape_percent, mdape_percent, bias_percent, coverage_percent,
+    interval_runs, excluded). ``excluded``: run_id, protocol, method, reason.
     """
 
     predictions: pd.DataFrame
     metrics: dict[str, dict[str, Any]]
     excluded: pd.DataFrame
     settings: dict[str, Any] = field(default_factory=dict)
+    protocols: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def methods(self) -> tuple[str, ...]:
+        return tuple(self.settings.get("methods", EVALUATED_METHODS))
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready, keyed by method name (plus ``settings``)."""
-        out: dict[str, Any] = {"settings": self.settings, "methods": {}}
-        for method in EVALUATED_METHODS:
+        """JSON-ready: ``settings``, ``protocols`` (the common-run tables) and ``methods`` (each
+        method's own-run metrics, exclusions and predictions under the first protocol)."""
+        first = self.settings.get("protocols", ["loco"])[0]
+        out: dict[str, Any] = {"settings": self.settings, "protocols": self.protocols}
+        out["methods"] = {}
+        for method in self.methods:
             metrics = dict(self.metrics.get(method, {}))
-            excluded = self.excluded[self.excluded["method"] == method]
             metrics["label"] = METHOD_LABELS[method]
-            metrics["excluded_runs"] = [
-                {"run_id": _json_value(r.run_id), "reason": r.reason} for r in excluded.itertuples()
+            metrics["covers"] = covers(method, self.settings.get("target", "total"))
+            excluded = self.excluded[
+                (self.excluded["method"] == method)
+                & self.excluded["protocol"].isin([ONLINE, first])
             ]
-            rows = self.predictions[self.predictions["method"] == method]
+            metrics["excluded_runs"] = [
+                {"run_id": r.run_id, "reason": r.reason} for r in excluded.itertuples()
+            ]
+            rows = self.predictions[
+                (self.predictions["method"] == method)
+                & self.predictions["protocol"].isin([ONLINE, first])
+            ]
             metrics["predictions"] = [
-                {k: _json_value(v) for k, v in row.items() if k != "method"}
+                {k: v for k, v in row.items() if k not in ("method", "protocol")}
                 for row in rows.to_dict("records")
             ]
             out["methods"][method] = metrics
-        return out
+        return jsonable(out)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
 
 
-def _json_value(value: Any) -> Any:
-    if isinstance(value, (np.integer,)):
-        return int(value)
-    if isinstance(value, (np.floating, float)):
-        return None if math.isnan(value) else float(value)
-    return value
+# ---------------------------------------------------------------------------------------------
+# Scoring
 
 
 def _missing(value: Any) -> bool:
@@ -313,7 +181,10 @@ def _get(run: dict[str, Any], name: str) -> Any:
     return None if _missing(value) else value
 
 
-def _metrics(predicted: np.ndarray, measured: np.ndarray) -> dict[str, Any]:
+def score(rows: pd.DataFrame) -> dict[str, Any]:
+    """Error metrics of prediction rows (predicted_j, measured_j, low_j, high_j). Units: J, %."""
+    predicted = rows["predicted_j"].to_numpy(dtype=float)
+    measured = rows["measured_j"].to_numpy(dtype=float)
     if predicted.size == 0:
         return {
             "n": 0,
@@ -321,35 +192,57 @@ def _metrics(predicted: np.ndarray, measured: np.ndarray) -> dict[str, Any]:
             "mape_percent": None,
             "mdape_percent": None,
             "bias_percent": None,
+            "coverage_percent": None,
+            "interval_runs": 0,
         }
     errors = predicted - measured
     percent = errors / measured * 100.0
+    low = pd.to_numeric(rows["low_j"], errors="coerce").to_numpy(dtype=float)
+    high = pd.to_numeric(rows["high_j"], errors="coerce").to_numpy(dtype=float)
+    has = np.isfinite(low) & np.isfinite(high)
+    inside = (low[has] <= measured[has]) & (measured[has] <= high[has])
     return {
         "n": int(predicted.size),
         "rmse_j": float(np.sqrt(np.mean(errors**2))),
         "mape_percent": float(np.mean(np.abs(percent))),
         "mdape_percent": float(np.median(np.abs(percent))),
         "bias_percent": float(np.mean(percent)),
+        "coverage_percent": float(inside.mean() * 100.0) if has.any() else None,
+        "interval_runs": int(has.sum()),
     }
 
 
-def _step_estimates(
-    run: dict[str, Any], epochs_df: pd.DataFrame, window: int, tolerance: float
+# ---------------------------------------------------------------------------------------------
+# Per-run predictions
+
+
+def _target_value(row: dict[str, Any] | pd.Series, columns: tuple[str, ...]) -> float | None:
+    total = 0.0
+    for column in columns:
+        value = row.get(column) if isinstance(row, dict) else row.get(column, None)
+        if _missing(value):
+            return None
+        total += float(value)
+    return total
+
+
+def _step_wattlab(
+    run: dict[str, Any],
+    energies: np.ndarray,
+    durations: np.ndarray,
+    total_epochs: float,
+    window: int,
+    tolerance: float,
 ) -> tuple[Estimate, Estimate]:
-    total_epochs = _get(run, "epochs")
-    if total_epochs is None or not float(total_epochs) > 0:
-        reason = "the run recorded no epoch count"
-        return cannot_apply("step", reason), cannot_apply("step-power", reason)
-    rows = epochs_df.sort_values("epoch")
-    if len(rows) < window + 1 or float(total_epochs) < window + 1:
+    if len(energies) < window + 1 or total_epochs < window + 1:
         reason = (
-            f"the run has {len(rows)} measured epochs of {float(total_epochs):g}; STEP needs "
+            f"the run has {len(energies)} measured epochs of {total_epochs:g}; STEP needs "
             f"more than its {window}-epoch window"
         )
         return cannot_apply("step", reason), cannot_apply("step-power", reason)
-    projector = StepProjector(float(total_epochs), window=window, tolerance=tolerance)
+    projector = StepProjector(total_epochs, window=window, tolerance=tolerance)
     projection = None
-    for energy_j, duration_s in zip(rows["energy_total_j"], rows["duration_s"], strict=True):
+    for energy_j, duration_s in zip(energies, durations, strict=True):
         try:
             projection = projector.add_epoch(float(energy_j), float(duration_s))
         except WattlabError as error:
@@ -359,19 +252,19 @@ def _step_estimates(
             break
     if projection is None or not projection.ok:
         reason = projection.error if projection is not None else projector.result().error
-        return cannot_apply("step", reason or "not stable"), cannot_apply(
-            "step-power", reason or "not stable"
-        )
-    last_used = projection.stable_epoch + projection.window_epochs - 1
-    if last_used >= float(total_epochs):
+        reason = reason or "not stable"
+        return cannot_apply("step", reason), cannot_apply("step-power", reason)
+    first = projection.stable_epoch
+    last_used = first + projection.window_epochs - 1
+    if last_used >= total_epochs:
         reason = (
             f"the first stable window ends at epoch {last_used}, the run's last, so nothing is "
             "left to project"
         )
         return cannot_apply("step", reason), cannot_apply("step-power", reason)
     where = (
-        f"stable from epoch {projection.stable_epoch}, window {projection.window_epochs} epochs, "
-        f"projected after epoch {projection.epochs_seen} of {float(total_epochs):g}"
+        f"wattlab's rule: stable from epoch {first}, window {projection.window_epochs} epochs, "
+        f"projected after epoch {projection.epochs_seen} of {total_epochs:g}"
     )
     step = made(
         "step",
@@ -381,59 +274,183 @@ def _step_estimates(
         energy_low_j=projection.energy_low_j,
         energy_high_j=projection.energy_high_j,
     )
+    window_power_w = float(
+        energies[first - 1 : last_used].sum() / durations[first - 1 : last_used].sum()
+    )
+    return step, _power_twin("step-power", run, window_power_w, where)
+
+
+def _power_twin(method: str, run: dict[str, Any], window_power_w: float, where: str) -> Estimate:
     duration_s = _get(run, "duration_s")
-    before_s = projection.duration_before_s or 0.0
-    if duration_s is None or not float(duration_s) > before_s:
-        power = cannot_apply("step-power", "the run has no measured duration")
-    else:
-        power_j = projection.energy_before_j + projection.mean_power_w * (
-            float(duration_s) - before_s
-        )
-        power = made(
-            "step-power",
-            power_j,
-            float(duration_s),
-            f"{projection.mean_power_w:.0f} W window mean x measured duration; {where}",
-        )
-    return step, power
+    if duration_s is None or not float(duration_s) > 0:
+        return cannot_apply(method, "the run has no measured duration")
+    return made(
+        method,
+        window_power_w * float(duration_s),
+        float(duration_s),
+        f"window mean power {window_power_w:.0f} W x measured duration {float(duration_s):.0f} s "
+        f"(the paper's formula); {where}",
+    )
 
 
-def _baseline_estimates(run: dict[str, Any], flops_utilization: float) -> list[Estimate]:
+def _step_paper(
+    run: dict[str, Any],
+    energies: np.ndarray,
+    durations: np.ndarray,
+    total_epochs: float,
+    stable_epoch: int | None,
+    window: int,
+    trace: pd.DataFrame | None,
+    epoch_end_s: np.ndarray | None,
+) -> tuple[Estimate, Estimate]:
+    trace_t = trace_p = None
+    if trace is not None and len(trace) and epoch_end_s is not None:
+        trace_t = trace["t_s"].to_numpy(dtype=float)
+        trace_p = trace["power_w"].to_numpy(dtype=float)
+    try:
+        result = step_paper_project(
+            energies,
+            durations,
+            total_epochs,
+            stable_epoch=stable_epoch,
+            window=window,
+            trace_t_s=trace_t,
+            trace_power_w=trace_p,
+            epoch_end_s=epoch_end_s,
+        )
+    except WattlabError as error:
+        reason = str(error).rstrip(".")
+        return cannot_apply("step-paper", reason), cannot_apply("step-paper-power", reason)
+    if not result.ok:
+        reason = result.error or "cannot apply"
+        return cannot_apply("step-paper", reason), cannot_apply("step-paper-power", reason)
+    where = f"published rule: {result.notes}"
+    step = made(
+        "step-paper",
+        result.energy_j,
+        result.duration_s,
+        where,
+        energy_low_j=result.energy_low_j,
+        energy_high_j=result.energy_high_j,
+    )
+    return step, _power_twin("step-paper-power", run, float(result.mean_power_w), where)
+
+
+def _step_estimates(
+    run: dict[str, Any],
+    epochs: pd.DataFrame,
+    columns: tuple[str, ...],
+    wanted: tuple[str, ...],
+    settings: dict[str, Any],
+    trace: pd.DataFrame | None,
+) -> list[Estimate]:
+    def none(reason: str) -> list[Estimate]:
+        return [cannot_apply(m, reason) for m in wanted]
+
+    if not wanted:
+        return []
+    total_epochs = _get(run, "epochs")
+    if total_epochs is None or not float(total_epochs) > 0:
+        return none("the run recorded no epoch count")
+    if epochs.empty:
+        return none("the run has no epoch windows")
+    missing = [c for c in columns if c not in epochs]
+    if missing:
+        return none(f"its epoch windows lack {', '.join(missing)}, the target's per-epoch energy")
+    rows = epochs.sort_values("epoch")
+    values = rows[list(columns)].apply(pd.to_numeric, errors="coerce")
+    if values.isna().any().any():
+        return none(f"some of its epoch windows have no {' + '.join(columns)}")
+    energies = values.sum(axis=1).to_numpy(dtype=float)
+    durations = rows["duration_s"].to_numpy(dtype=float)
+    out: list[Estimate] = []
+    if "step" in wanted:
+        out += _step_wattlab(
+            run,
+            energies,
+            durations,
+            float(total_epochs),
+            settings["step_window_epochs"],
+            settings["step_tolerance"],
+        )
+    if "step-paper" in wanted:
+        ends = None
+        if "start_s" in rows and rows["start_s"].notna().all():
+            ends = (rows["start_s"] + rows["duration_s"]).to_numpy(dtype=float)
+        out += _step_paper(
+            run,
+            energies,
+            durations,
+            float(total_epochs),
+            settings["paper_stable_epoch"],
+            settings["paper_window_epochs"],
+            trace,
+            ends,
+        )
+    return out
+
+
+def _tdp_source(run: dict[str, Any]) -> tuple[float | None, str]:
+    """The GPU's maximum power limit as the run recorded it, and what it is."""
+    for column, source in (
+        ("gpu_max_power_limit_w", "the run's recorded maximum power limit, as in the paper"),
+        (
+            "gpu_tdp_w",
+            "the run's recorded NVML default power limit, which the paper's maximum power "
+            "limit equals unless an administrator changed it",
+        ),
+    ):
+        value = _get(run, column)
+        if value is not None:
+            return float(value), source
+    return None, "spec table"
+
+
+def _utilization(run: dict[str, Any]) -> tuple[float | None, str]:
+    value = _get(run, "gpu_utilization_percent")
+    basis = _get(run, "gpu_utilization_basis")
+    if basis is None:
+        basis = (
+            "mean of NVML reads at epoch ends; the stored data has no utilisation sampled over "
+            "the budget, which the paper averages every 0.5-1 s"
+        )
+    return value, str(basis)
+
+
+def _baseline_estimates(run: dict[str, Any], target: str, flops_utilization: float) -> list:
+    methods = ("ml-co2-impact", "green-algorithms", "flops")
     if _get(run, "device") == "cpu":
         reason = "a CPU run: the GPU-based baselines do not apply"
-        return [cannot_apply(m, reason) for m in ("ml-co2-impact", "green-algorithms", "flops")]
+        return [cannot_apply(m, reason) for m in methods]
     gpu_name = _get(run, "gpu_name")
-    gpu_tdp_w = _get(run, "gpu_tdp_w")
+    tdp_w, tdp_source = _tdp_source(run)
     gpus = int(_get(run, "gpus") or 1)
     duration_s = _get(run, "duration_s")
+    duration_s = None if duration_s is None else float(duration_s)
     common = {
         "gpus": gpus,
-        "gpu_tdp_w": None if gpu_tdp_w is None else float(gpu_tdp_w),
+        "gpu_tdp_w": tdp_w,
         "gpu_name": None if gpu_name is None else str(gpu_name),
+        "tdp_source": tdp_source if tdp_w is not None else None,
     }
-    out = []
+    utilization, basis = _utilization(run)
     calls = (
-        (
-            "ml-co2-impact",
-            lambda: ml_co2_impact(
-                duration_s=None if duration_s is None else float(duration_s),
-                duration_note=" (measured duration)",
-                **common,
-            ),
+        lambda: ml_co2_impact(
+            duration_s=duration_s, duration_note=" (measured duration)", **common
         ),
-        (
-            "green-algorithms",
-            lambda: green_algorithms(
-                duration_s=None if duration_s is None else float(duration_s),
-                gpu_utilization_percent=_get(run, "gpu_utilization_percent"),
-                ram_gb=_get(run, "ram_gb"),
-                duration_note=" (measured duration)",
-                **common,
-            ),
+        lambda: green_algorithms(
+            duration_s=duration_s,
+            gpu_utilization_percent=utilization,
+            utilization_basis=basis,
+            ram_gb=_get(run, "ram_gb"),
+            include_ram=target != "gpu",
+            duration_note=" (measured duration)",
+            **common,
         ),
-        ("flops", lambda: _flops_for_run(run, common, flops_utilization)),
+        lambda: _flops_for_run(run, common, flops_utilization),
     )
-    for method, call in calls:
+    out = []
+    for method, call in zip(methods, calls, strict=True):
         try:
             out.append(call())
         except WattlabError as error:
@@ -460,18 +477,35 @@ def _flops_for_run(run: dict[str, Any], common: dict[str, Any], utilization: flo
     )
 
 
-def _pre_loco(
-    runs: pd.DataFrame, search_iter: int, families: tuple[str, ...], min_configs: int
+def _pre_held_out(
+    runs: pd.DataFrame,
+    target_columns: tuple[str, ...],
+    protocol: str,
+    search_iter: int,
+    families: tuple[str, ...],
+    min_configs: int,
 ) -> tuple[dict[Any, Estimate], dict[Any, str]]:
-    """Leave-one-configuration-out PRE predictions, by runs index."""
+    """PRE's prediction of each run from a model fitted without the run's group (its
+    configuration, model or precision), by runs index. PRE is fitted on the target: the
+    target's energy stands in for ``energy_total_j`` in the runs it learns from."""
     estimates: dict[Any, Estimate] = {}
     excluded: dict[Any, str] = {}
-    usable, features, left_out = training_table(runs)
+    learn = runs.copy()
+    learn["energy_total_j"] = runs[list(target_columns)].apply(pd.to_numeric).sum(axis=1)
+    try:
+        usable, features, left_out = training_table(learn)
+    except DataError as error:
+        return estimates, {index: str(error).rstrip(".") for index in runs.index}
     excluded.update({i: f"PRE has no features for it: {r}" for i, r in left_out.items()})
-    if "config_hash" in usable and usable["config_hash"].notna().all():
-        groups = usable["config_hash"].astype(str)
-    else:
+    column, what = PROTOCOLS[protocol]
+    if column in usable and usable[column].notna().all():
+        groups = usable[column].astype(str)
+    elif protocol == "loco":
         groups = features.drop(columns=["feature_error"]).astype(str).agg("|".join, axis=1)
+    else:
+        for index in usable.index:
+            excluded[index] = f"the runs table has no {column} to {what} by"
+        return estimates, excluded
     for group in pd.unique(groups):
         held_out = groups.index[groups == group]
         try:
@@ -481,131 +515,246 @@ def _pre_loco(
                 families=families,
                 min_configs=min_configs,
             )
-        except DataError as error:
+            predicted = model.predict(features.loc[held_out])
+        except (DataError, ValueError) as error:
             for index in held_out:
-                excluded[index] = f"{str(error).rstrip('.')} once its own configuration is held out"
+                excluded[index] = (
+                    f"{str(error).rstrip('.')} once its own {column} ({group}) is held out"
+                )
             continue
-        predicted = model.predict(features.loc[held_out])
         for index, row in predicted.iterrows():
             estimates[index] = made(
                 "pre",
                 row["energy_j"],
                 row["duration_s"],
-                f"fitted without this configuration; {model.describe()}",
+                f"fitted without this run's {column} ({what}); {model.describe()}",
                 energy_low_j=row["energy_low_j"],
                 energy_high_j=row["energy_high_j"],
             )
     return estimates, excluded
 
 
+_PREDICTION_COLUMNS = [
+    "run_id",
+    "label",
+    "config_hash",
+    "model",
+    "precision",
+    "protocol",
+    "method",
+    "predicted_j",
+    "measured_j",
+    "low_j",
+    "high_j",
+    "error_percent",
+    "notes",
+]
+
+
+def _row(run: dict[str, Any], run_id: Any, protocol: str, e: Estimate, measured: float) -> dict:
+    return {
+        "run_id": run_id,
+        "label": _get(run, "label"),
+        "config_hash": _get(run, "config_hash"),
+        "model": _get(run, "model"),
+        "precision": _get(run, "precision"),
+        "protocol": protocol,
+        "method": e.method,
+        "predicted_j": e.energy_j,
+        "measured_j": measured,
+        "low_j": e.energy_low_j,
+        "high_j": e.energy_high_j,
+        "error_percent": (e.energy_j - measured) / measured * 100.0,
+        "notes": e.notes,
+    }
+
+
+def _parse_protocols(protocols: str | tuple[str, ...] | list[str]) -> list[str]:
+    chosen = [protocols] if isinstance(protocols, str) else list(protocols)
+    if chosen == ["all"]:
+        return list(PROTOCOLS)
+    bad = [p for p in chosen if p not in PROTOCOLS]
+    if bad or not chosen:
+        raise ConfigError(
+            f"the protocol must be one of {', '.join(PROTOCOLS)} or all, got "
+            f"{', '.join(map(repr, bad)) or 'none'}."
+        )
+    return chosen
+
+
 def evaluate_methods(
     runs_df: pd.DataFrame,
     windows_df: pd.DataFrame,
     *,
+    traces_df: pd.DataFrame | None = None,
+    target: str = "total",
+    protocols: str | tuple[str, ...] | list[str] = ("loco",),
+    step_method: str = "wattlab",
     project_after: int = 2,
     tolerance: float = 0.05,
+    paper_stable_epoch: int | None = PAPER_STABLE_EPOCH,
+    paper_window_epochs: int = PAPER_WINDOW_EPOCHS,
     flops_utilization: float = DEFAULT_FLOPS_UTILIZATION,
-    target_column: str = "energy_total_j",
     pre_search_iter: int = 4,
     pre_families: tuple[str, ...] = FAMILIES,
     pre_min_configs: int = 4,
+    target_column: str | None = None,
 ) -> EvaluationResult:
     """Each method's prediction of each measured ok run's budget energy, and its errors.
 
-    ``project_after``: the number of consecutive stable epochs STEP waits for (its window).
-    ``target_column``: the measured energy to compare with (``energy_total_j``: every component;
-    ``energy_gpu_j``: the GPUs only, closer to what the baselines model). Units: J.
+    ``target``: "total", "gpu" or "paper" (see ``TARGETS``); ``target_column`` (the old
+    spelling: "energy_total_j" / "energy_gpu_j") is accepted too. ``protocols``: any of "loco",
+    "lomo", "lopo", or "all". ``step_method``: "wattlab", "paper" or "both". ``project_after``
+    and ``tolerance``: wattlab's STEP rule (window and stability tolerance).
+    ``paper_stable_epoch`` (s; None: from FLUSS on the trace) and ``paper_window_epochs`` (w):
+    the published rule. ``traces_df``: the ``trace`` table (run_id, t_s, component, power_w),
+    for FLUSS. Units: J.
     """
-    if target_column not in runs_df:
-        raise DataError(f"the runs table has no column {target_column!r} to evaluate against.")
+    if target_column is not None:
+        by_column = {cols[0]: name for name, (cols, _) in TARGETS.items() if len(cols) == 1}
+        if target_column not in by_column:
+            raise ConfigError(
+                f"target_column must be one of {', '.join(by_column)}, got {target_column!r}."
+            )
+        target = by_column[target_column]
+    if target not in TARGETS:
+        raise ConfigError(f"the target must be one of {', '.join(TARGETS)}, got {target!r}.")
+    chosen_protocols = _parse_protocols(protocols)
+    methods = methods_for(step_method)
+    columns, target_text = TARGETS[target]
+    missing = [c for c in columns if c not in runs_df]
+    if missing:
+        raise DataError(
+            f"the runs table has no column {', '.join(missing)} for the target {target!r}."
+        )
     id_column = "id" if "id" in runs_df else "run_id"
     if id_column not in runs_df:
         raise DataError("the runs table needs an 'id' (or 'run_id') column.")
     status = runs_df["status"] if "status" in runs_df else pd.Series("ok", index=runs_df.index)
-    target = pd.to_numeric(runs_df[target_column], errors="coerce")
-    runs = runs_df[(status == "ok") & (target > 0)]
+    measured_all = (
+        runs_df[list(columns)]
+        .apply(pd.to_numeric, errors="coerce")
+        .sum(axis=1, min_count=len(columns))
+    )
+    runs = runs_df[(status == "ok") & (measured_all > 0)]
+    without_target = int(((status == "ok") & ~(measured_all > 0)).sum())
     if runs.empty:
-        raise DataError(f"there are no ok runs with a measured {target_column} to evaluate.")
+        raise DataError(f"there are no ok runs with a measured {' + '.join(columns)} to evaluate.")
     if len(windows_df):
-        needed = ("run_id", "name", "epoch", "duration_s", "energy_total_j")
-        missing = [c for c in needed if c not in windows_df]
-        if missing:
-            raise DataError(f"the windows table lacks the columns {', '.join(missing)}.")
+        needed = ("run_id", "name", "epoch", "duration_s")
+        absent = [c for c in needed if c not in windows_df]
+        if absent:
+            raise DataError(f"the windows table lacks the columns {', '.join(absent)}.")
     epochs = windows_df[windows_df["name"] == "epoch"] if len(windows_df) else windows_df
+    gpu_trace = None
+    if traces_df is not None and len(traces_df):
+        gpu_trace = traces_df[traces_df["component"].astype(str) == "gpu:0"]
 
-    pre_estimates, pre_excluded = _pre_loco(
-        runs, pre_search_iter, tuple(pre_families), pre_min_configs
-    )
-    prediction_rows: list[dict[str, Any]] = []
-    excluded_rows: list[dict[str, Any]] = []
-    for index, series in runs.iterrows():
-        run = series.to_dict()
-        run_id = run[id_column]
-        measured = float(run[target_column])
-        run_epochs = epochs[epochs["run_id"] == run_id] if len(epochs) else epochs
-        estimates = _baseline_estimates(run, flops_utilization)
-        if len(run_epochs):
-            estimates.extend(_step_estimates(run, run_epochs, project_after, tolerance))
-        else:
-            reason = "the run has no epoch windows"
-            estimates.extend([cannot_apply("step", reason), cannot_apply("step-power", reason)])
-        if index in pre_estimates:
-            estimates.append(pre_estimates[index])
-        else:
-            estimates.append(cannot_apply("pre", pre_excluded.get(index, "not predicted")))
-        for estimate in estimates:
-            if not estimate.ok:
-                excluded_rows.append(
-                    {"run_id": run_id, "method": estimate.method, "reason": estimate.error}
-                )
-                continue
-            prediction_rows.append(
-                {
-                    "run_id": run_id,
-                    "label": _get(run, "label"),
-                    "config_hash": _get(run, "config_hash"),
-                    "method": estimate.method,
-                    "predicted_j": estimate.energy_j,
-                    "measured_j": measured,
-                    "low_j": estimate.energy_low_j,
-                    "high_j": estimate.energy_high_j,
-                    "error_percent": (estimate.energy_j - measured) / measured * 100.0,
-                }
-            )
-    predictions = pd.DataFrame(
-        prediction_rows,
-        columns=[
-            "run_id",
-            "label",
-            "config_hash",
-            "method",
-            "predicted_j",
-            "measured_j",
-            "low_j",
-            "high_j",
-            "error_percent",
-        ],
-    )
-    excluded = pd.DataFrame(excluded_rows, columns=["run_id", "method", "reason"])
-    metrics = {}
-    for method in EVALUATED_METHODS:
-        rows = predictions[predictions["method"] == method]
-        metrics[method] = _metrics(
-            rows["predicted_j"].to_numpy(dtype=float), rows["measured_j"].to_numpy(dtype=float)
-        )
-        metrics[method]["excluded"] = int((excluded["method"] == method).sum())
-    provenances = sorted({str(p) for p in runs.get("provenance", pd.Series(dtype=object)).dropna()})
-    settings = {
+    settings: dict[str, Any] = {
         "runs": int(len(runs)),
-        "target_column": target_column,
-        "measured_provenance": provenances,
+        "runs_without_target": without_target,
+        "target": target,
+        "target_columns": list(columns),
+        "target_covers": target_text,
+        "target_column": columns[0] if len(columns) == 1 else " + ".join(columns),
+        "protocols": chosen_protocols,
+        "step_method": step_method,
+        "methods": list(methods),
         "step_window_epochs": project_after,
         "step_tolerance": tolerance,
+        "paper_stable_epoch": paper_stable_epoch,
+        "paper_window_epochs": paper_window_epochs,
         "flops_utilization": flops_utilization,
         "pre_search_iter": pre_search_iter,
         "pre_families": list(pre_families),
+        "measured_provenance": sorted(
+            {str(p) for p in runs.get("provenance", pd.Series(dtype=object)).dropna()}
+        ),
     }
-    return EvaluationResult(predictions, metrics, excluded, settings)
+    step_wanted = tuple(m for m in methods if m.startswith("step"))
+    prediction_rows: list[dict[str, Any]] = []
+    excluded_rows: list[dict[str, Any]] = []
+
+    def record(run: dict, run_id: Any, protocol: str, estimate: Estimate, measured: float) -> None:
+        if estimate.ok:
+            prediction_rows.append(_row(run, run_id, protocol, estimate, measured))
+        else:
+            excluded_rows.append(
+                {
+                    "run_id": run_id,
+                    "protocol": protocol,
+                    "method": estimate.method,
+                    "reason": estimate.error,
+                }
+            )
+
+    measured_by_index = measured_all.loc[runs.index]
+    for index, series in runs.iterrows():
+        run = series.to_dict()
+        run_id = run[id_column]
+        measured = float(measured_by_index.loc[index])
+        run_epochs = epochs[epochs["run_id"] == run_id] if len(epochs) else epochs
+        run_trace = None
+        if gpu_trace is not None:
+            run_trace = gpu_trace[gpu_trace["run_id"] == run_id]
+        estimates = _baseline_estimates(run, target, flops_utilization)
+        estimates += _step_estimates(run, run_epochs, columns, step_wanted, settings, run_trace)
+        for estimate in estimates:
+            record(run, run_id, ONLINE, estimate, measured)
+    for protocol in chosen_protocols:
+        pre, pre_excluded = _pre_held_out(
+            runs, columns, protocol, pre_search_iter, tuple(pre_families), pre_min_configs
+        )
+        for index, series in runs.iterrows():
+            run = series.to_dict()
+            estimate = pre.get(index) or cannot_apply(
+                "pre", pre_excluded.get(index, "not predicted")
+            )
+            record(run, run[id_column], protocol, estimate, float(measured_by_index.loc[index]))
+
+    predictions = pd.DataFrame(prediction_rows, columns=_PREDICTION_COLUMNS)
+    excluded = pd.DataFrame(excluded_rows, columns=["run_id", "protocol", "method", "reason"])
+    tables = {
+        protocol: _protocol_table(predictions, excluded, protocol, methods)
+        for protocol in chosen_protocols
+    }
+    metrics = {m: tables[chosen_protocols[0]]["methods"][m]["own"] for m in methods}
+    return EvaluationResult(predictions, metrics, excluded, settings, tables)
+
+
+def _protocol_table(
+    predictions: pd.DataFrame, excluded: pd.DataFrame, protocol: str, methods: tuple[str, ...]
+) -> dict[str, Any]:
+    rows = predictions[predictions["protocol"].isin([ONLINE, protocol])]
+    by_method = {m: rows[rows["method"] == m] for m in methods}
+    scored = [m for m in methods if len(by_method[m])]
+    common: set[Any] | None = None
+    for method in scored:
+        ids = set(by_method[method]["run_id"])
+        common = ids if common is None else common & ids
+    common = common or set()
+    out_methods = {}
+    for method in methods:
+        own = score(by_method[method])
+        gone = excluded[
+            (excluded["method"] == method) & excluded["protocol"].isin([ONLINE, protocol])
+        ]
+        own["excluded"] = int(len(gone))
+        entry = score(by_method[method][by_method[method]["run_id"].isin(common)])
+        entry["own"] = own
+        out_methods[method] = entry
+    return {
+        "label": PROTOCOLS[protocol][1],
+        "common_runs": len(common),
+        "common_run_ids": sorted(common, key=str),
+        "common_methods": scored,
+        "unscored_methods": [m for m in methods if m not in scored],
+        "methods": out_methods,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# Outputs
 
 
 def _kj(value: float | None) -> str:
@@ -617,50 +766,85 @@ def _pct(value: float | None) -> str:
 
 
 def evaluation_markdown(result: EvaluationResult) -> str:
-    """The evaluation as a Markdown table with the settings and the exclusions."""
+    """The evaluation as Markdown: one table per protocol on the common runs, the settings and
+    the exclusions."""
     settings = result.settings
+    target = settings.get("target", "total")
     lines = [
         "# Energy estimation methods against measured runs",
         "",
-        f"{settings.get('runs', '?')} measured ok runs; target `{settings.get('target_column')}` "
-        f"(provenance: {', '.join(settings.get('measured_provenance') or ['unknown'])}).",
-        "",
-        "| method | n | RMSE (kJ) | MAPE | median APE | bias | excluded |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: |",
+        f"{settings.get('runs', '?')} measured ok runs. Target `{target}`: "
+        f"{settings.get('target_covers', '')} (`{' + '.join(settings.get('target_columns', []))}`"
+        f"; provenance: {', '.join(settings.get('measured_provenance') or ['unknown'])}). "
+        "Every method predicts this target, except where *covers* says less.",
     ]
-    for method in EVALUATED_METHODS:
-        m = result.metrics.get(method, {})
-        lines.append(
-            f"| {METHOD_LABELS[method]} | {m.get('n', 0)} | {_kj(m.get('rmse_j'))} | "
-            f"{_pct(m.get('mape_percent'))} | {_pct(m.get('mdape_percent'))} | "
-            f"{_pct(m.get('bias_percent'))} | {m.get('excluded', 0)} |"
-        )
+    for protocol, table in result.protocols.items():
+        lines += [
+            "",
+            f"## {table['label']} ({protocol}): {table['common_runs']} common runs",
+            "",
+            "Metrics over the runs every scored method could handle; *own n* and *own MAPE* "
+            "are over all the runs the method handled.",
+            "",
+            "| method | covers | n | RMSE (kJ) | MAPE | median APE | bias | interval coverage "
+            "| own n | own MAPE | excluded |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
+        for method in result.methods:
+            m = table["methods"][method]
+            own = m["own"]
+            coverage = m.get("coverage_percent")
+            coverage_text = (
+                "no interval" if coverage is None else (f"{coverage:.0f} % of {m['interval_runs']}")
+            )
+            lines.append(
+                f"| {METHOD_LABELS[method]} | {covers(method, target)} | {m['n']} | "
+                f"{_kj(m['rmse_j'])} | {_pct(m['mape_percent'])} | {_pct(m['mdape_percent'])} | "
+                f"{_pct(m['bias_percent'])} | {coverage_text} | {own['n']} | "
+                f"{_pct(own['mape_percent'])} | {own['excluded']} |"
+            )
+        if table["unscored_methods"]:
+            names = ", ".join(METHOD_LABELS[m] for m in table["unscored_methods"])
+            lines += ["", f"Not in the common set (no run it could handle): {names}."]
+    stable = settings.get("paper_stable_epoch")
     lines += [
         "",
         "How: ML CO2 Impact and Green Algorithms use each run's measured duration and recorded "
-        "TDP (NVML default power limit); the FLOPs baseline predicts its duration from 3 x "
-        f"forward FLOPs at {settings.get('flops_utilization', 0.3):.0%} of the dense peak "
-        "(an assumption); STEP projects once "
+        "maximum power limit; the FLOPs estimate (wattlab's own construction) predicts its "
+        f"duration from 3 x forward FLOPs at {settings.get('flops_utilization', 0.3):.0%} of "
+        "the capped dense peak; STEP (wattlab's rule) projects once "
         f"{settings.get('step_window_epochs')} consecutive epochs are stable within "
-        f"{settings.get('step_tolerance', 0.05):.0%}; STEP (power-based) multiplies that "
-        "window's mean power by the measured duration; PRE is fitted without the run's own "
-        "configuration (leave one configuration out). Bias is the mean signed error.",
+        f"{settings.get('step_tolerance', 0.05):.0%}; STEP (published rule) projects from a "
+        f"window of w = {settings.get('paper_window_epochs')} epochs starting at s = "
+        f"{'the FLUSS stable epoch' if stable is None else stable}; each power-based twin is "
+        "the window's mean power x the measured duration; PRE is fitted without the held-out "
+        "run's group. Bias is the mean signed error.",
     ]
     if len(result.excluded):
-        lines += ["", "## Left out", "", "| method | runs | reason |", "| --- | ---: | --- |"]
-        grouped = result.excluded.groupby(["method", "reason"], sort=False).size()
-        for (method, reason), count in grouped.items():
-            lines.append(f"| {METHOD_LABELS.get(method, method)} | {count} | {reason} |")
+        lines += [
+            "",
+            "## Left out",
+            "",
+            "| method | protocol | runs | reason |",
+            "| --- | --- | ---: | --- |",
+        ]
+        grouped = result.excluded.groupby(["method", "protocol", "reason"], sort=False).size()
+        for (method, protocol, reason), count in grouped.items():
+            lines.append(
+                f"| {METHOD_LABELS.get(method, method)} | {protocol} | {count} | {reason} |"
+            )
     return "\n".join(lines) + "\n"
 
 
 def write_evaluation(result: EvaluationResult, out_dir: str | Path) -> dict[str, Path]:
-    """Write evaluation.md, evaluation.json and predicted-vs-measured.png/.svg to ``out_dir``;
-    returns the paths by kind ("markdown", "json", "png", "svg")."""
+    """Write evaluation.md, evaluation.json and predicted-vs-measured.png/.svg to ``out_dir``
+    (the first protocol's predictions); returns the paths by kind."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+
+    from wattlab.jsonio import write_text_atomic
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -670,18 +854,19 @@ def write_evaluation(result: EvaluationResult, out_dir: str | Path) -> dict[str,
         "png": out / "predicted-vs-measured.png",
         "svg": out / "predicted-vs-measured.svg",
     }
-    paths["markdown"].write_text(evaluation_markdown(result), encoding="utf-8")
-    paths["json"].write_text(result.to_json() + "\n", encoding="utf-8")
+    write_text_atomic(paths["markdown"], evaluation_markdown(result))
+    write_text_atomic(paths["json"], result.to_json() + "\n")
 
+    first = result.settings.get("protocols", ["loco"])[0]
+    predictions = result.predictions[result.predictions["protocol"].isin([ONLINE, first])]
     fig, ax = plt.subplots(figsize=(6.5, 6.0))
-    predictions = result.predictions
-    markers = dict(zip(EVALUATED_METHODS, "os^DvP", strict=True))
+    markers = dict(zip(EVALUATED_METHODS, "os^DvP<>", strict=True))
     if predictions.empty:
         ax.text(
             0.5, 0.5, "no predictions to plot", ha="center", va="center", transform=ax.transAxes
         )
     else:
-        for method in EVALUATED_METHODS:
+        for method in result.methods:
             rows = predictions[predictions["method"] == method]
             if rows.empty:
                 continue
@@ -701,9 +886,9 @@ def write_evaluation(result: EvaluationResult, out_dir: str | Path) -> dict[str,
         ax.set_xlim(low, high)
         ax.set_ylim(low, high)
         ax.legend(fontsize=7, loc="upper left")
-    ax.set_xlabel(f"measured energy, kJ ({result.settings.get('target_column')})")
+    ax.set_xlabel(f"measured energy, kJ (target {result.settings.get('target')})")
     ax.set_ylabel("predicted energy, kJ (estimated)")
-    ax.set_title("Energy estimates against measurements")
+    ax.set_title(f"Energy estimates against measurements ({first})")
     fig.tight_layout()
     fig.savefig(paths["png"], dpi=150)
     fig.savefig(paths["svg"])
@@ -713,10 +898,14 @@ def write_evaluation(result: EvaluationResult, out_dir: str | Path) -> dict[str,
 
 __all__ = [
     "EVALUATED_METHODS",
+    "PROTOCOLS",
+    "STEP_METHODS",
+    "TARGETS",
     "EvaluationResult",
-    "estimate_all",
+    "covers",
     "evaluate_methods",
     "evaluation_markdown",
-    "format_estimates",
+    "methods_for",
+    "score",
     "write_evaluation",
 ]

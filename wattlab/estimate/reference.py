@@ -4,7 +4,8 @@ Format: leading lines starting with ``#`` say how the data was measured (hardwar
 meters, dates, who); then a header and one row per run with the ``runs`` columns the estimators
 need, plus ``epoch_energy_j`` and ``epoch_duration_s``: the run's per-epoch energies (J) and
 durations (s) as space-separated numbers, epoch 1 first (empty when the run has no epoch
-windows). ``run_id`` is the run's id in the database it came from.
+windows); optionally ``epoch_energy_gpu_j`` and ``epoch_energy_dram_j``, the same per
+component. ``run_id`` is the run's id in the database it came from.
 """
 
 from __future__ import annotations
@@ -55,6 +56,12 @@ RUN_COLUMNS = (
     "accuracy",
 )
 LIST_COLUMNS = ("epoch_energy_j", "epoch_duration_s")
+# Optional per-epoch components (written when the windows have them), so every target
+# (total, GPU, GPU + RAM) can be projected by STEP: list column -> windows column.
+COMPONENT_LIST_COLUMNS = {
+    "epoch_energy_gpu_j": "energy_gpu_j",
+    "epoch_energy_dram_j": "energy_dram_j",
+}
 REQUIRED_COLUMNS = (
     "run_id",
     "status",
@@ -122,13 +129,23 @@ def write_reference_csv(
         runs["run_id"] = runs["id"]
     epochs = windows_df[windows_df["name"] == "epoch"] if len(windows_df) else windows_df
     energy_lists, duration_lists = [], []
+    components = [
+        (list_column, column)
+        for list_column, column in COMPONENT_LIST_COLUMNS.items()
+        if len(epochs) and column in epochs and epochs[column].notna().all()
+    ]
+    component_lists: dict[str, list[str]] = {list_column: [] for list_column, _ in components}
     for run_id in runs["run_id"]:
         rows = epochs[epochs["run_id"] == run_id].sort_values("epoch") if len(epochs) else epochs
         energy_lists.append(" ".join(_number_text(v) for v in rows.get("energy_total_j", [])))
         duration_lists.append(" ".join(_number_text(v) for v in rows.get("duration_s", [])))
+        for list_column, column in components:
+            component_lists[list_column].append(" ".join(_number_text(v) for v in rows[column]))
     out = runs.reindex(columns=list(RUN_COLUMNS))
     out["epoch_energy_j"] = energy_lists
     out["epoch_duration_s"] = duration_lists
+    for list_column, values in component_lists.items():
+        out[list_column] = values
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", encoding="utf-8", newline="") as handle:
@@ -160,7 +177,7 @@ def _read(path: Path) -> str:
         raise DataError(f"reference data {str(path)!r} cannot be read: {error}.") from None
 
 
-def _parse_list(text: object, run_id: object, column: str) -> list[float]:
+def _parse_list(text: object, run_id: object, column: str, *, zero_ok: bool = False) -> list[float]:
     if text is None or (isinstance(text, float) and math.isnan(text)):
         return []
     try:
@@ -169,8 +186,9 @@ def _parse_list(text: object, run_id: object, column: str) -> list[float]:
         raise DataError(
             f"run {run_id}: {column} must be space-separated numbers, got {str(text)[:40]!r}."
         ) from None
-    if any(not (math.isfinite(v) and v > 0) for v in values):
-        raise DataError(f"run {run_id}: every value in {column} must be a positive number.")
+    if any(not (math.isfinite(v) and (v > 0 or (zero_ok and v == 0))) for v in values):
+        kind = "a number >= 0" if zero_ok else "a positive number"
+        raise DataError(f"run {run_id}: every value in {column} must be {kind}.")
     return values
 
 
@@ -186,7 +204,10 @@ def load_reference_csv(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         raise DataError(f"reference data {str(path)!r} has no header row or runs.")
     try:
         runs = pd.read_csv(
-            io.StringIO(body), dtype={c: "string" for c in _TEXT_COLUMNS | set(LIST_COLUMNS)}
+            io.StringIO(body),
+            dtype={
+                c: "string" for c in _TEXT_COLUMNS | set(LIST_COLUMNS) | set(COMPONENT_LIST_COLUMNS)
+            },
         )
     except (pd.errors.ParserError, ValueError) as error:
         raise DataError(f"reference data {str(path)!r} is not a valid CSV: {error}.") from None
@@ -219,11 +240,23 @@ def load_reference_csv(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
                 f"run {run_id}: epoch_energy_j has {len(energies)} values but epoch_duration_s "
                 f"has {len(durations)}."
             )
+        parts = {}
+        for list_column, column in COMPONENT_LIST_COLUMNS.items():
+            if list_column not in runs.columns:
+                continue
+            values = _parse_list(run[list_column], run_id, list_column, zero_ok=True)
+            if len(values) != len(energies):
+                raise DataError(
+                    f"run {run_id}: {list_column} has {len(values)} values but epoch_energy_j "
+                    f"has {len(energies)}."
+                )
+            parts[column] = values
         for epoch, (energy_j, duration_s) in enumerate(
             zip(energies, durations, strict=True), start=1
         ):
             windows.append(
                 {
+                    **{column: values[epoch - 1] for column, values in parts.items()},
                     "run_id": run_id,
                     "name": "epoch",
                     "epoch": epoch,
@@ -236,7 +269,7 @@ def load_reference_csv(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
                     "short_window": 0,
                 }
             )
-    runs = runs.drop(columns=list(LIST_COLUMNS))
+    runs = runs.drop(columns=[c for c in (*LIST_COLUMNS, *COMPONENT_LIST_COLUMNS) if c in runs])
     runs.insert(0, "id", runs["run_id"])
     columns = [
         "run_id",
@@ -246,6 +279,7 @@ def load_reference_csv(path: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
         "duration_s",
         "samples",
         "energy_total_j",
+        *[c for c in COMPONENT_LIST_COLUMNS.values() if any(c in w for w in windows[:1])],
         "mean_power_w",
         "provenance",
         "short_window",

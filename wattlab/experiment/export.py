@@ -2,14 +2,13 @@
 
 Each table becomes one file named after it (``runs.csv``, ``windows.csv``, ``trace.csv``,
 ``sweeps.csv``) with exactly the schema's column names and units. Files are written to a
-temporary name and renamed into place, so a reader never sees half a file.
+temporary name and renamed into place (``wattlab.jsonio.write_atomic``), so a reader never
+sees half a file; they get the mode a plain open() would give (the umask is honoured).
 """
 
 from __future__ import annotations
 
 import importlib
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -17,6 +16,7 @@ import pandas as pd
 
 from wattlab.errors import ConfigError, DataError
 from wattlab.experiment.store import Store
+from wattlab.jsonio import write_atomic
 
 FORMATS = ("csv", "parquet", "json")
 TABLES = ("runs", "windows", "trace", "sweeps")
@@ -45,7 +45,7 @@ def export_tables(
     written = []
     for name in TABLES:
         path = out / f"{name}.{fmt}"
-        _write_atomic(path, _writer(tables[name], fmt))
+        write_atomic(path, _writer(tables[name], fmt))
         written.append(path)
     return written
 
@@ -87,16 +87,3 @@ def _writer(frame: pd.DataFrame, fmt: str) -> Callable[[Path], None]:
     if fmt == "json":
         return lambda path: frame.to_json(path, orient="records", indent=1)
     return lambda path: frame.to_parquet(path, index=False)
-
-
-def _write_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """Write through a temporary file in the same folder, then rename it over ``path``."""
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise

@@ -108,13 +108,9 @@ def check_inputs(cfg: RunConfig) -> None:
 
 def preflight(cfg: RunConfig, db_path: str | Path) -> None:
     """Every check that can fail on user input, before anything is set or written."""
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.store import check_writable_database
 
-    path = Path(db_path)
-    if path.exists():
-        open_store(path, create=False).close()  # refuses a file that is not wattlab's
-    elif not path.parent.is_dir():
-        raise ConfigError(f"cannot create the database {path}: {path.parent} does not exist.")
+    check_writable_database(db_path)  # wattlab's, intact, writable (or its folder is)
     check_inputs(cfg)
     check_devices(cfg)
 
@@ -215,6 +211,7 @@ def run(
 
     ``warm``: a sweep's WarmWorker; single-process runs go to it instead of a new process.
     """
+    requested_unix = time.time()  # the launch phase of a subprocess run starts here
     preflight(cfg, opts.db_path)
     if cfg.device == "cuda":
         restore_pending_limits(pynvml_module)
@@ -230,6 +227,8 @@ def run(
             opts.power_limit_requested_w = cfg.power_limit_w
         if opts.idle is None:
             opts.idle = read_idle(cfg)
+        if subprocess_launch or warm is not None:
+            opts.launched_at_unix = opts.launched_at_unix or requested_unix
         if warm is not None and cfg.world_size == 1 and nnodes == 1:
             opts.launcher = "warm-worker"
             opts.run_id = _claim(cfg, opts)
@@ -290,7 +289,8 @@ def _launch(
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // cfg.world_size)))
         env[ENV_PARENT_PID] = str(os.getpid())  # the workers watch us too, not only torchrun
-        opts.launched_at_unix = time.time()
+        if opts.launched_at_unix is None:
+            opts.launched_at_unix = time.time()
         opts.launcher = "torchrun"
         opts_path.write_text(json.dumps(opts.to_json()))
         child = subprocess.Popen(

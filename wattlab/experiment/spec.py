@@ -40,14 +40,16 @@ from pydantic import (
     Field,
     TypeAdapter,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
-from wattlab.errors import ConfigError
+from wattlab.bounds import BOUNDS, MAX_SWEEP_RUNS, check_number
+from wattlab.errors import ConfigError, echo
 from wattlab.train.config import NOT_HASHED, RunConfig, format_validation_error
 
-PRESETS = ("paper-12", "quickstart", "h200-1gpu")
+PRESETS = ("paper-12", "quickstart", "h200-1gpu", "demo-gpu", "demo-cpu")
 
 _RUN_FIELDS = tuple(RunConfig.model_fields)
 # Set by the sweep itself: `sweep` is the spec's name, `codecarbon` a top-level key.
@@ -58,6 +60,10 @@ _SET_BY_SPEC = {
 MAX_COOLDOWN_S = 3600.0  # one hour between runs at most
 MIN_COOLDOWN_C, MAX_COOLDOWN_C = 20.0, 100.0  # a GPU temperature to wait for, in degrees C
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# A spec file larger than this, or whose YAML expands (aliases counted) to more values, is
+# refused before it is built: a billion-laughs file must not take minutes and gigabytes.
+MAX_SPEC_BYTES = 1_000_000
+MAX_YAML_VALUES = 100_000
 
 
 @dataclass(frozen=True)
@@ -117,13 +123,13 @@ def _describe(error: dict[str, Any], where: str) -> str:
     if kind == "missing":
         return f"missing key {where!r} at top level."
     value = error.get("input")
-    return f"{where}: {_expected(error)}, got {value!r}."
+    return f"{where}: {_expected(error)}, got {echo(value)}."
 
 
 def _unknown_key(key: object, where: str, allowed: tuple[str, ...]) -> ConfigError:
     close = difflib.get_close_matches(str(key), allowed, n=1)
     hint = f"did you mean {close[0]!r}?" if close else "allowed: " + ", ".join(allowed) + "."
-    return ConfigError(f"unknown key {key!r} {where}; {hint}")
+    return ConfigError(f"unknown key {echo(key)} {where}; {hint}")
 
 
 @cache
@@ -134,9 +140,12 @@ def _adapter(field: str) -> TypeAdapter[Any]:
 def _check_value(field: str, value: Any, where: str) -> Any:
     """Validate one RunConfig field value (strictly: YAML gives typed values); return it coerced."""
     try:
-        return _adapter(field).validate_python(value, strict=True)
+        checked = _adapter(field).validate_python(value, strict=True)
     except ValidationError as error:
         raise ConfigError(_describe(error.errors()[0], where)) from None
+    if field in BOUNDS:
+        check_number(field, checked, where, spec=True)
+    return checked
 
 
 def _check_run_key(key: object, section: str) -> str:
@@ -145,6 +154,21 @@ def _check_run_key(key: object, section: str) -> str:
     if key in _SET_BY_SPEC:
         raise ConfigError(f"{section}.{key}: not allowed here; {_SET_BY_SPEC[key]}.")
     return key
+
+
+def _check_run_count(axis_lengths: list[int], repetitions: int) -> None:
+    """Refuse a spec that expands to more than MAX_SWEEP_RUNS runs, before expanding it."""
+    runs = repetitions
+    for length in axis_lengths:
+        runs *= max(length, 1)
+        if runs > MAX_SWEEP_RUNS:
+            break
+    if runs > MAX_SWEEP_RUNS:
+        shape = " x ".join(str(n) for n in axis_lengths[:8])
+        raise ConfigError(
+            f"the sweep expands to more than {MAX_SWEEP_RUNS} runs (grid {shape}, "
+            f"{repetitions} repetition(s)); split it into smaller sweeps."
+        )
 
 
 def _point_text(point: dict[str, Any]) -> str:
@@ -187,9 +211,14 @@ class SweepSpec(BaseModel):
     def _check_name(cls, name: str) -> str:
         if not _NAME_RE.match(name):
             raise ConfigError(
-                f"name: expected letters, digits, '.', '_' or '-' (no spaces), got {name!r}."
+                f"name: expected letters, digits, '.', '_' or '-' (no spaces), got {echo(name)}."
             )
         return name
+
+    @field_validator("repetitions", "warmup_runs", "cooldown_s", "order_seed")
+    @classmethod
+    def _check_bounds(cls, value: Any, info: ValidationInfo) -> Any:
+        return check_number(str(info.field_name), value, str(info.field_name), spec=True)
 
     @field_validator("base")
     @classmethod
@@ -207,6 +236,7 @@ class SweepSpec(BaseModel):
             raise ConfigError(
                 "grid: no axes; give at least one, such as precision: [fp32, amp-bf16]."
             )
+        _check_run_count([len(v) if isinstance(v, list) else 1 for v in grid.values()], 1)
         out = {}
         for key, values in grid.items():
             _check_run_key(key, "grid")
@@ -221,13 +251,14 @@ class SweepSpec(BaseModel):
             for i, value in enumerate(values):
                 value = _check_value(key, value, f"grid.{key}[{i}]")
                 if value in checked:
-                    raise ConfigError(f"grid.{key}[{i}]: {value!r} appears twice in this axis.")
+                    raise ConfigError(f"grid.{key}[{i}]: {echo(value)} appears twice in this axis.")
                 checked.append(value)
             out[key] = checked
         return out
 
     @model_validator(mode="after")
     def _check_spec(self) -> SweepSpec:
+        _check_run_count([len(v) for v in self.grid.values()], self.repetitions)
         for key in self.grid:
             if key in self.base:
                 raise ConfigError(f"grid.{key}: {key} is set in both base and grid; keep one.")
@@ -261,12 +292,13 @@ class SweepSpec(BaseModel):
             value = _check_value(key, value, f"baseline.{key}")
             if value not in self.grid[key]:
                 raise ConfigError(
-                    f"baseline.{key}: {value!r} is not among grid.{key} values {self.grid[key]}."
+                    f"baseline.{key}: {echo(value)} is not among grid.{key} values "
+                    f"{echo(self.grid[key])}."
                 )
         for key, values in self.grid.items():
             if key not in self.baseline and len(values) > 1:
                 raise ConfigError(
-                    f"baseline: give a value for grid axis {key!r} (one of {values})."
+                    f"baseline: give a value for grid axis {key!r} (one of {echo(values)})."
                 )
 
     # -- construction ----------------------------------------------------------------------
@@ -408,18 +440,75 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                 continue
             if duplicate:
                 raise ConfigError(
-                    f"duplicate key {key!r} at line {key_node.start_mark.line + 1}; "
+                    f"duplicate key {echo(key)} at line {key_node.start_mark.line + 1}; "
                     "keep one of them."
                 )
         return super().construct_mapping(node, deep=deep)
 
 
+def _expanded_values(root: yaml.Node, source: str) -> int:
+    """How many values the YAML document expands to, every alias counted in full (a shared
+    node is counted once per use, but computed once). A ConfigError for a self-reference."""
+    sizes: dict[int, int] = {}
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, children_done = stack.pop()
+        key = id(node)
+        if key in sizes:
+            continue
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        else:
+            sizes[key] = 1
+            continue
+        if children_done:
+            on_path.discard(key)
+            sizes[key] = min(1 + sum(sizes[id(c)] for c in children), MAX_YAML_VALUES + 1)
+            continue
+        if key in on_path:
+            raise ConfigError(f"{source}: a YAML alias refers to itself; remove the loop.")
+        on_path.add(key)
+        stack.append((node, True))
+        for child in children:
+            if id(child) in on_path:
+                raise ConfigError(f"{source}: a YAML alias refers to itself; remove the loop.")
+            if id(child) not in sizes:
+                stack.append((child, False))
+    return sizes[id(root)]
+
+
 def parse_yaml(text: str, source: str) -> Any:
-    """Parse YAML text; a syntax error is a ConfigError naming ``source`` and the line."""
+    """Parse YAML text; a syntax error is a ConfigError naming ``source`` and the line. A text
+    over MAX_SPEC_BYTES, or one that expands to more than MAX_YAML_VALUES values (anchors and
+    aliases counted, as in a billion-laughs file), is refused before anything is built."""
+    if len(text) > MAX_SPEC_BYTES:
+        raise ConfigError(
+            f"{source}: the spec is {len(text)} characters long; at most {MAX_SPEC_BYTES} are "
+            "allowed."
+        )
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+        loader = _UniqueKeyLoader(text)
+        try:
+            node = loader.get_single_node()
+            if node is None:
+                return None
+            if _expanded_values(node, source) > MAX_YAML_VALUES:
+                raise ConfigError(
+                    f"{source}: the spec expands to more than {MAX_YAML_VALUES} values (YAML "
+                    "aliases counted); write the values out or split the sweep."
+                )
+            return loader.construct_document(node)
+        finally:
+            loader.dispose()
     except ConfigError as error:
+        if str(error).startswith(source):
+            raise
         raise ConfigError(f"{source}: {error}") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: the YAML is nested too deeply.") from None
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -430,18 +519,24 @@ def parse_yaml(text: str, source: str) -> Any:
 def preset_text(name: str) -> str:
     """The YAML text of a preset shipped with wattlab."""
     if name not in PRESETS:
-        raise ConfigError(f"unknown preset {name!r}; presets: {', '.join(PRESETS)}.")
+        raise ConfigError(f"unknown preset {echo(name)}; presets: {', '.join(PRESETS)}.")
     folder = resources.files("wattlab.experiment").joinpath("presets")
     return folder.joinpath(f"{name}.yaml").read_text("utf-8")
 
 
 def load_spec(path_or_preset: str | Path, **base_overrides: Any) -> SweepSpec:
     """Load a sweep spec from a YAML file, or a preset by name (``paper-12``, ``quickstart``,
-    ``h200-1gpu``), applying ``base_overrides`` (e.g. ``data_dir=...``) before validation."""
+    ``h200-1gpu``, ``demo-gpu``, ``demo-cpu``), applying ``base_overrides`` (e.g.
+    ``data_dir=...``) before validation."""
     text_or_path = str(path_or_preset)
     path = Path(text_or_path).expanduser()
     if path.is_file():
         try:
+            if path.stat().st_size > MAX_SPEC_BYTES:
+                raise ConfigError(
+                    f"{path}: the spec file is {path.stat().st_size} bytes; at most "
+                    f"{MAX_SPEC_BYTES} are allowed."
+                )
             text = path.read_text("utf-8")
         except (OSError, UnicodeDecodeError) as error:
             raise ConfigError(f"cannot read sweep spec {path}: {error}.") from None
@@ -450,7 +545,7 @@ def load_spec(path_or_preset: str | Path, **base_overrides: Any) -> SweepSpec:
         text, source = preset_text(text_or_path), f"preset {text_or_path}"
     else:
         raise ConfigError(
-            f"{text_or_path!r} is neither a sweep spec YAML file nor a preset; "
+            f"{echo(text_or_path)} is neither a sweep spec YAML file nor a preset; "
             f"presets: {', '.join(PRESETS)}."
         )
     data = parse_yaml(text, source)

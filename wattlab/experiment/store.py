@@ -15,9 +15,11 @@ from __future__ import annotations
 import datetime as _dt
 import enum
 import json
+import os
 import secrets
 import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -82,28 +84,105 @@ def schema_sql() -> str:
         return (Path(__file__).parent / "schema.sql").read_text("utf-8")
 
 
-def open_store(path: str | Path, *, create: bool = True) -> Store:
+def open_store(path: str | Path, *, create: bool = True, readonly: bool = False) -> Store:
     """Open (and, with ``create``, initialise) the wattlab database at ``path``.
 
-    Raises DataError when the file is not a wattlab database, has a newer schema, or is missing
+    An empty file counts as no database: ``create`` makes one in it, otherwise it is refused
+    like a missing file. ``readonly`` opens an existing database without changing anything in
+    it (for reports, exports and dry runs; a read-only file works). Raises DataError when the
+    file is not a wattlab database, is damaged, has a newer schema, or is missing (or empty)
     while ``create`` is False.
     """
     path = Path(path).expanduser()
     if path.is_dir():
         raise DataError(f"{path} is a folder, not a wattlab database; give a file for --db.")
+    if readonly:
+        create = False
+    if path.exists() and _is_empty(path) and not create:
+        raise DataError(
+            f"{path} is an empty file, not a wattlab database; `wattlab run` or `wattlab sweep` "
+            "creates the database in it."
+        )
     if path.exists():
         _check_sqlite_header(path)
     elif not create:
         raise DataError(f"no wattlab database at {path}; check --db or run a sweep first.")
     else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise DataError(
+                f"cannot create the database {path}: {error.strerror or error}."
+            ) from None
     try:
-        _prepare(conn, path, create=create)
+        # Opened read-write even for reading, so that closing the last connection cleans up
+        # the -wal/-shm files; query_only keeps a reader from writing.
+        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    except sqlite3.Error as error:
+        raise sqlite_error(path, error) from None
+    try:
+        _prepare(conn, path, create=create, readonly=readonly)
+        if readonly:
+            conn.execute("PRAGMA query_only = ON")
     except BaseException:
         conn.close()
         raise
     return Store(conn, path)
+
+
+def _is_empty(path: Path) -> bool:
+    try:
+        return path.stat().st_size == 0
+    except OSError:
+        return False
+
+
+def sqlite_error(path: Path, error: BaseException) -> DataError:
+    """One sentence for an SQLite failure on the database ``path``: which file, what is wrong,
+    and how to check it."""
+    lines = str(error).strip().splitlines()
+    text = lines[0][:200] if lines else type(error).__name__
+    low = text.lower()
+    if "readonly" in low or "read-only" in low:
+        return DataError(
+            f"cannot write the database {path}: it (or its folder) is read-only ({text}); "
+            "make it writable or give another --db."
+        )
+    if "locked" in low or "busy" in low:
+        return DataError(
+            f"the database {path} stayed locked by another process for {BUSY_TIMEOUT_S:g} s "
+            f"({text}); try again when that process is done."
+        )
+    return DataError(
+        f"the database {path} is damaged or unreadable ({text}); check it with "
+        f"`sqlite3 {path} 'PRAGMA integrity_check'` and restore it from a copy, or use another "
+        "--db."
+    )
+
+
+def check_writable_database(path: str | Path) -> None:
+    """Before any work: the database at ``path`` can be written (or created), is wattlab's and
+    passes SQLite's quick check. Nothing is written; a missing database is not created, but its
+    folder must exist."""
+    path = Path(path).expanduser()
+    if path.exists() and not _is_empty(path):
+        with open_store(path, readonly=True) as store:  # checks only: changes nothing
+            store.check_intact()
+        for target in (path, *(path.with_name(path.name + s) for s in ("-wal", "-shm"))):
+            if target.exists() and not os.access(target, os.R_OK | os.W_OK):
+                raise DataError(
+                    f"cannot write the database {path}: {target} is read-only; make it "
+                    "writable or give another --db."
+                )
+    folder = path.parent
+    if not folder.is_dir():
+        raise DataError(f"cannot create the database {path}: {folder} does not exist.")
+    # SQLite writes its -wal and -shm files beside the database, so the folder must take files.
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise DataError(
+            f"cannot write the database {path}: its folder {folder} is read-only; make it "
+            "writable or give another --db."
+        )
 
 
 def _check_sqlite_header(path: Path) -> None:
@@ -116,8 +195,9 @@ def _check_sqlite_header(path: Path) -> None:
         raise DataError(f"{path} is not a wattlab database (not a SQLite file).")
 
 
-def _prepare(conn: sqlite3.Connection, path: Path, *, create: bool) -> None:
-    """Validate (or create) the schema, then switch on WAL, foreign keys and the ok guard."""
+def _prepare(conn: sqlite3.Connection, path: Path, *, create: bool, readonly: bool = False) -> None:
+    """Validate (or create) the schema, then switch on WAL, foreign keys and the ok guard
+    (only the checks when ``readonly``)."""
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         conn.execute("PRAGMA foreign_keys = ON")
@@ -156,6 +236,8 @@ def _prepare(conn: sqlite3.Connection, path: Path, *, create: bool) -> None:
                 f"{path} uses database schema version {version}, which this wattlab cannot read; "
                 f"it supports version {SCHEMA_VERSION}."
             )
+        if readonly:
+            return
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
         if str(mode).lower() != "wal":
             conn.execute("PRAGMA journal_mode = WAL")
@@ -172,7 +254,7 @@ def _prepare(conn: sqlite3.Connection, path: Path, *, create: bool) -> None:
                     "remove the duplicate rows before using it."
                 ) from None
     except sqlite3.DatabaseError as error:
-        raise DataError(f"{path} could not be opened as a SQLite database ({error}).") from None
+        raise sqlite_error(path, error) from None
 
 
 def _ensure_jobs_table(conn: sqlite3.Connection) -> None:
@@ -253,9 +335,48 @@ class Store:
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self._conn = conn
         self.path = path
-        self._columns = {
-            t: self._table_columns(t) for t in ("runs", "windows", "trace", "sweeps", _JOBS_TABLE)
-        }
+        self._intact = False  # set once quick_check passed (before the first write)
+        with self._sql():
+            self._columns = {
+                t: self._table_columns(t)
+                for t in ("runs", "windows", "trace", "sweeps", _JOBS_TABLE)
+            }
+
+    @contextmanager
+    def _sql(self) -> Iterator[None]:
+        """Turn an SQLite failure (damaged file, read-only, locked) into one DataError."""
+        try:
+            yield
+        except sqlite3.IntegrityError:
+            raise
+        except (sqlite3.DatabaseError, pd.errors.DatabaseError) as error:
+            cause = error.__cause__ if isinstance(error, pd.errors.DatabaseError) else error
+            raise sqlite_error(self.path, cause or error) from None
+
+    def check_intact(self) -> None:
+        """Raise DataError unless SQLite's ``PRAGMA quick_check`` passes (done once per open
+        store before its first write: a damaged database is never written into)."""
+        if self._intact:
+            return
+        try:
+            rows = [str(r[0]) for r in self._conn.execute("PRAGMA quick_check").fetchall()]
+        except sqlite3.DatabaseError as error:  # so damaged that the check itself fails
+            raise sqlite_error(
+                self.path, sqlite3.DatabaseError(f"PRAGMA quick_check: {error}")
+            ) from None
+        if rows != ["ok"]:
+            problems = [
+                line
+                for row in rows
+                for line in row.splitlines()
+                if line.strip() and not line.startswith("***")
+            ]
+            first = problems[0] if problems else "no result"
+            raise sqlite_error(
+                self.path,
+                sqlite3.DatabaseError(f"PRAGMA quick_check: {first}, {len(problems)} problem(s)"),
+            )
+        self._intact = True
 
     # -- lifecycle -------------------------------------------------------------------------
     def close(self) -> None:
@@ -303,6 +424,19 @@ class Store:
             self._checked_columns("windows", window, forbidden=("run_id",))
         job_cols = [] if job is None else self._checked_columns(_JOBS_TABLE, job, ("run_id",))
 
+        self.check_intact()
+        with self._sql():
+            return self._insert_run(run, run_cols, window_rows, trace, job, job_cols)
+
+    def _insert_run(
+        self,
+        run: dict[str, Any],
+        run_cols: list[str],
+        window_rows: list[dict[str, Any]],
+        trace: Iterable[tuple[float, str, float]],
+        job: dict[str, Any] | None = None,
+        job_cols: Sequence[str] = (),
+    ) -> int:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -525,6 +659,23 @@ class Store:
         resume and returns the seed stored the first time, whatever ``order_seed`` says. A
         different ``spec_hash`` under the same name is a ConfigError.
         """
+        self.check_intact()
+        with self._sql():
+            return self._register_sweep(name, spec_json, spec_hash, order_seed)
+
+    def sweep_record(self, name: str) -> tuple[str, int | None] | None:
+        """(spec_hash, order_seed) of the registered sweep ``name``, or None; reads only."""
+        with self._sql():
+            row = self._conn.execute(
+                "SELECT spec_hash, order_seed FROM sweeps WHERE name = ?", (name,)
+            ).fetchone()
+        if row is None:
+            return None
+        return str(row[0]), None if row[1] is None else int(row[1])
+
+    def _register_sweep(
+        self, name: str, spec_json: dict[str, Any], spec_hash: str, order_seed: int | None
+    ) -> int | None:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -581,22 +732,31 @@ class Store:
 
     def sweep_spec(self, name: str) -> dict[str, Any] | None:
         """The stored spec of sweep ``name`` as a dict, or None when there is no such sweep."""
-        row = self._conn.execute("SELECT spec_json FROM sweeps WHERE name = ?", (name,)).fetchone()
+        with self._sql():
+            row = self._conn.execute(
+                "SELECT spec_json FROM sweeps WHERE name = ?", (name,)
+            ).fetchone()
         return None if row is None else json.loads(row[0])
 
     def scheduler_jobs(self) -> pd.DataFrame:
         """Scheduler jobs behind runs: run_id, job_id, result_id, state, consumed_energy_j, ..."""
+        if not self._columns[_JOBS_TABLE]:  # an older database opened read-only
+            return pd.DataFrame(columns=["run_id", "job_id", "result_id", "consumed_energy_j"])
         return self._frame(f"SELECT * FROM {_JOBS_TABLE} ORDER BY run_id", [], _JOBS_TABLE)
 
     def stored_result_ids(self) -> set[str]:
         """The ids of every result file already merged into this database."""
+        if not self._columns[_JOBS_TABLE]:
+            return set()
         return {str(r[0]) for r in self._conn.execute(f"SELECT result_id FROM {_JOBS_TABLE}")}
 
     def completed_keys(self, sweep: str) -> set[tuple[str, int]]:
         """(config_hash, repetition) of the sweep's runs stored with status 'ok'."""
-        rows = self._conn.execute(
-            "SELECT config_hash, repetition FROM runs WHERE sweep = ? AND status = 'ok'", (sweep,)
-        )
+        with self._sql():
+            rows = self._conn.execute(
+                "SELECT config_hash, repetition FROM runs WHERE sweep = ? AND status = 'ok'",
+                (sweep,),
+            ).fetchall()
         return {(str(h), int(r)) for h, r in rows}
 
     def _by_run(self, table: str, run_ids: Iterable[int] | None) -> pd.DataFrame:
@@ -617,5 +777,6 @@ class Store:
         return pd.concat(frames, ignore_index=True)
 
     def _frame(self, sql: str, params: list[Any], table: str) -> pd.DataFrame:
-        frame = pd.read_sql_query(sql, self._conn, params=params)
+        with self._sql():
+            frame = pd.read_sql_query(sql, self._conn, params=params)
         return frame.reindex(columns=list(self._columns[table]))

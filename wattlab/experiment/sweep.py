@@ -153,12 +153,13 @@ def expected_duration_s(cfg: RunConfig, history: Any) -> float | None:
     return float(per_sample * samples)
 
 
-def make_plan(spec: Any, store: Any, machine: MachineFacts) -> SweepPlan:
+def make_plan(spec: Any, store: Any, machine: MachineFacts, *, register: bool = True) -> SweepPlan:
     """The whole sweep, in run order, with what will run, what is done and what is skipped.
 
     Every configuration this machine would run passes the input checks first (batch against
     the training set, CodeCarbon importable, dataset readable): a ConfigError before anything
-    is stored.
+    is stored. ``register`` records the sweep in the store (a real sweep); without it (a dry
+    run) nothing is written and ``store`` may be None (no database yet).
     """
     from wattlab.experiment.runner import check_inputs
 
@@ -166,12 +167,16 @@ def make_plan(spec: Any, store: Any, machine: MachineFacts) -> SweepPlan:
         config = spec.run_config(point)
         if not skip_reason(config, machine):
             check_inputs(config)
-    order_seed = store.register_sweep(
-        spec.name, spec.model_dump(mode="json"), spec.spec_hash(), spec.order_seed
-    )
+    notes: list[str] = []
+    if register:
+        order_seed = store.register_sweep(
+            spec.name, spec.model_dump(mode="json"), spec.spec_hash(), spec.order_seed
+        )
+    else:
+        order_seed = _dry_run_seed(spec, store, notes)
     planned = spec.expand(order_seed=order_seed)
-    done = store.completed_keys(spec.name)
-    history = store.runs()
+    done = store.completed_keys(spec.name) if store is not None else set()
+    history = store.runs() if store is not None else None
     entries = []
     for i, p in enumerate(planned, start=1):
         reason = skip_reason(p.config, machine)
@@ -199,8 +204,30 @@ def make_plan(spec: Any, store: Any, machine: MachineFacts) -> SweepPlan:
         order_seed=order_seed,
         warmup_runs=spec.warmup_runs,
         cooldown_s=float(spec.cooldown_s),
+        notes=notes,
         cooldown_until_c=spec.cooldown_until_c,
     )
+
+
+def _dry_run_seed(spec: Any, store: Any, notes: list[str]) -> int | None:
+    """The order seed a dry run shows, read from the store without writing to it."""
+    record = store.sweep_record(spec.name) if store is not None else None
+    if record is not None and record[0] == spec.spec_hash():
+        return record[1]
+    if record is not None:
+        notes.append(
+            f"the database already holds sweep {spec.name!r} with a different spec, so the "
+            "sweep itself would be refused; use another --db or rename the sweep"
+        )
+    if spec.order_seed is None and spec.order == "random":
+        from wattlab.experiment.spec import draw_order_seed
+
+        notes.append(
+            "the random order shown uses a seed drawn for this dry run; the sweep draws and "
+            "records its own"
+        )
+        return draw_order_seed()
+    return spec.order_seed
 
 
 SWEEP_EVAL_SAMPLES = 4096  # inside sweeps, evaluate on the first 4096 test images (fixed)
@@ -257,7 +284,7 @@ def run_plan(
     from wattlab.experiment.sweep_lock import SweepLock
     from wattlab.experiment.warm import WarmWorker
 
-    with SweepLock(opts.db_path, plan.name), WarmWorker(SWEEP_EVAL_SAMPLES) as worker:
+    with SweepLock(opts.db_path, plan.name), WarmWorker() as worker:
         with open_store(opts.db_path) as store:
             abandoned = store.abandon_running(plan.name)
         if abandoned:
@@ -281,6 +308,7 @@ def run_plan(
                     )
                     warm_opts.sweep = None
                     warm_opts.progress = False
+                    warm_opts.eval_samples = SWEEP_EVAL_SAMPLES
                     launch(todo[0].config, warm_opts)
         for i, entry in enumerate(todo):
             with open_store(opts.db_path) as store:
@@ -293,6 +321,7 @@ def run_plan(
             run_opts = WorkerOptions(**{**opts.__dict__})
             run_opts.sweep = plan.name
             run_opts.repetition = entry.repetition
+            run_opts.eval_samples = SWEEP_EVAL_SAMPLES
             outcome = launch(entry.config, run_opts)
             outcomes.append((entry, outcome))
             if on_finish:

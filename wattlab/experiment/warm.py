@@ -15,6 +15,7 @@ failed; a worker that dies mid-run has its run finished as failed by the sweep.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
@@ -34,18 +35,15 @@ CLOSE_TIMEOUT_S = 30.0
 class WarmWorker:
     """The sweep's side: start the worker on first use, send runs, collect outcomes."""
 
-    def __init__(self, eval_samples: int | None = None) -> None:
+    def __init__(self) -> None:
         self.proc: subprocess.Popen[str] | None = None
         self.runs = 0
-        self.spawned_at_unix: float | None = None
-        self.eval_samples = eval_samples
 
     def _start(self) -> subprocess.Popen[str]:
         from wattlab.experiment.lifetime import ENV_PARENT_PID, preexec_pdeathsig
 
         env = dict(os.environ)
         env[ENV_PARENT_PID] = str(os.getpid())
-        self.spawned_at_unix = time.time()
         self.runs = 0
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "wattlab.experiment.warm"],
@@ -62,15 +60,14 @@ class WarmWorker:
         """Run one claimed run (``opts.run_id``) in the worker; return a RunOutcome."""
         from wattlab.experiment.runner import RunOutcome, _stored_row, finish_as_failed
 
+        if opts.launched_at_unix is None:  # the runner sets it when the run was asked for
+            opts.launched_at_unix = time.time()
         proc = self.proc
         if proc is None or proc.poll() is not None:
-            proc = self._start()
+            proc = self._start()  # the first run's launch phase includes the worker's start
         opts.launcher = "warm-worker"
         opts.worker_run_index = self.runs
-        opts.launched_at_unix = self.spawned_at_unix if self.runs == 0 else time.time()
         opts.progress = False
-        if self.eval_samples is not None and opts.eval_samples is None:
-            opts.eval_samples = self.eval_samples
         started_at = utc_now_iso()
         received: list[int] = []
 
@@ -121,6 +118,8 @@ class WarmWorker:
         if received:
             self.close()
             raise Interrupted(received[0])
+        if outcome.status != "ok":
+            self.close()  # after a failure (an out-of-memory error, ...) the next run starts clean
         return outcome
 
     def close(self) -> None:
@@ -177,6 +176,8 @@ def serve() -> int:
             _reply(replies, opts.run_id, "failed", f"{type(error).__name__}: {error}")
             return 1
         _reply(replies, result.run_id, result.status, result.error, result.stored)
+        del result
+        gc.collect()  # the run's model and optimiser go before the next run starts
     return 0
 
 

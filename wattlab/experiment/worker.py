@@ -381,19 +381,22 @@ def _process_start_unix() -> float | None:
 def phase_columns(
     opts: WorkerOptions, started_unix: float, setup_s: float, train_result: Any, teardown_s: float
 ) -> dict[str, float | None]:
-    """The run's wall time by phase (s): launch, set-up, data, warm-up, budget, eval, teardown."""
+    """The run's wall time by phase (s): launch, set-up, data, warm-up, budget, eval, teardown.
+
+    The tools started around the budget window (CodeCarbon) count as set-up and teardown, so
+    the budget phase is the budget window and nothing else."""
     launched = opts.launched_at_unix if opts.launched_at_unix is not None else None
     if launched is None and opts.launcher == "in-process":
         launched = _process_start_unix()
     phases = dict(getattr(train_result, "phases", {}) or {})
     return {
         "phase_launch_s": max(started_unix - launched, 0.0) if launched is not None else None,
-        "phase_setup_s": setup_s + phases.get("setup", 0.0),
+        "phase_setup_s": setup_s + phases.get("setup", 0.0) + phases.get("budget_open", 0.0),
         "phase_data_s": phases.get("data"),
         "phase_warmup_s": phases.get("warmup"),
         "phase_budget_s": phases.get("budget"),
         "phase_eval_s": phases.get("eval"),
-        "phase_teardown_s": teardown_s,
+        "phase_teardown_s": teardown_s + phases.get("budget_close", 0.0),
     }
 
 

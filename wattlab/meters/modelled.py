@@ -13,7 +13,11 @@ machine's "Intel(R) Xeon(R) Processor" with 16 vCPUs give 16 x 3.5 = 56 W).
 
 Memory: ``power_w = 0.3725 W/GiB x memory in use`` (Green Algorithms, Lannelongue et al. 2021,
 per GB of memory; wattlab reads GB as GiB = 2**30 bytes, the unit DIMM sizes are quoted in).
-Memory in use is psutil.virtual_memory().used. Stated uncertainty +-50 %.
+Memory in use is, by choice (``RamEstimateMeter(measure=...)``), either the whole system's
+used memory (``"system"``, psutil.virtual_memory().used, the default) or the resident memory
+(RSS) of the training process and its children (``"process"``, as the reference paper's
+replication package does with the process's RSS). The meter's description and
+``details["memory_measure"]`` say which was used. Stated uncertainty +-50 %.
 """
 
 from __future__ import annotations
@@ -305,27 +309,72 @@ class CpuEstimateMeter(_IntegratingMeter):
         return CPU_RELATIVE_UNCERTAINTY
 
 
+RAM_MEASURES = ("system", "process")
+
+
 def _used_memory_bytes() -> float:
     import psutil
 
     return float(psutil.virtual_memory().used)
 
 
+def process_tree_rss_bytes(pid: int | None = None) -> float:
+    """Resident memory (bytes) of process ``pid`` (default: this one) and all its children, e.g.
+    the data-loader workers. Children that exit between listing and reading are skipped."""
+    import psutil
+
+    root = psutil.Process(pid)
+    total = float(root.memory_info().rss)
+    for child in root.children(recursive=True):
+        try:
+            total += float(child.memory_info().rss)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return total
+
+
+_MEASURE_TEXT = {
+    "system": "psutil.virtual_memory().used (the whole system's used memory)",
+    "process": "resident memory (RSS) of the training process and its children",
+}
+
+
 class RamEstimateMeter(_IntegratingMeter):
     """Estimated memory energy: ``w_per_gb`` W per GiB of memory in use, integrated with the
-    trapezoid rule between polls. Units: W, J, bytes."""
+    trapezoid rule between polls. Units: W, J, bytes.
+
+    ``measure``: "system" (the whole system's used memory) or "process" (RSS of process ``pid``,
+    default this one, and its children, as the reference paper). ``used_bytes_fn`` replaces the
+    reading (tests); ``measure`` still names what it stands for.
+    """
 
     def __init__(
         self,
         w_per_gb: float = RAM_W_PER_GIB,
         *,
+        measure: str = "system",
+        pid: int | None = None,
         used_bytes_fn: Callable[[], float] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if not w_per_gb > 0:
             raise ConfigError(f"w_per_gb must be a positive number of watts, got {w_per_gb}.")
+        if measure not in RAM_MEASURES:
+            raise ConfigError(
+                f"the RAM measure must be one of {', '.join(RAM_MEASURES)}, got {measure!r}."
+            )
         self.w_per_gb = w_per_gb
-        self._used = used_bytes_fn or _used_memory_bytes
+        self.measure = measure
+        if used_bytes_fn is None:
+            if measure == "process":
+                root_pid = os.getpid() if pid is None else pid
+
+                def used_bytes_fn() -> float:
+                    return process_tree_rss_bytes(root_pid)
+
+            else:
+                used_bytes_fn = _used_memory_bytes
+        self._used = used_bytes_fn
         super().__init__(clock)
         self._last_p = self._power_now()
         self.info = MeterInfo(
@@ -335,13 +384,14 @@ class RamEstimateMeter(_IntegratingMeter):
             source="model",
             description=(
                 f"estimated memory power = {w_per_gb:g} W per GiB in use (Green Algorithms), "
-                f"+-{RAM_RELATIVE_UNCERTAINTY:.0%}"
+                f"memory in use = {_MEASURE_TEXT[measure]}, +-{RAM_RELATIVE_UNCERTAINTY:.0%}"
             ),
             update_period_s=ESTIMATE_UPDATE_PERIOD_S,
             details={
                 "w_per_gib": w_per_gb,
                 "memory_unit": "GiB (2**30 bytes)",
-                "memory_measure": "psutil.virtual_memory().used",
+                "memory_measure": _MEASURE_TEXT[measure],
+                "ram_measure": measure,
                 "relative_uncertainty": RAM_RELATIVE_UNCERTAINTY,
             },
         )

@@ -136,8 +136,6 @@ class GpuDevice(Protocol):
 
     def utilization_percent(self) -> float | None: ...
 
-    def temperature_c(self) -> float | None: ...
-
     def power_limit_w(self) -> float: ...
 
     def default_power_limit_w(self) -> float: ...
@@ -209,7 +207,7 @@ class NvmlDevice:
         return None if rates is None else float(rates.gpu)
 
     def temperature_c(self) -> float | None:
-        """The GPU die's temperature in degrees C (NVML_TEMPERATURE_GPU), or None."""
+        """The GPU die temperature in degrees C (read-only), None when NVML does not say."""
         value = self._optional("nvmlDeviceGetTemperature", NVML_TEMPERATURE_GPU)
         return None if value is None else float(value)
 

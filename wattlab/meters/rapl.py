@@ -15,6 +15,11 @@ and the meter converts to joules. A reading lower than the previous one is a wra
 meter's offset grows by ``max_energy_range_uj``; a poller must read every zone at least once per
 wrap period (``required_poll_interval_s`` in ``info.details``) for this to count every wrap.
 
+A wrap is believed only when the energy it implies fits the time since the last reading at the
+zone's assumed maximum power (plus ``WRAP_SLACK_S``). A counter that steps back a little (1000 ->
+999 uJ), turns negative or exceeds its range is a *glitch*: the meter says so, and from then on
+``energy_j()`` raises a MeterError instead of reporting a made-up number as measured.
+
 Since Linux 5.10 (CVE-2020-8694) ``energy_uj`` is readable by root only; an unreadable zone is
 reported as a MeterProblem with the fix, and discovery falls back to the CPU/RAM estimates.
 """
@@ -38,6 +43,8 @@ POWERCAP_ROOT_ENV = "WATTLAB_POWERCAP_ROOT"
 ASSUMED_MAX_POWER_W = 1000.0
 # RAPL's energy status registers update about every millisecond. Units: s.
 RAPL_UPDATE_PERIOD_S = 0.001
+# Extra time allowed when judging a wrap plausible (read jitter, a slow poller). Units: s.
+WRAP_SLACK_S = 1.0
 
 CPU_FALLBACK = "estimated CPU power (TDP x utilisation model)"
 RAM_FALLBACK = "estimated memory power (W per GiB of memory in use)"
@@ -50,7 +57,8 @@ ReadText = Callable[[Path], str]
 
 
 def _read_text(path: Path) -> str:
-    with open(path) as f:
+    # Zone names are not guaranteed UTF-8: keep odd bytes visible instead of failing.
+    with open(path, encoding="utf-8", errors="backslashreplace") as f:
         return f.read()
 
 
@@ -123,7 +131,7 @@ def scan_zones(root: Path, read_text: ReadText = _read_text) -> list[RaplZone]:
     for zone_id, path in found.items():
         try:
             names[zone_id] = read_text(path / "name").strip()
-        except OSError:
+        except (OSError, ValueError):  # unreadable, or bytes a custom reader cannot decode
             continue
     zones = []
     for zone_id in sorted(names, key=_sort_key):
@@ -172,7 +180,15 @@ class RaplMeter:
             max_energy_range_uj = int(read_text(zone.path / "max_energy_range_uj").strip())
         self.max_energy_range_uj = max_energy_range_uj
         self._start_uj = self._read_uj()
+        if not 0 <= self._start_uj <= max_energy_range_uj:
+            raise ValueError(
+                f"energy_uj reads {self._start_uj}, outside the counter's range "
+                f"0..{max_energy_range_uj}"
+            )
         self._last_uj = self._start_uj
+        self._last_t = clock()
+        self.assumed_max_power_w = assumed_max_power_w
+        self.glitch: str | None = None  # set when the counter did something no wrap explains
         self._offset_uj = 0  # max_energy_range_uj per observed wrap
         self.wraps = 0
         self.read_errors = 0
@@ -204,12 +220,38 @@ class RaplMeter:
         return int(self._read(self.zone.path / "energy_uj").strip())
 
     def _update_locked(self) -> None:
+        if self.glitch is not None:
+            return
         raw = self._read_uj()
-        if raw < self._last_uj:  # the counter wrapped past max_energy_range_uj
+        now = self._clock()
+        if not 0 <= raw <= self.max_energy_range_uj:
+            self._flag_glitch(
+                f"read {raw} uJ, outside the counter's range 0..{self.max_energy_range_uj}"
+            )
+            return
+        if raw < self._last_uj:  # a wrap past max_energy_range_uj, or a glitch
+            implied_j = (self.max_energy_range_uj - self._last_uj + raw) / 1e6
+            elapsed_s = max(now - self._last_t, 0.0)
+            possible_j = self.assumed_max_power_w * (elapsed_s + WRAP_SLACK_S)
+            if implied_j > possible_j:
+                self._flag_glitch(
+                    f"stepped back from {self._last_uj} to {raw} uJ after {elapsed_s:.3g} s; as "
+                    f"a wrap that would be {implied_j:.6g} J, more than "
+                    f"{self.assumed_max_power_w:g} W could deliver"
+                )
+                return
             self.wraps += 1
             self._offset_uj += self.max_energy_range_uj
         self._last_uj = raw
+        self._last_t = now
         self._energy_j = (self._offset_uj + raw - self._start_uj) / 1e6
+
+    def _flag_glitch(self, what: str) -> None:
+        self.glitch = (
+            f"the RAPL counter {self.zone.path / 'energy_uj'} {what}: a glitch, not a wrap, so "
+            f"{self.info.component} energy is not reported"
+        )
+        self.info.details["glitch"] = self.glitch
 
     def min_poll_interval_s(self, max_power_w: float) -> float:
         """Time for this zone's counter to wrap at ``max_power_w``: a poller must read it more
@@ -228,6 +270,8 @@ class RaplMeter:
                         f"reading {self.zone.path / 'energy_uj'} failed ({exc}); check that "
                         "the powercap zone still exists and is readable."
                     ) from exc
+            if self.glitch is not None:
+                raise MeterError(self.glitch + ".")
             return self._energy_j
 
     def power_w(self) -> float | None:
@@ -247,6 +291,8 @@ class RaplMeter:
                 self._update_locked()
             except (OSError, ValueError):
                 self.read_errors += 1
+                return
+            if self.glitch is not None:
                 return
             self._polls = [*self._polls[-1:], (self._clock(), self._energy_j)]
 

@@ -110,7 +110,9 @@ class TrainResult:
     steps_per_epoch: int = 0
     duration_s: float = 0.0  # the budget's host wall time (ends after the last loss read-out)
     warmup_steps: int = 0  # warm-up steps actually run (steady step time, or the maximum)
-    phases: dict[str, float] = field(default_factory=dict)  # setup, data, warmup, budget, eval (s)
+    # wall time (s) of setup, data, warmup, budget, eval, and of the budget hooks' own opening
+    # and closing (budget_open, budget_close: CodeCarbon's start and stop, outside the window)
+    phases: dict[str, float] = field(default_factory=dict)
     eval_end_perf_s: float = 0.0  # time.perf_counter() when evaluation ended
 
 
@@ -370,6 +372,7 @@ def run_training(
     # ---- The budget ----------------------------------------------------------------------------
     hooks.begin("budget")
     budget_start = time.perf_counter()
+    phases["budget_open"] = budget_start - t_phase  # the hooks' own start-up (CodeCarbon's)
     per_epoch: list[EpochStats] = []
     step = 0
     train_model.train()
@@ -400,10 +403,12 @@ def run_training(
         per_epoch.append(stats)
         if on_epoch is not None:
             on_epoch(stats)
-    budget_duration_s = time.perf_counter() - budget_start
+    budget_end = time.perf_counter()
+    budget_duration_s = budget_end - budget_start
     hooks.end("budget", samples=budget.samples)
-    t_now = time.perf_counter()
-    phases["budget"], t_phase = t_now - t_phase, t_now
+    t_phase = time.perf_counter()
+    phases["budget"] = budget_duration_s
+    phases["budget_close"] = t_phase - budget_end  # the hooks' own shut-down (CodeCarbon's)
 
     # ---- Evaluation: each rank scores a contiguous shard, the counts are summed --------------
     hooks.begin("eval")

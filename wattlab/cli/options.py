@@ -1,0 +1,218 @@
+"""The CLI's options, shared as ``Annotated`` type aliases, and the checks they run at parse time.
+
+Every numeric flag checks its value against ``wattlab.bounds`` (finite, positive where it must
+be, a sane upper bound) and every output path is proven writable (a probe file is created and
+removed) while the command line is parsed, so a bad value is refused before anything runs. A
+refusal is a WattlabError: one sentence on stderr and exit code 2.
+
+To add a numeric flag: give it a ``BOUNDS`` entry in ``wattlab/bounds.py`` and a callback made
+by ``bounded(flag, field)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from wattlab.bounds import check_number
+from wattlab.jsonio import check_output_dir, check_writable
+
+
+def bounded(flag: str, field: str) -> Callable[[Any], Any]:
+    """A typer callback that refuses a value of ``flag`` outside ``BOUNDS[field]``."""
+
+    def callback(value: Any) -> Any:
+        return check_number(field, value, flag)
+
+    return callback
+
+
+def output_file(value: str | None) -> str | None:
+    """A typer callback: the output file can be created ('-' = stdout passes)."""
+    check_writable(value)
+    return value
+
+
+def output_dir(value: str | None) -> str | None:
+    """A typer callback: files can be written into the folder (nothing is created yet)."""
+    if value is not None:
+        check_output_dir(value)
+    return value
+
+
+def intensity_range(value: str | None) -> str | None:
+    """A typer callback: --intensity-range is LOW:HIGH with both ends inside their bound."""
+    if value is not None:
+        from wattlab.carbon import parse_intensity_range
+
+        low, high = parse_intensity_range(value)
+        check_number("carbon_intensity_kg_per_kwh", low, "--intensity-range LOW")
+        check_number("carbon_intensity_kg_per_kwh", high, "--intensity-range HIGH")
+    return value
+
+
+def _number(flag: str, field: str, help_text: str, **kwargs: Any) -> Any:
+    return typer.Option(flag, help=help_text, callback=bounded(flag, field), **kwargs)
+
+
+# --- outputs and inputs ------------------------------------------------------------------
+JsonOut = Annotated[
+    str | None,
+    typer.Option(
+        "--json", help="Write a machine-readable result here ('-' = stdout).", callback=output_file
+    ),
+]
+CsvTraceOut = Annotated[
+    str | None,
+    typer.Option(
+        "--csv-trace",
+        help="Write the power trace (t_s, component, power_w) as CSV.",
+        callback=output_file,
+    ),
+]
+ReportDir = Annotated[
+    str | None,
+    typer.Option("--out", help="Folder for report.md/.html + figures.", callback=output_dir),
+]
+EvaluationDir = Annotated[
+    str | None,
+    typer.Option("--out", help="Folder for the table and plot.", callback=output_dir),
+]
+ExportDir = Annotated[
+    str,
+    typer.Option("--out", help="Folder to write the tables into.", callback=output_dir),
+]
+Db = Annotated[str, typer.Option("--db", help="SQLite results database.")]
+SweepName = Annotated[str | None, typer.Option("--sweep", help="Only this sweep's runs.")]
+DataDir = Annotated[str | None, typer.Option("--data-dir", help="Folder with cifar-10-batches-py.")]
+
+# --- measuring ---------------------------------------------------------------------------
+Interval = Annotated[float, _number("--interval", "interval_s", "Sampling period in seconds.")]
+CarbonIntensity = Annotated[
+    float | None,
+    _number(
+        "--carbon-intensity",
+        "carbon_intensity_kg_per_kwh",
+        "kgCO2e per kWh (default 0.20, the reference study's).",
+    ),
+]
+IntensityRange = Annotated[
+    str | None,
+    typer.Option(
+        "--intensity-range",
+        help="LOW:HIGH kgCO2e/kWh for the sensitivity range (0.10:0.30).",
+        callback=intensity_range,
+    ),
+]
+Pue = Annotated[
+    float | None,
+    _number("--pue", "pue", "Power usage effectiveness of the facility (1.0)."),
+]
+PowercapRoot = Annotated[
+    str | None,
+    typer.Option(
+        "--powercap-root",
+        help="Where the powercap sysfs is mounted (default $WATTLAB_POWERCAP_ROOT or "
+        "/sys/class/powercap).",
+    ),
+]
+CpuTdp = Annotated[
+    float | None, _number("--cpu-tdp", "cpu_tdp_w", "CPU TDP in W for the CPU estimate.")
+]
+IdleBaseline = Annotated[
+    float,
+    _number("--idle-baseline", "idle_s", "Seconds of idle measurement before CMD (0 = none)."),
+]
+
+# --- the run configuration ---------------------------------------------------------------
+Model = Annotated[
+    str,
+    typer.Option(
+        "--model",
+        help="resnet18|resnet34|resnet50|mobilenet_v2|mobilenet_v3_small|vgg16|efficientnet_b0",
+    ),
+]
+Stem = Annotated[
+    str, typer.Option("--stem", help="cifar (3x3 stride-1 conv, no max-pool) | imagenet")
+]
+Precision = Annotated[str, typer.Option("--precision", help="fp32 | tf32 | amp-bf16 | amp-fp16")]
+TrainSamples = Annotated[
+    int | None,
+    _number("--train-samples", "train_samples", "Use only the first N train images."),
+]
+TestSamples = Annotated[
+    int | None, _number("--test-samples", "test_samples", "Use only the first N test images.")
+]
+Epochs = Annotated[int | None, _number("--epochs", "epochs", "Budget in epochs.")]
+BudgetSamples = Annotated[
+    int | None,
+    _number("--budget-samples", "budget_samples", "Budget in training samples."),
+]
+BatchSize = Annotated[
+    int,
+    _number("--batch-size", "batch_size", "Global batch size (split over processes)."),
+]
+LearningRate = Annotated[float | None, _number("--lr", "lr", "Peak learning rate (default 0.2).")]
+Seed = Annotated[int, _number("--seed", "seed", "Random seed.")]
+WarmupSteps = Annotated[
+    int | None, _number("--warmup-steps", "warmup_steps", "Untimed warm-up steps (10).")
+]
+Gpus = Annotated[int, _number("--gpus", "gpus", "GPUs (one process each, DDP over NCCL).")]
+Nproc = Annotated[int, _number("--nproc", "nproc", "CPU processes (gloo) with --device cpu.")]
+Nnodes = Annotated[int, _number("--nnodes", "nnodes", "Machines (torchrun).")]
+NodeRank = Annotated[int, _number("--node-rank", "node_rank", "This machine's rank (torchrun).")]
+PowerLimit = Annotated[
+    float | None, _number("--power-limit", "power_limit_w", "Per-GPU power limit in W.")
+]
+PowerLimitFraction = Annotated[
+    float | None,
+    _number(
+        "--power-limit-fraction",
+        "power_limit_fraction",
+        "Per-GPU power limit as a fraction of the default limit.",
+    ),
+]
+ProjectAfter = Annotated[
+    int | None,
+    _number("--project-after", "project_after", "STEP: project total energy after K epochs."),
+]
+
+# --- the report --------------------------------------------------------------------------
+MinSaving = Annotated[
+    float,
+    typer.Option(
+        "--region-min-saving",
+        "--min-saving",
+        help="Operating region: least energy saved against the same configuration at its "
+        "highest power limit (fraction).",
+        callback=bounded("--region-min-saving", "min_saving"),
+    ),
+]
+MaxPenalty = Annotated[
+    float,
+    typer.Option(
+        "--region-max-slowdown",
+        "--max-penalty",
+        help="Operating region: most extra time against that configuration (fraction).",
+        callback=bounded("--region-max-slowdown", "max_penalty"),
+    ),
+]
+BaselineW = Annotated[
+    float | None, _number("--baseline-w", "baseline_w", "The profile's reference limit (W).")
+]
+
+# --- estimates ---------------------------------------------------------------------------
+EstimateEpochs = Annotated[float | None, _number("--epochs", "estimate_epochs", "Epochs to train.")]
+EstimateGpus = Annotated[int, _number("--gpus", "gpus", "GPU count.")]
+EstimateBatchSize = Annotated[int, _number("--batch-size", "batch_size", "Global batch size.")]
+TrainSize = Annotated[int, _number("--train-size", "train_size", "Training images per epoch.")]
+GpuTdp = Annotated[float | None, _number("--gpu-tdp", "gpu_tdp_w", "Override the GPU's TDP (W).")]
+EstimatePowerLimit = Annotated[
+    float | None, _number("--power-limit", "power_limit_w", "Per-GPU power limit (W).")
+]
+DurationS = Annotated[
+    float | None,
+    _number("--duration-s", "duration_s", "Expected duration for TDP baselines."),
+]

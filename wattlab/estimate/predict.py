@@ -1,0 +1,235 @@
+"""Every estimation method for a configuration before it runs: ``estimate_all`` (what
+``wattlab estimate`` prints) and ``format_estimates`` (its plain-text table). Scoring the
+methods against measured runs lives in ``wattlab.estimate.evaluate``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from wattlab.carbon import CarbonSettings
+from wattlab.errors import ConfigError, DataError
+from wattlab.estimate.baselines import (
+    DEFAULT_FLOPS_UTILIZATION,
+    Estimate,
+    cannot_apply,
+    flops_based,
+    green_algorithms,
+    made,
+    ml_co2_impact,
+)
+from wattlab.estimate.features import (
+    CIFAR_TRAIN_SIZE,
+    DEFAULT_IMAGE_SIZE,
+    default_samples,
+    model_cost,
+)
+from wattlab.estimate.pre import PreModel, fit_pre
+from wattlab.estimate.specs import PRECISIONS, lookup_gpu
+
+
+def _positive(name: str, value: Any, *, whole: bool = False) -> None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not (number > 0 and math.isfinite(number)) or (whole and number != int(number)):
+        kind = "a positive whole number" if whole else "a positive number"
+        raise ConfigError(f"{name} must be {kind}, got {value!r}.")
+
+
+def estimate_all(
+    *,
+    model: str,
+    gpus: int,
+    precision: str,
+    epochs: float,
+    gpu_name: str | None = None,
+    batch_size: int = 256,
+    stem: str = "cifar",
+    image_size: int = DEFAULT_IMAGE_SIZE,
+    train_size: int = CIFAR_TRAIN_SIZE,
+    power_limit_w: float | None = None,
+    duration_s: float | None = None,
+    gpu_tdp_w: float | None = None,
+    ram_gb: float | None = None,
+    gpu_utilization_percent: float | None = None,
+    runs_df: pd.DataFrame | None = None,
+    pre_model: PreModel | None = None,
+    flops_utilization: float = DEFAULT_FLOPS_UTILIZATION,
+    carbon: CarbonSettings | None = None,
+) -> list[Estimate]:
+    """Every method's estimate for a configuration that has not run (what ``wattlab estimate``
+    prints). Order: ML CO2 Impact, Green Algorithms, FLOPs, STEP, PRE.
+
+    ``duration_s``: the expected training time; without it the duration baselines use PRE's
+    predicted duration, else the FLOPs estimate's (their notes say which). ``runs_df``: measured
+    runs to fit PRE on (or pass a fitted ``pre_model``). ``gpu_tdp_w`` overrides the table's TDP
+    and lets an unlisted GPU through (FLOPs and PRE then say they cannot apply).
+    Bad values (negative epochs, unknown GPU without --gpu-tdp, a model that cannot be built)
+    raise ConfigError.
+    """
+    _positive("epochs", epochs)
+    _positive("gpus", gpus, whole=True)
+    _positive("batch_size", batch_size, whole=True)
+    _positive("train_size", train_size, whole=True)
+    if precision not in PRECISIONS:
+        raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}.")
+    if duration_s is not None:
+        _positive("duration_s", duration_s)
+    if not gpu_name and gpu_tdp_w is None:
+        raise ConfigError("give the GPU's name (--gpu-name) or its maximum power (--gpu-tdp W).")
+    spec_name = None
+    if gpu_name:
+        try:
+            spec_name = lookup_gpu(gpu_name).name
+        except ConfigError:
+            if gpu_tdp_w is None:
+                raise
+    cost = model_cost(model, stem=stem, image_size=image_size)
+    samples = default_samples(epochs, train_size, batch_size)
+    if samples <= 0:
+        raise ConfigError(
+            f"batch_size {batch_size} leaves no full batch in a training set of {train_size}."
+        )
+
+    pre = _pre_estimate(
+        spec_name=spec_name,
+        gpu_name=gpu_name,
+        runs_df=runs_df,
+        pre_model=pre_model,
+        carbon=carbon,
+        config={
+            "model": model,
+            "gpus": gpus,
+            "precision": precision,
+            "epochs": epochs,
+            "gpu_name": spec_name or "",
+            "batch_size": batch_size,
+            "stem": stem,
+            "image_size": image_size,
+            "train_size": train_size,
+            "power_limit_w": power_limit_w,
+            "gpu_tdp_w": gpu_tdp_w,
+            "gflops_per_sample": cost.gflops_per_sample,
+            "params": cost.params,
+            "samples": samples,
+        },
+    )
+    flops = flops_based(
+        samples=samples,
+        precision=precision,
+        gpus=gpus,
+        gpu_name=gpu_name,
+        gpu_tdp_w=gpu_tdp_w,
+        forward_flops_per_sample=cost.forward_flops_per_sample,
+        utilization=flops_utilization,
+        carbon=carbon,
+    )
+    if flops.ok:
+        flops.notes = flops.notes.replace("(recorded)", f"({model}, counted)")
+    if duration_s is not None:
+        used_duration, duration_note = float(duration_s), " (duration given)"
+    elif pre.ok:
+        used_duration, duration_note = pre.duration_s, " (duration predicted by PRE)"
+    elif flops.ok:
+        used_duration, duration_note = flops.duration_s, " (duration from the FLOPs estimate)"
+    else:
+        used_duration, duration_note = None, ""
+    common = {"gpus": gpus, "gpu_tdp_w": gpu_tdp_w, "gpu_name": spec_name or gpu_name}
+    return [
+        ml_co2_impact(
+            duration_s=used_duration, carbon=carbon, duration_note=duration_note, **common
+        ),
+        green_algorithms(
+            duration_s=used_duration,
+            gpu_utilization_percent=gpu_utilization_percent,
+            ram_gb=ram_gb,
+            carbon=carbon,
+            duration_note=duration_note,
+            **common,
+        ),
+        flops,
+        cannot_apply(
+            "step",
+            "STEP projects from measured epochs, so it runs during training "
+            "(wattlab run --project-after K), not before",
+        ),
+        pre,
+    ]
+
+
+def _pre_estimate(
+    *,
+    spec_name: str | None,
+    gpu_name: str | None,
+    runs_df: pd.DataFrame | None,
+    pre_model: PreModel | None,
+    carbon: CarbonSettings | None,
+    config: dict[str, Any],
+) -> Estimate:
+    if spec_name is None:
+        return cannot_apply(
+            "pre", f"PRE needs the GPU's specs from the table, and {gpu_name!r} is not in it"
+        )
+    if pre_model is None:
+        if runs_df is None:
+            return cannot_apply(
+                "pre", "PRE needs measured runs to learn from: give --db FILE or --data CSV"
+            )
+        try:
+            pre_model = fit_pre(runs_df)
+        except DataError as error:
+            return cannot_apply("pre", str(error))
+    prediction = pre_model.predict_config(**config)
+    notes = pre_model.describe()
+    if runs_df is not None and "gpu_name" in runs_df:
+        trained = set()
+        for name in runs_df["gpu_name"].dropna().unique():
+            try:
+                trained.add(lookup_gpu(str(name)).name)
+            except ConfigError:
+                continue
+        if spec_name not in trained:
+            notes += f"; EXTRAPOLATING: no training run used a {spec_name}"
+    return made(
+        "pre",
+        prediction.energy_j,
+        prediction.duration_s,
+        notes,
+        carbon,
+        energy_low_j=prediction.energy_low_j,
+        energy_high_j=prediction.energy_high_j,
+    )
+
+
+def format_estimates(estimates: list[Estimate]) -> str:
+    """A plain-text table of estimates, one method per line, for the CLI to print."""
+    lines = [
+        f"{'method':<20} {'energy kJ':>10} {'interval kJ':>17} {'duration s':>11} "
+        f"{'CO2e kg':>8} {'CO2e range kg':>15}  notes"
+    ]
+    for estimate in estimates:
+        if not estimate.ok:
+            lines.append(
+                f"{estimate.label:<20} {'n/a':>10} {'':>17} {'':>11} {'':>8} {'':>15}  "
+                f"cannot apply: {estimate.error}"
+            )
+            continue
+        interval = ""
+        if estimate.energy_low_j is not None and estimate.energy_high_j is not None:
+            interval = f"{estimate.energy_low_j / 1e3:.1f}-{estimate.energy_high_j / 1e3:.1f}"
+        low, high = estimate.co2e_range_kg() or (math.nan, math.nan)
+        duration = f"{estimate.duration_s:.0f}" if estimate.duration_s is not None else ""
+        lines.append(
+            f"{estimate.label:<20} {estimate.energy_j / 1e3:>10.1f} {interval:>17} "
+            f"{duration:>11} {estimate.co2e.value_kg:>8.3g} {f'{low:.3g}-{high:.3g}':>15}  "
+            f"{estimate.notes}"
+        )
+    return "\n".join(lines)
+
+
+__all__ = ["estimate_all", "format_estimates"]
