@@ -1,86 +1,211 @@
-"""On a GPU machine: measure the reference runs that PRE is trained on and STEP is judged by.
+"""On a GPU machine: collect the reference set that PRE learns from and STEP is judged by.
 
-Several models x precisions x batch sizes, each a short fixed budget of --epochs full epochs of
-the synthetic CIFAR-shaped set with per-epoch energy windows, run one after another in this
-process (the data is generated once) through wattlab's own runner, stored in --db, then written
-as the reference CSV (one row per run, per-epoch energies as lists). Read-only: no GPU setting
-is changed (every run uses the default power limit).
+The grid: 7 models x {fp32, tf32, amp-bf16, amp-fp16} x batch {128, 256, 512} = 84
+configurations, ``--repetitions`` each (2), synthetic CIFAR-shaped data, CIFAR stems, the
+default power limit (no GPU setting is changed). Each model's budget (``BUDGET_SAMPLES``) is
+sized for at least ~5 s of training on an H200 at its fastest setting.
+
+It is driven through the CLI: one sweep spec per model (``h200-reference-<model>``, written
+next to the database from the template ``bench/h200-reference.yaml``), run by ``wattlab
+sweep``; sweeps resume by themselves, so a part cut short by ``--max-minutes`` (or a lost
+machine) continues where it stopped on the next call. Then ``wattlab export`` writes the tables
+and this script turns them into the reference CSV with a ``# key: value`` header saying how it
+was measured and how much of the grid it covers.
+
+Collect in parts within 9-minute device calls, for example::
+
+    python bench/collect_reference.py --db ref.db --only-models resnet18 resnet34 --max-minutes 8
+    python bench/collect_reference.py --db ref.db --only-models resnet50 --max-minutes 8
+    ...
+    python bench/collect_reference.py --db ref.db --convert-only \
+        --csv wattlab/data/h200-reference.csv
+
+``--convert-only`` runs nothing and writes the CSV from what the database holds. A tiny CPU
+check of the whole path: ``--device cpu --only-models mobilenet_v3_small --precisions fp32
+--batch-sizes 32 --budget-samples 256 --repetitions 1``.
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
+import datetime as dt
+import os
+import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import yaml
 
-from _common import print_table  # noqa: E402
+MODELS = (
+    "resnet18",
+    "resnet34",
+    "resnet50",
+    "mobilenet_v2",
+    "mobilenet_v3_small",
+    "vgg16",
+    "efficientnet_b0",
+)
+PRECISIONS = ("fp32", "tf32", "amp-bf16", "amp-fp16")
+BATCH_SIZES = (128, 256, 512)
+FULL_GRID = len(MODELS) * len(PRECISIONS) * len(BATCH_SIZES)  # 84
+# Samples per run: >= ~5 s at the model's fastest setting on an H200 (from the 2026-12-02
+# probes: resnet18 fp32 ~9.7 k img/s at bs512, amp-bf16 ~3x that; launch-bound models slower).
+BUDGET_SAMPLES = {
+    "resnet18": 204_800,
+    "resnet34": 102_400,
+    "resnet50": 65_536,
+    "mobilenet_v2": 102_400,
+    "mobilenet_v3_small": 153_600,
+    "vgg16": 204_800,
+    "efficientnet_b0": 65_536,
+}
+TRAIN_SAMPLES = 50_000  # one CIFAR-sized epoch of synthetic images
+SWEEP_PREFIX = "h200-reference"
+TEMPLATE = Path(__file__).resolve().parent / "h200-reference.yaml"
 
-MODELS = ["resnet18", "resnet50", "mobilenet_v2", "vgg16", "efficientnet_b0"]
+
+def spec_for(model: str, args: argparse.Namespace) -> dict:
+    """One model's part of the grid: bench/h200-reference.yaml with the model, its budget and
+    the command line's choices filled in."""
+    spec = yaml.safe_load(TEMPLATE.read_text())
+    spec["name"] = f"{SWEEP_PREFIX}-{model}"
+    spec["description"] = spec["description"].replace("MODEL", model)
+    base = spec["base"]
+    base.update(
+        model=model,
+        budget_samples=args.budget_samples or BUDGET_SAMPLES[model],
+        train_samples=args.train_samples,
+        device=args.device,
+    )
+    if args.test_samples:
+        base["test_samples"] = args.test_samples
+    for item in args.set or []:
+        key, _, value = item.partition("=")
+        base[key] = yaml.safe_load(value)
+    grid = spec["grid"]
+    grid.update(precision=list(args.precisions), batch_size=list(args.batch_sizes))
+    if args.device != "cuda":
+        grid.pop("gpus", None)
+    spec.update(repetitions=args.repetitions, cooldown_s=args.cooldown_s)
+    return spec
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--db", default="reference.db")
-    parser.add_argument("--csv", default="h200-reference.csv")
-    parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--models", nargs="*", default=MODELS)
-    parser.add_argument("--precisions", nargs="*", default=["fp32", "amp-bf16"])
-    parser.add_argument("--batch-sizes", nargs="*", type=int, default=[256, 512])
-    parser.add_argument("--device", default="cuda")
-    parser.add_argument("--train-samples", type=int, default=None)
-    parser.add_argument("--test-samples", type=int, default=None)
-    parser.add_argument("--deadline-s", type=float, default=420.0)
-    args = parser.parse_args()
+def run_part(spec_path: Path, db: Path, deadline: float) -> str:
+    """``wattlab sweep`` one spec until it finishes or the deadline passes; returns a status."""
+    left = deadline - time.monotonic()
+    if left <= 5:
+        return "skipped (out of time)"
+    command = [sys.executable, "-m", "wattlab.cli", "sweep", str(spec_path), "--db", str(db)]
+    process = subprocess.Popen(command, start_new_session=True)
+    try:
+        code = process.wait(timeout=left)
+        return "done" if code == 0 else f"exit {code} (failed runs are retried on the next call)"
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGINT)  # the run in progress is stored as failed
+        try:
+            process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        return "stopped at --max-minutes (resumes on the next call)"
 
-    from wattlab.estimate.reference import write_reference_csv
-    from wattlab.experiment.runner import run
-    from wattlab.experiment.store import open_store
-    from wattlab.experiment.worker import WorkerOptions
-    from wattlab.train.config import RunConfig
 
-    t_start = time.perf_counter()
-    combos = list(itertools.product(args.models, args.precisions, args.batch_sizes))
-    rows = []
-    for model, precision, batch in combos:
-        if time.perf_counter() - t_start > args.deadline_s:
-            print(f"deadline reached; skipping {model} {precision} bs{batch}", flush=True)
-            continue
-        cfg = RunConfig(
-            model=model,
-            stem="cifar",
-            precision=precision,
-            batch_size=batch,
-            epochs=args.epochs,
-            device=args.device,
-            train_samples=args.train_samples,
-            test_samples=args.test_samples,
-            sweep="reference",
-        )
-        opts = WorkerOptions(db_path=args.db, progress=False, sweep="reference")
-        outcome = run(cfg, opts, subprocess_launch=False)
-        rows.append([cfg.label(), outcome.status, outcome.run_id, outcome.error or ""])
-        print(f"{cfg.label()}: {outcome.status} {outcome.error or ''}", flush=True)
-    print_table("reference runs", ["configuration", "status", "run id", "error"], rows)
-    with open_store(args.db) as store:
-        runs = store.runs(status="ok")
-        windows = store.windows()
-    header = [
-        "wattlab reference runs, measured on one NVIDIA H200 (the device machine of this project)",
-        "with bench/collect_reference.py: synthetic CIFAR-shaped data "
-        f"({args.train_samples or 50000} train images),",
-        f"{args.epochs} epochs per run after 10 warm-up steps, default power limit (700 W),",
-        "GPU energy from the NVML energy counter (measured); no RAPL on that VM, so CPU and RAM",
-        "energy are estimated (TDP x utilisation, 0.3725 W/GB) and the total's provenance says so.",
-        "Columns are those of wattlab's `runs` table; epoch_energy_j / epoch_duration_s list the",
-        "per-epoch windows. One run per configuration.",
+def export(db: Path, out: Path) -> tuple:
+    """``wattlab export`` the database as CSV and read back runs and windows."""
+    import pandas as pd
+
+    subprocess.run(
+        [sys.executable, "-m", "wattlab.cli", "export", "--db", str(db), "--out", str(out)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return pd.read_csv(out / "runs.csv"), pd.read_csv(out / "windows.csv")
+
+
+def header_lines(runs, args: argparse.Namespace, grid_size: int) -> list[str]:
+    """The ``key: value`` header: how the data was measured and how much of the grid it has."""
+    ok = runs[runs["status"] == "ok"]
+    per_config = ok.groupby("config_hash").size() if len(ok) else ok
+    configs = len(per_config)
+    reps = f"{per_config.min()}-{per_config.max()}" if configs else "0"
+    gpus = ", ".join(sorted({str(g) for g in ok.get("gpu_name", []) if isinstance(g, str)}))
+    drivers = ", ".join(sorted({str(d) for d in ok.get("driver", []) if isinstance(d, str)}))
+    models = ", ".join(sorted(set(ok.get("model", []))))
+    limits = sorted({float(x) for x in ok.get("power_limit_w", []) if x == x})  # NaN-free
+    dates = sorted(str(x)[:10] for x in ok.get("started_at", []) if isinstance(x, str))
+    return [
+        "wattlab reference runs: measured training runs for PRE and STEP",
+        "source: bench/collect_reference.py (one `wattlab sweep` per model, then `wattlab export`)",
+        f"hardware: {gpus or args.device}; driver {drivers or 'n/a'}",
+        f"dates: {dates[0] if dates else 'n/a'} to {dates[-1] if dates else 'n/a'}",
+        "data: synthetic CIFAR-shaped images (32x32, 10 classes), CIFAR stems, "
+        f"{args.train_samples} training images per epoch",
+        "budget: per model, budget_samples in the rows' `samples` (sized for >= 5 s on an H200), "
+        "after 10 warm-up steps",
+        "power limit: the default (no GPU setting changed); limits seen "
+        f"{', '.join(f'{x:g} W' for x in limits) or 'n/a'}",
+        "energy: GPU from the NVML energy counter (measured); CPU and RAM from RAPL where "
+        "readable, else estimated (the row's provenance says which)",
+        f"grid: {len(args.models)} models x {len(args.precisions)} precisions x "
+        f"{len(args.batch_sizes)} batch sizes requested = {grid_size} configurations; the full "
+        f"reference grid is {FULL_GRID}",
+        f"covers: {configs} of {FULL_GRID} configurations of the full grid "
+        f"({configs} of {grid_size} requested), {len(ok)} ok runs, {reps} repetitions each",
+        f"models: {models or 'none'}",
+        "columns: those of wattlab's `runs` table; epoch_energy_j / epoch_duration_s list the "
+        "per-epoch windows (J, s), epoch 1 first",
     ]
-    write_reference_csv(runs, windows, args.csv, header)
-    print(f"wrote {args.csv} ({len(runs)} runs)")
+
+
+def convert(db: Path, csv: Path, args: argparse.Namespace) -> Path:
+    """Export ``db`` and write the reference CSV of its reference sweeps' runs."""
+    from wattlab.estimate.reference import write_reference_csv
+
+    out = db.parent / f"{db.stem}-export"
+    runs, windows = export(db, out)
+    mine = runs["sweep"].astype(str).str.startswith(SWEEP_PREFIX)
+    runs = runs[mine & (runs["status"] == "ok")].reset_index(drop=True)
+    grid = len(args.models) * len(args.precisions) * len(args.batch_sizes)
+    windows = windows[windows["run_id"].isin(runs["id"])]
+    return write_reference_csv(runs, windows, csv, header_lines(runs, args, grid))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--db", default="reference.db", type=Path)
+    parser.add_argument("--csv", default="h200-reference.csv", type=Path)
+    parser.add_argument("--only-models", dest="models", nargs="+", default=list(MODELS))
+    parser.add_argument("--precisions", nargs="+", default=list(PRECISIONS))
+    parser.add_argument("--batch-sizes", nargs="+", type=int, default=list(BATCH_SIZES))
+    parser.add_argument("--repetitions", type=int, default=2)
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--budget-samples", type=int, default=None, help="Same for every model.")
+    parser.add_argument("--train-samples", type=int, default=TRAIN_SAMPLES)
+    parser.add_argument("--test-samples", type=int, default=None)
+    parser.add_argument("--cooldown-s", type=float, default=2.0)
+    parser.add_argument("--max-minutes", type=float, default=None, help="Stop starting parts.")
+    parser.add_argument("--set", nargs="*", help="KEY=VALUE added to every run's config.")
+    parser.add_argument("--convert-only", action="store_true", help="Run nothing; write CSV.")
+    args = parser.parse_args(argv)
+    unknown = [m for m in args.models if m not in MODELS]
+    if unknown:
+        parser.error(f"unknown models {unknown}; choose from {', '.join(MODELS)}")
+
+    args.db.parent.mkdir(parents=True, exist_ok=True)
+    deadline = time.monotonic() + (args.max_minutes or 1e9) * 60
+    if not args.convert_only:
+        for model in args.models:
+            spec_path = args.db.parent / f"{SWEEP_PREFIX}-{model}.yaml"
+            spec_path.write_text(yaml.safe_dump(spec_for(model, args), sort_keys=False))
+            status = run_part(spec_path, args.db, deadline)
+            print(f"{model}: {status}", flush=True)
+    path = convert(args.db, args.csv, args)
+    covers = next(line for line in path.read_text().splitlines() if line.startswith("# covers"))
+    print(f"wrote {path} ({covers[2:]}) at {dt.datetime.now(dt.timezone.utc):%H:%M} UTC")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -38,9 +38,9 @@ def wattlab(*args: str, cwd: Path, timeout: float = 600):
     ("args", "message"),
     [
         (["--epochs", "1", "--batch-size", "512"], "larger than the 256 training samples"),
-        (["--epochs", "1", "--lr", "nan"], "lr must be a finite number"),
-        (["--epochs", "1", "--lr", "inf"], "lr must be a finite number"),
-        (["--epochs", "1", "--power-limit", "inf"], "power_limit_w must be a finite number"),
+        (["--epochs", "1", "--lr", "nan"], "--lr must be a number > 0 and <= 100, got nan"),
+        (["--epochs", "1", "--lr", "inf"], "--lr must be a number > 0 and <= 100, got inf"),
+        (["--epochs", "1", "--power-limit", "inf"], "--power-limit must be a number > 0"),
         (["--epochs", "1", "--precision", "amp-fp16"], "needs a CUDA GPU"),
     ],
 )

@@ -1,33 +1,37 @@
-"""Read-only GPU readings before a run (power, temperature) through the NVML adapter."""
+"""Idle readings before a run: power and temperature of each visible GPU, read-only."""
 
 from __future__ import annotations
+
+import pytest
 
 from tests.fakes.fake_gpu import FakeNvmlBackend, make_devices
 from wattlab.meters.idle import hottest_gpu_c, read_gpu_idle
 
 
-def test_idle_readings_follow_job_indices_and_close_nvml(monkeypatch):
-    devices = make_devices(3)
-    for device, (watts, celsius) in zip(devices, [(70, 31), (95.5, 48), (80, 40)], strict=True):
-        device.average_w, device.temperature = watts, celsius
-    nv = FakeNvmlBackend(devices)
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,1")
-    readings = read_gpu_idle(pynvml=nv)
-    assert readings == {
-        "gpu:0": {"uuid": devices[2].uuid, "power_w": 80.0, "temperature_c": 40.0},
-        "gpu:1": {"uuid": devices[1].uuid, "power_w": 95.5, "temperature_c": 48.0},
-    }
-    assert list(read_gpu_idle([1], pynvml=nv)) == ["gpu:1"]
-    assert hottest_gpu_c(pynvml=nv) == 48.0
-    assert nv.initialised == 0 and nv.set_calls == []
+@pytest.fixture(autouse=True)
+def _all_gpus_visible(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 
 
-def test_unreadable_values_and_no_nvml_give_none_and_empty():
-    devices = make_devices(1, temperature=None, average_w=None)
-    nv = FakeNvmlBackend(devices)
-    assert read_gpu_idle(pynvml=nv) == {
-        "gpu:0": {"uuid": devices[0].uuid, "power_w": None, "temperature_c": None}
+def test_reads_power_and_temperature_per_gpu() -> None:
+    devices = make_devices(2)
+    devices[0].average_w, devices[0].temperature = 81.5, 38.0
+    devices[1].average_w, devices[1].temperature = 95.0, 44.0
+    backend = FakeNvmlBackend(devices)
+    idle = read_gpu_idle(nvml=backend)
+    assert idle == {
+        "gpu:0": {"uuid": devices[0].uuid, "power_w": 81.5, "temperature_c": 38.0},
+        "gpu:1": {"uuid": devices[1].uuid, "power_w": 95.0, "temperature_c": 44.0},
     }
-    assert hottest_gpu_c(pynvml=nv) is None
-    broken = FakeNvmlBackend(init_error="NVMLError_LibraryNotFound")
-    assert read_gpu_idle(pynvml=broken) == {}
+    assert list(read_gpu_idle([1], nvml=backend)) == ["gpu:1"]
+    assert hottest_gpu_c(nvml=backend) == 44.0
+    assert [d.limit_w for d in devices] == [700.0, 700.0]  # nothing was changed
+
+
+def test_unreadable_values_are_none_and_no_nvml_is_empty() -> None:
+    devices = make_devices(1)
+    devices[0].average_w, devices[0].temperature = None, None
+    idle = read_gpu_idle(nvml=FakeNvmlBackend(devices))
+    assert idle["gpu:0"]["power_w"] is None and idle["gpu:0"]["temperature_c"] is None
+    assert hottest_gpu_c(nvml=FakeNvmlBackend(devices)) is None
+    assert read_gpu_idle(nvml=FakeNvmlBackend(init_error="NVML_ERROR_LIBRARY_NOT_FOUND")) == {}

@@ -2,11 +2,21 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
 from wattlab.errors import ConfigError, DataError
-from wattlab.step_projection import StepProjector, detect_stable_epoch, step_project
+from wattlab.step_projection import (
+    MarkProjector,
+    StepProjector,
+    detect_stable_epoch,
+    parse_project_after,
+    project_from_marks,
+    steady_start,
+    step_project,
+)
 
 # A 10-epoch run: one warm-up epoch (1400 J in 12.5 s), then 1000 J in 10 s per epoch.
 WARM_E = [1400.0] + [1000.0] * 9
@@ -149,3 +159,210 @@ def test_bad_input_is_a_one_sentence_error(call, error) -> None:
     with pytest.raises(error) as info:
         call()
     assert str(info.value).endswith(".") and "\n" not in str(info.value)
+
+
+# -- STEP inside the first epoch: step-level marks -----------------------------------------
+
+
+def marks_of_a_run(
+    total: int = 100_000,
+    every: int = 512,
+    tau: float = 5e-5,
+    power_w: float = 600.0,
+    start_up_s: float = 0.3,
+    counter_period_s: float = 0.1,
+    drift: float = 0.0,
+    seed: int = 0,
+) -> tuple[list[int], list[float], list[float], float]:
+    """Marks of a synthetic budget: the first samples run slower (start-up), then a steady
+    rate; energy read from a counter that updates every ``counter_period_s``, so a mark sees
+    the energy of the last update; the host clock jitters. Returns the true total too."""
+    rng = np.random.default_rng(seed)
+    samples = list(range(0, total + 1, every))
+    if samples[-1] != total:
+        samples.append(total)
+    times, energies = [], []
+
+    def time_at(s: float) -> float:
+        slow = min(s, 5000) * tau * 2  # the first 5000 samples at half speed
+        steady = max(s - 5000, 0) * tau * (1 + drift * max(s - 5000, 0) / total)
+        return start_up_s * (s > 0) + slow + steady
+
+    def energy_at(t: float) -> float:
+        return power_w * t
+
+    for s in samples:
+        t = time_at(s)
+        counted = math.floor(t / counter_period_s) * counter_period_s
+        times.append(t + rng.normal(0, 2e-4))
+        energies.append(energy_at(counted))
+    true_t = time_at(total)
+    return samples, times, energies, energy_at(true_t)
+
+
+def test_marks_project_within_a_percent_after_a_fifth_of_the_budget() -> None:
+    samples, times, energies, truth_j = marks_of_a_run()
+    cut = next(i for i, s in enumerate(samples) if s >= 0.2 * samples[-1]) + 1
+    projection = project_from_marks(samples[:cut], times[:cut], energies[:cut], samples[-1])
+    assert projection.ok, projection.error
+    assert projection.energy_j == pytest.approx(truth_j, rel=0.01)
+    assert projection.steady_from_samples >= 2048  # the start-up marks were left out
+    assert projection.energy_low_j <= projection.energy_j <= projection.energy_high_j
+    assert projection.mean_power_w == pytest.approx(600.0, rel=0.03)
+    assert "after 20% of the budget" in projection.describe()
+
+
+def test_a_drifting_rate_is_not_steady() -> None:
+    samples, times, energies, _ = marks_of_a_run(drift=3.0)
+    cut = len(samples) // 3
+    assert steady_start(samples[:cut], times[:cut], energies[:cut]) is None
+    projection = project_from_marks(samples[:cut], times[:cut], energies[:cut], samples[-1])
+    assert not projection.ok and projection.energy_j is None
+    assert "not steady yet" in projection.error
+    # a looser tolerance accepts it
+    loose = steady_start(samples[:cut], times[:cut], energies[:cut], tolerance=0.5)
+    assert loose is not None
+
+
+def test_too_short_a_window_is_not_steady_yet() -> None:
+    samples, times, energies, _ = marks_of_a_run()
+    assert steady_start(samples[:8], times[:8], energies[:8], min_window_s=10.0) is None
+
+
+def test_mark_projector_waits_for_the_fraction_then_projects_once() -> None:
+    samples, times, energies, truth_j = marks_of_a_run()
+    total = samples[-1]
+    projector = MarkProjector(0.2)
+    results = []
+    for s, t, e in zip(samples, times, energies, strict=True):
+        result = projector.add_mark(s, total, t, e)
+        projector.add_mark(s, total, t, e)  # a repeated mark changes nothing
+        if result is not None:
+            results.append((s, result))
+    assert len(results) == 1
+    made_at, projection = results[0]
+    assert made_at >= 0.2 * total and projection.ok
+    assert projection.relative_error(truth_j) == pytest.approx(0.0, abs=0.01)
+
+
+def test_mark_projector_retries_later_and_gives_up_at_the_end() -> None:
+    # steady only after half the budget: the projection comes late, not never
+    samples, times, energies, _ = marks_of_a_run(start_up_s=0.0)
+    times = [
+        t * (2.0 if s < samples[-1] // 2 else 1.0) for s, t in zip(samples, times, strict=True)
+    ]
+    times = list(np.maximum.accumulate(times))
+    projector = MarkProjector(0.1)
+    made = [
+        s
+        for s, t, e in zip(samples, times, energies, strict=True)
+        if projector.add_mark(s, samples[-1], t, e) is not None
+    ]
+    assert len(made) == 1 and projector.attempts > 1
+    never = MarkProjector(0.5, tolerance=0.01)
+    drift = marks_of_a_run(drift=5.0)
+    outcome = [
+        never.add_mark(s, drift[0][-1], t, e)
+        for s, t, e in zip(drift[0], drift[1], drift[2], strict=True)
+    ]
+    last = [o for o in outcome if o is not None]
+    assert len(last) == 1 and not last[0].ok and outcome[-1] is last[0]
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(None, None), (2, ("epochs", 2.0)), ("3", ("epochs", 3.0)), (0.1, ("fraction", 0.1))],
+)
+def test_project_after_takes_epochs_or_a_fraction(value, expected) -> None:
+    assert parse_project_after(value) == expected
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "x", 0.0])
+def test_project_after_rejects_other_values(bad) -> None:
+    with pytest.raises(ConfigError, match="project-after"):
+        parse_project_after(bad)
+
+
+def test_marks_must_be_ordered_and_settings_checked() -> None:
+    with pytest.raises(DataError, match="in order"):
+        project_from_marks([0, 10, 5], [0, 1, 2], [0, 1, 2], 100)
+    with pytest.raises(ConfigError, match="tolerance"):
+        steady_start([0, 1], [0, 1], [0, 1], tolerance=2)
+    with pytest.raises(ConfigError, match="fraction"):
+        MarkProjector(1.5)
+    with pytest.raises(DataError, match="budget of 10"):
+        project_from_marks(list(range(0, 21, 2)), list(range(11)), list(range(11)), 10)
+
+
+# -- the loop's mark hook and the worker's live marks ---------------------------------------
+
+
+def test_the_loop_marks_samples_without_changing_training() -> None:
+    from torch import nn
+
+    from wattlab.train.config import make_run_config
+    from wattlab.train.distributed import DistContext
+    from wattlab.train.loop import run_training
+
+    def tiny() -> nn.Module:
+        return nn.Sequential(nn.Conv2d(3, 4, 3), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                             nn.Linear(4, 10))  # fmt: skip
+
+    cfg = make_run_config(
+        device="cpu", train_samples=256, test_samples=32, batch_size=16, warmup_steps=0,
+        epochs=2, seed=1,
+    )  # fmt: skip
+    marks: list[tuple[int, int]] = []
+    import torch
+
+    torch.manual_seed(0)
+    marked = run_training(
+        cfg, DistContext(), model=tiny(), on_mark=lambda s, t: marks.append((s, t))
+    )
+    torch.manual_seed(0)
+    plain = run_training(cfg, DistContext(), model=tiny())
+    assert marks[0] == (0, 512) and marks[-1] == (512, 512)  # start and the last step
+    assert [s for s, _ in marks] == list(range(0, 513, 16))  # 32 steps: every step marked
+    assert marked.train_loss == plain.train_loss  # the hook changes nothing in training
+
+
+def test_project_after_fraction_in_the_run_config() -> None:
+    from wattlab.train.config import make_run_config
+
+    base = {"device": "cpu", "epochs": 2}
+    assert make_run_config(**base, project_after=0.1).project_after == 0.1
+    assert make_run_config(**base, project_after=3).project_after == 3
+    for bad, match in ((1.5, "whole number"), (0.2, "single process")):
+        extra = {"nproc": 2} if bad == 0.2 else {}
+        with pytest.raises(ConfigError, match=match):
+            make_run_config(**base, **extra, project_after=bad)
+
+
+def test_live_marks_read_the_meters_and_project_once(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    from wattlab.experiment.worker import _LiveMarks
+
+    clock = {"j": 0.0}
+
+    class Meter:
+        def __init__(self, share: float, in_total: bool = True) -> None:
+            self.share = share
+            self.info = SimpleNamespace(details={"in_total": in_total})
+
+        def energy_j(self) -> float:
+            return clock["j"] * self.share
+
+    monitor = SimpleNamespace(meters=[Meter(0.9), Meter(0.1), Meter(5.0, in_total=False)])
+    notes: list[str] = []
+    live = _LiveMarks(0.2, monitor, notes.append)
+    samples, times, energies, truth_j = marks_of_a_run(counter_period_s=1e-6)
+    import wattlab.experiment.worker as worker
+
+    for s, t, e in zip(samples, times, energies, strict=True):
+        clock["j"] = e + 123.0  # meters count from before the budget
+        monkeypatch.setattr(worker.time, "perf_counter", lambda t=t: 1000.0 + t)
+        live.mark(s, samples[-1])
+    assert live.projection is not None and live.projection.ok
+    assert live.projection.energy_j == pytest.approx(truth_j, rel=0.02)
+    assert len(notes) == 1 and notes[0].startswith("STEP: projected")

@@ -71,7 +71,7 @@ BOUNDS: dict[str, Bound] = {
     "node_rank": Bound(0, 99_999, integer=True),
     "power_limit_w": Bound(0, 10_000, low_open=True, unit=_W),
     "power_limit_fraction": Bound(0, 1, low_open=True),
-    "project_after": Bound(1, 100_000, integer=True),
+    "project_after": Bound(0, 100_000, low_open=True),  # K epochs, or a fraction (0, 1)
     # measuring
     "interval_s": Bound(0.001, 3600, unit=_S),
     "idle_s": Bound(0, 3600, unit=_S),
@@ -87,6 +87,7 @@ BOUNDS: dict[str, Bound] = {
     "train_size": Bound(1, 10**9, integer=True),
     "gpu_tdp_w": Bound(0, 10_000, low_open=True, unit=_W),
     "duration_s": Bound(0, 10**8, low_open=True, unit=_S),
+    "run_id": Bound(1, 2**63 - 1, integer=True),
     # the sweep spec
     "repetitions": Bound(1, MAX_SWEEP_RUNS, integer=True),
     "warmup_runs": Bound(0, 100, integer=True),

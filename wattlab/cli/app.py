@@ -847,6 +847,93 @@ def estimate_evaluate(
         print(evaluation_markdown(result))
 
 
+@estimate_app.command("power-limits")
+def estimate_power_limits(
+    db: Annotated[
+        str | None, typer.Option("--db", help="SQLite results database with the run.")
+    ] = None,
+    run_id: Annotated[
+        int | None,
+        typer.Option(
+            "--run", help="Id of an uncapped run in --db.", callback=bounded("--run", "run_id")
+        ),
+    ] = None,
+    limits: Annotated[
+        str | None,
+        typer.Option(
+            "--limits", help="Comma-separated limits in W per GPU (default: 100 % to 30 % of TDP)."
+        ),
+    ] = None,
+    min_saving: Annotated[
+        float,
+        typer.Option(
+            "--min-saving",
+            help="Operating region: at least this share of energy saved (0.03).",
+            callback=bounded("--min-saving", "min_saving"),
+        ),
+    ] = 0.03,
+    max_slowdown: Annotated[
+        float,
+        typer.Option(
+            "--max-slowdown",
+            help="Operating region: at most this much more time (0.02).",
+            callback=bounded("--max-slowdown", "max_penalty"),
+        ),
+    ] = 0.02,
+    profiles: Annotated[
+        str | None,
+        typer.Option(
+            "--profiles",
+            help="Instead: evaluate on a folder of Zeus power-limit profiles (leave one out).",
+        ),
+    ] = None,
+    json_path: JsonOut = None,
+) -> None:
+    """Predict a run's energy and time under GPU power limits without capping anything."""
+    from wattlab.estimate import power_caps
+    from wattlab.jsonio import dump_json
+
+    if profiles is not None:
+        evaluation = power_caps.evaluate_profiles(
+            power_caps.read_profiles(profiles), min_saving=min_saving, max_slowdown=max_slowdown
+        )
+        if json_path:
+            dump_json(evaluation.to_dict(), json_path)
+        if json_path != "-":
+            print(power_caps.evaluation_markdown(evaluation))
+        return
+    if db is None or run_id is None:
+        raise WattlabError("give --db FILE and --run ID (or --profiles FOLDER).")
+    limit_list = None
+    if limits is not None:
+        try:
+            limit_list = [float(x) for x in limits.split(",") if x.strip()]
+        except ValueError:
+            raise WattlabError(
+                f"--limits must be numbers in W separated by commas, got {limits!r}."
+            ) from None
+        if not limit_list or any(not x > 0 for x in limit_list):
+            raise WattlabError(f"--limits must be positive numbers of W, got {limits!r}.")
+    if not Path(db).exists():
+        raise WattlabError(f"no database at {db}.")
+    from wattlab.experiment.store import open_store
+
+    with open_store(db, create=False) as store:
+        runs = store.runs()
+        windows = store.windows([run_id])
+        trace = store.trace([run_id])
+    run = power_caps.run_from_store(runs, windows, trace, run_id)
+    curve = power_caps.predict_curve(
+        run, limit_list, min_saving=min_saving, max_slowdown=max_slowdown
+    )
+    if json_path:
+        dump_json({"run_id": run_id, **curve.to_dict()}, json_path)
+    if json_path != "-":
+        from wattlab.cli.render import print_power_limit_curve
+
+        print_power_limit_curve(run_id, curve)
+
+
 # --- export ------------------------------------------------------------------------------
 @app.command()
 def export(

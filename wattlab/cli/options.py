@@ -175,8 +175,13 @@ PowerLimitFraction = Annotated[
     ),
 ]
 ProjectAfter = Annotated[
-    int | None,
-    _number("--project-after", "project_after", "STEP: project total energy after K epochs."),
+    float | None,
+    _number(
+        "--project-after",
+        "project_after",
+        "STEP: project the total after K epochs (a whole number), or after a fraction of the "
+        "budget from step-level marks (e.g. 0.1).",
+    ),
 ]
 
 # --- the report --------------------------------------------------------------------------

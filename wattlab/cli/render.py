@@ -159,3 +159,34 @@ def print_run_row(row: dict) -> None:
     if row.get("power_limit_w") is not None:
         table.add_row("power limit in force", f"{row['power_limit_w']:g} W per GPU")
     console.print(table)
+
+
+def print_power_limit_curve(run_id: int, curve) -> None:
+    """The predicted energy and time of a run under each power limit, and its region."""
+    from rich.table import Table
+
+    run = curve.run
+    table = Table(
+        title=f"run {run_id} under power limits (predicted from its {run.source}, estimated)"
+    )
+    for name in ("limit W", "energy", "time s", "saved", "slower", "region", "case"):
+        table.add_column(name, justify="left" if name in ("region", "case") else "right")
+    for p in curve.points:
+        table.add_row(
+            f"{p.limit_w:.0f}",
+            fmt_energy(p.energy_j),
+            f"{p.duration_s:.1f}",
+            f"{p.saving:+.1%}",
+            f"{p.slowdown:+.1%}",
+            "yes" if p.in_region else "",
+            p.case,
+        )
+    console = make_console()
+    console.print(table)
+    console.print(
+        f"region: saves >= {curve.min_saving:.0%} for <= {curve.max_slowdown:.0%} more time "
+        "(wattlab's defaults; --min-saving, --max-slowdown)"
+    )
+    console.print(curve.summary())
+    for note in curve.notes:
+        console.print(f"note: {note}")

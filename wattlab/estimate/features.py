@@ -1,12 +1,17 @@
 """Features known before training starts, for PRE and the FLOPs baseline.
 
-A configuration becomes one row: model cost (forward GFLOPs per sample, parameters), workload
-(image size, batch size, train-set size, epochs, samples), precision, GPU (count, TDP, peak rate
-at the precision, memory, CUDA cores from ``gpu_specs.csv``) and the power limit in force.
+A configuration becomes one row: model cost (forward GFLOPs per sample, parameters, activation
+memory per sample at the run's precision, layer count), workload (image size, batch size,
+train-set size, epochs, samples), precision, GPU (count, TDP, peak rate at the precision, memory
+bandwidth, memory, CUDA cores from ``gpu_specs.csv``) and the power limit in force.
 
 Model cost is computed with ``wattlab.train.models`` (imported only when needed, so torch loads
 only when a model has to be built) and cached per (model, stem, image size, classes). Runs that
-already recorded ``model_gflops_per_sample`` and ``params`` use those.
+already recorded ``model_gflops_per_sample`` and ``params`` use those; activation memory and
+layers are counted from the model (one forward pass with hooks, no FLOP counter). A model
+wattlab cannot build (a name outside ``wattlab.train.config.MODELS``) with recorded GFLOPs and
+parameters gets NaN for activation memory and layers, which PRE fills with the training runs'
+medians and says so.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from wattlab.estimate.specs import PRECISIONS, GpuSpec, lookup_gpu, peak_flops
 NUMERIC_FEATURES = (
     "gflops_per_sample",  # forward pass, GFLOP per image
     "params",  # trainable parameters
+    "activation_mb_per_sample",  # leaf-module outputs of one forward pass, MB at the precision
+    "layers",  # leaf modules: a proxy for kernels launched per step
     "image_size",  # pixels per side
     "batch_size",  # global batch
     "train_size",  # images in the training set
@@ -33,6 +40,7 @@ NUMERIC_FEATURES = (
     "gpu_tdp_w",  # default (maximum) power limit per GPU, W
     "gpu_peak_tflops",  # dense peak rate at the run's precision, TFLOP/s per GPU
     "gpu_memory_gb",
+    "gpu_memory_bandwidth_gbs",  # GB/s (NaN when the spec table has none)
     "gpu_cuda_cores",
     "power_limit_w",  # limit in force per GPU, W (the default limit when none was set)
     "power_limit_fraction",  # power_limit_w / gpu_tdp_w
@@ -42,26 +50,92 @@ FEATURES = NUMERIC_FEATURES + CATEGORICAL_FEATURES
 
 CIFAR_TRAIN_SIZE = 50_000
 DEFAULT_IMAGE_SIZE = 32
+BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "amp-bf16": 2, "amp-fp16": 2}
 
 
 @dataclass(frozen=True)
 class ModelCost:
-    """A model's size. Units: FLOP per image for one forward pass; parameter count."""
+    """A model's size. Units: FLOP per image for one forward pass; parameter count; output
+    elements of every leaf module in one forward pass per image; leaf-module count (None when
+    not counted)."""
 
     forward_flops_per_sample: float
     params: int
+    activation_elements_per_sample: float | None = None
+    layers: int | None = None
 
     @property
     def gflops_per_sample(self) -> float:
         return self.forward_flops_per_sample / 1e9
 
 
+@dataclass(frozen=True)
+class ModelStructure:
+    """Activation elements per image (forward pass, leaf-module outputs) and leaf modules."""
+
+    activation_elements_per_sample: float
+    layers: int
+
+
 _COST_CACHE: dict[tuple[str, str, int, int], ModelCost] = {}
+_STRUCTURE_CACHE: dict[tuple[str, str, int, int], ModelStructure | None] = {}
 
 
 def clear_model_cost_cache() -> None:
     """Forget computed model costs (tests swap the model module)."""
     _COST_CACHE.clear()
+    _STRUCTURE_CACHE.clear()
+
+
+def count_structure(module: Any, image_size: int = DEFAULT_IMAGE_SIZE) -> ModelStructure:
+    """Count a torch module's activation elements per image and leaf modules: one forward pass
+    of two images on the CPU in eval mode with a hook on every leaf module."""
+    import torch
+
+    leaves = [m for m in module.modules() if not list(m.children())]
+    total = [0.0]
+
+    def hook(_module: Any, _inputs: Any, output: Any) -> None:
+        if isinstance(output, torch.Tensor):
+            total[0] += output.numel()
+
+    handles = [leaf.register_forward_hook(hook) for leaf in leaves]
+    was_training = module.training
+    module.eval()
+    try:
+        with torch.no_grad():
+            module(torch.zeros(2, 3, image_size, image_size))
+    finally:
+        module.train(was_training)
+        for handle in handles:
+            handle.remove()
+    return ModelStructure(activation_elements_per_sample=total[0] / 2, layers=len(leaves))
+
+
+def model_structure(
+    model: str, *, stem: str = "cifar", image_size: int = DEFAULT_IMAGE_SIZE, num_classes: int = 10
+) -> ModelStructure | None:
+    """Activation elements and layers of a model wattlab can build; None for other names."""
+    from wattlab.train.config import MODELS
+
+    key = (model, stem, int(image_size), int(num_classes))
+    if key in _STRUCTURE_CACHE:
+        return _STRUCTURE_CACHE[key]
+    if key in _COST_CACHE and _COST_CACHE[key].layers is not None:
+        cost = _COST_CACHE[key]
+        return ModelStructure(cost.activation_elements_per_sample or 0.0, int(cost.layers or 0))
+    structure = None
+    if model in MODELS:
+        try:
+            models = importlib.import_module("wattlab.train.models")
+            module = models.build_model(model, stem=stem, num_classes=num_classes)
+            structure = count_structure(module, image_size)
+        except WattlabError:
+            structure = None
+        except ImportError:
+            structure = None
+    _STRUCTURE_CACHE[key] = structure
+    return structure
 
 
 def model_cost(
@@ -99,7 +173,13 @@ def model_cost(
         ) from None
     if not flops > 0:
         raise ConfigError(f"model {model!r} reported {flops} forward FLOPs per sample.")
-    cost = ModelCost(forward_flops_per_sample=flops, params=params)
+    structure = count_structure(module, int(image_size))
+    cost = ModelCost(
+        forward_flops_per_sample=flops,
+        params=params,
+        activation_elements_per_sample=structure.activation_elements_per_sample,
+        layers=structure.layers,
+    )
     _COST_CACHE[key] = cost
     return cost
 
@@ -121,19 +201,45 @@ def _positive(name: str, value: Any, *, whole: bool = False) -> float:
     return number
 
 
-def _gpu_row(
+def gpu_row(
     spec: GpuSpec, precision: str, gpus: float, gpu_tdp_w: float | None, power_limit_w: float | None
 ) -> dict[str, float]:
     tdp_w = float(gpu_tdp_w) if gpu_tdp_w is not None else spec.tdp_w
     limit_w = float(power_limit_w) if power_limit_w is not None else tdp_w
+    bandwidth = spec.memory_bandwidth_gbs
     return {
         "gpus": gpus,
         "gpu_tdp_w": tdp_w,
         "gpu_peak_tflops": peak_flops(spec, precision) / 1e12,
         "gpu_memory_gb": spec.memory_gb,
+        "gpu_memory_bandwidth_gbs": math.nan if bandwidth is None else float(bandwidth),
         "gpu_cuda_cores": float(spec.cuda_cores),
         "power_limit_w": limit_w,
         "power_limit_fraction": limit_w / tdp_w,
+    }
+
+
+def _structure_row(
+    model: str | None,
+    stem: str,
+    image_size: int,
+    precision: str,
+    cost: ModelCost | None = None,
+) -> dict[str, float]:
+    """Activation MB per image at ``precision`` and layers; NaN when they cannot be counted."""
+    elements: float | None = None
+    layers: float | None = None
+    if cost is not None and cost.layers is not None:
+        elements, layers = cost.activation_elements_per_sample, float(cost.layers)
+    elif model is not None:
+        structure = model_structure(model, stem=stem, image_size=image_size)
+        if structure is not None:
+            elements, layers = structure.activation_elements_per_sample, float(structure.layers)
+    return {
+        "activation_mb_per_sample": (
+            math.nan if elements is None else elements * BYTES_PER_ELEMENT[precision] / 1e6
+        ),
+        "layers": math.nan if layers is None else layers,
     }
 
 
@@ -175,6 +281,7 @@ def config_features(
             f"batch_size {batch_size} is larger than the training set ({train_size} images)."
         )
     spec = lookup_gpu(gpu_name)
+    cost = None
     if gflops_per_sample is None or params is None:
         cost = model_cost(model, stem=stem, image_size=image_size)
         gflops_per_sample = (
@@ -185,13 +292,15 @@ def config_features(
         samples = default_samples(epochs, train_size, batch_size)
     row: dict[str, Any] = {
         "model": model,
+        "gpu_name": spec.name,
         "gflops_per_sample": float(gflops_per_sample),
         "params": float(params),
+        **_structure_row(model, stem, image_size, precision, cost),
         "image_size": float(image_size),
         "batch_size": float(batch_size),
         "train_size": float(train_size),
         "epochs": epochs,
-        **_gpu_row(spec, precision, gpus, gpu_tdp_w, power_limit_w),
+        **gpu_row(spec, precision, gpus, gpu_tdp_w, power_limit_w),
         "precision": precision,
         "samples": float(samples),
     }
@@ -237,6 +346,7 @@ def _run_row(row: Mapping[str, Any]) -> dict[str, Any]:
         train_size = float(samples) / float(epochs)
     gflops = _value(row, "model_gflops_per_sample")
     params = _value(row, "params")
+    cost = None
     if gflops is None or params is None:
         if model is None:
             raise ConfigError("the run recorded neither a model name nor its GFLOPs")
@@ -244,13 +354,18 @@ def _run_row(row: Mapping[str, Any]) -> dict[str, Any]:
         gflops = cost.gflops_per_sample if gflops is None else gflops
         params = cost.params if params is None else params
     return {
+        "model": None if model is None else str(model),
+        "gpu_name": spec.name,
         "gflops_per_sample": float(gflops),
         "params": float(params),
+        **_structure_row(
+            None if model is None else str(model), str(stem), int(image_size), str(precision), cost
+        ),
         "image_size": float(image_size),
         "batch_size": float(batch_size),
         "train_size": float(train_size),
         "epochs": float(epochs),
-        **_gpu_row(
+        **gpu_row(
             spec,
             str(precision),
             float(gpus),
@@ -274,7 +389,7 @@ def run_features(runs_df: pd.DataFrame) -> pd.DataFrame:
         except WattlabError as error:
             features = {"feature_error": str(error).rstrip(".")}
         rows.append(features)
-    columns = [*FEATURES, "samples", "feature_error"]
+    columns = ["model", "gpu_name", *FEATURES, "samples", "feature_error"]
     table = pd.DataFrame(rows, index=runs_df.index).reindex(columns=columns)
     errors = table["feature_error"].astype(object)
     table["feature_error"] = errors.where(errors.notna(), None)

@@ -1,20 +1,41 @@
 """PRE, Pre-training Regression-based Estimation: predict a budget before it runs.
 
-Regressors trained on measured runs predict energy per training sample (J) and time per sample
-(s) from features known in advance (``features.py``); multiplying by the budget's samples gives
-energy and duration. Both targets and every numeric feature are log-transformed: time per
-sample is close to FLOPs / (GPUs x peak rate x efficiency), a product, which is linear in logs.
+Time and power are predicted separately and energy = power x time, as in the paper's power
+estimator. Targets: time per training sample (s) and mean power as a fraction of the GPUs'
+TDP (total measured power / (GPUs x TDP)).
 
-Model choice: Ridge, Kernel Ridge (RBF) and Gradient Boosting, each in a Pipeline (log +
-StandardScaler on numeric features, OneHotEncoder(handle_unknown="ignore") on precision, the
-target standardised), with a small seeded random search over their settings; the candidate with
-the lowest grouped cross-validation error (mean |log(predicted / measured)|) wins, separately
-for each target. Folds (GroupKFold, up to 5) are grouped by ``config_hash``, so repetitions of
-one configuration never sit on both sides of a split. The feature preprocessing uses no target
-and is fitted once on the training runs; the regressors are fitted inside each fold.
+Physics in the features. Per training sample, three nominal times (``physics_terms``):
 
-Interval: the chosen candidate's out-of-fold log residuals give quantiles (5 % and 95 % by
-default); a prediction's interval is prediction x exp(quantile).
+- ``compute_s``  = 3 x forward FLOPs / (GPUs x peak rate at the precision)  (forward + backward)
+- ``memory_s``   = 3 x activation bytes / (GPUs x memory bandwidth)  (write, read, gradient)
+- ``launch_s``   = layers x LAUNCH_S_PER_LAYER / batch size  (kernels launched per step, shared
+  by the batch: what dominates small models at 32x32 on a big GPU)
+
+Candidate model families (``FAMILIES``):
+
+- ``physics``: time = a x launch_s + b x compute_s + c x memory_s and power fraction = p0 +
+  p1 x compute_s/time + p2 x memory_s/time + p3 x launch_s/time, non-negative least squares on
+  relative errors. Few parameters, so it extrapolates to new models the way a roofline does.
+- ``ridge``, ``kernel_ridge`` (RBF), ``gradient_boosting``: on the logs of the physics terms and
+  the raw features (standardised), precision one-hot; the power model also sees the three
+  fractions of time. Targets in logs.
+
+Model selection: a small seeded random search per family; the time model and then the power
+model with the lowest grouped cross-validation error (mean |log(predicted / measured)|) win.
+Folds are grouped by model name when the data has at least three models (so selection rewards
+predicting models it has not seen), else by configuration; repetitions of one configuration
+never sit on both sides of a split. In a fold the power model sees the fold's *predicted* time,
+as it will at prediction time.
+
+Honest intervals. Out-of-fold log residuals of energy and time are kept per protocol: leave
+configurations out (GroupKFold), leave one model out, leave one precision out, leave one batch
+size out. A prediction inside the data uses the configuration residuals; a model, precision or
+batch size outside the reference set uses the widest of the matching protocols' intervals and
+says so in its notes. A GPU missing from the reference data is predicted only through a stated
+transfer: the prediction for the reference GPU, time scaled by the physics time ratio (peak
+rate, bandwidth; launches unchanged), power by the TDP ratio, and the interval widened by
+TRANSFER_WIDEN each way. Quantiles use the conformal rank ceil((n + 1) x level) so that few
+residuals give wider, not narrower, intervals.
 """
 
 from __future__ import annotations
@@ -33,12 +54,43 @@ from wattlab.estimate.features import (
     CATEGORICAL_FEATURES,
     NUMERIC_FEATURES,
     config_features,
+    gpu_row,
     run_features,
 )
+from wattlab.estimate.specs import PRECISIONS, lookup_gpu
 
 MIN_CONFIGS = 4
-FAMILIES = ("ridge", "kernel_ridge", "gradient_boosting")
+FAMILIES = ("physics", "ridge", "kernel_ridge")  # the default candidates
+ALL_FAMILIES = (*FAMILIES, "gradient_boosting")  # trees: slower, and cannot extrapolate
+LAUNCH_S_PER_LAYER = 15e-6  # nominal: ~3 kernels per layer per step (fwd, bwd) at ~5 us each
+TRANSFER_WIDEN = 2.0  # interval factor for a GPU outside the reference data
+NO_PROTOCOL_WIDEN = 2.0  # interval factor when no held-out protocol can check an extrapolation
+TIME_TERMS = ("launch_s", "compute_s", "memory_s")
+LOG_INPUTS = (
+    *TIME_TERMS,
+    "roofline_s",
+    "gflops_per_sample",
+    "params",
+    "activation_mb_per_sample",
+    "layers",
+    "batch_size",
+    "gpus",
+    "gpu_tdp_w",
+    "gpu_peak_tflops",
+    "gpu_memory_bandwidth_gbs",
+    "power_limit_fraction",
+)
+FRACTIONS = ("launch_fraction", "compute_fraction", "memory_fraction")
+IMPUTED = ("activation_mb_per_sample", "layers", "gpu_memory_bandwidth_gbs")
+PROTOCOLS = ("configuration", "model", "precision", "batch_size")
+_PROTOCOL_NAMES = {
+    "configuration": "configurations held out",
+    "model": "leave-one-model-out",
+    "precision": "leave-one-precision-out",
+    "batch_size": "leave-one-batch-size-out",
+}
 _SEARCH_SPACE: dict[str, dict[str, list[Any]]] = {
+    "physics": {"fit": ["relative"]},
     "ridge": {"alpha": [1e-3, 1e-2, 1e-1, 1.0, 10.0, 100.0]},
     "kernel_ridge": {"alpha": [1e-3, 1e-2, 1e-1, 1.0], "gamma": [0.01, 0.03, 0.1, 0.3, 1.0]},
     "gradient_boosting": {
@@ -49,78 +101,322 @@ _SEARCH_SPACE: dict[str, dict[str, list[Any]]] = {
 }
 
 
-def _safe_log(x: Any) -> Any:
-    return np.log(np.clip(np.asarray(x, dtype=float), 1e-12, None))
+# ---------------------------------------------------------------------------------------------
+# Features -> physics terms -> design matrices
 
 
-def _regressor(family: str, params: dict[str, Any], seed: int) -> Any:
+def physics_terms(features: pd.DataFrame) -> pd.DataFrame:
+    """The nominal per-sample times (s) of a feature table: launch_s, compute_s, memory_s and
+    their sum roofline_s (see the module docstring). NaN inputs give NaN terms."""
+    gpus = features["gpus"].astype(float)
+    compute_s = 3 * features["gflops_per_sample"].astype(float) * 1e9
+    compute_s = compute_s / (gpus * features["gpu_peak_tflops"].astype(float) * 1e12)
+    memory_s = 3 * features["activation_mb_per_sample"].astype(float) * 1e6
+    memory_s = memory_s / (gpus * features["gpu_memory_bandwidth_gbs"].astype(float) * 1e9)
+    launch_s = features["layers"].astype(float) * LAUNCH_S_PER_LAYER
+    launch_s = launch_s / features["batch_size"].astype(float)
+    out = pd.DataFrame(
+        {"launch_s": launch_s, "compute_s": compute_s, "memory_s": memory_s}, index=features.index
+    )
+    out["roofline_s"] = out.sum(axis=1, skipna=False)
+    return out
+
+
+def _log(x: Any) -> np.ndarray:
+    return np.log(np.clip(np.asarray(x, dtype=float), 1e-15, None))
+
+
+@dataclass
+class _Rows:
+    """Feature rows as arrays: logs of LOG_INPUTS, the three TIME_TERMS (s), precision, and
+    GPUs x TDP (W). Folds slice these instead of DataFrames."""
+
+    logs: np.ndarray
+    parts: np.ndarray
+    precision: np.ndarray
+    tdp_w: np.ndarray
+
+    def take(self, index: np.ndarray) -> _Rows:
+        return _Rows(self.logs[index], self.parts[index], self.precision[index], self.tdp_w[index])
+
+    def __len__(self) -> int:
+        return len(self.precision)
+
+
+def medians_of(table: pd.DataFrame) -> dict[str, float]:
+    """Training medians of the features that may be missing (1.0 when all are)."""
+    medians = {}
+    for column in IMPUTED:
+        values = table[column].astype(float)
+        medians[column] = float(values.median()) if values.notna().any() else 1.0
+    return medians
+
+
+def make_rows(table: pd.DataFrame, medians: dict[str, float]) -> _Rows:
+    """Impute ``table`` with ``medians``, add the physics terms and turn it into arrays."""
+    filled = table.copy()
+    for column, median in medians.items():
+        filled[column] = filled[column].astype(float).fillna(median)
+    terms = pd.concat([filled, physics_terms(filled)], axis=1)
+    return _Rows(
+        logs=_log(terms[list(LOG_INPUTS)].to_numpy(dtype=float)),
+        parts=terms[list(TIME_TERMS)].to_numpy(dtype=float),
+        precision=terms["precision"].astype(str).to_numpy(),
+        tdp_w=(terms["gpus"].astype(float) * terms["gpu_tdp_w"].astype(float)).to_numpy(),
+    )
+
+
+@dataclass
+class _Design:
+    """Standardisation and precision categories learnt on training rows."""
+
+    precisions: tuple[str, ...]
+    mean: np.ndarray
+    scale: np.ndarray
+    fraction_mean: np.ndarray
+    fraction_scale: np.ndarray
+
+    @classmethod
+    def fit(cls, rows: _Rows, time_s: np.ndarray) -> _Design:
+        fractions = rows.parts / np.asarray(time_s, dtype=float)[:, None]
+        return cls(
+            precisions=tuple(sorted(set(rows.precision))),
+            mean=rows.logs.mean(axis=0),
+            scale=_nonzero(rows.logs.std(axis=0)),
+            fraction_mean=fractions.mean(axis=0),
+            fraction_scale=_nonzero(fractions.std(axis=0)),
+        )
+
+    def matrix(self, rows: _Rows, time_s: np.ndarray | None = None) -> np.ndarray:
+        logs = (rows.logs - self.mean) / self.scale
+        onehot = rows.precision[:, None] == np.array(self.precisions, dtype=object)[None, :]
+        blocks = [logs, onehot.astype(float)]
+        if time_s is not None:
+            fractions = rows.parts / np.asarray(time_s, dtype=float)[:, None]
+            blocks.append((fractions - self.fraction_mean) / self.fraction_scale)
+        return np.hstack(blocks)
+
+
+def _nonzero(scale: np.ndarray) -> np.ndarray:
+    return np.where(scale > 1e-12, scale, 1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Regressors
+
+
+class _Physics:
+    """Non-negative least squares on relative errors: y ~ columns @ coef (linear space), with
+    optional prior rows pulling coefficient j towards ``prior[j]`` with weight ``weight``."""
+
+    def __init__(self, intercept: bool) -> None:
+        self.intercept = intercept
+        self.coef = np.zeros(0)
+
+    def _columns(self, parts: np.ndarray) -> np.ndarray:
+        if self.intercept:
+            return np.hstack([np.ones((parts.shape[0], 1)), parts])
+        return parts
+
+    def fit(
+        self,
+        parts: np.ndarray,
+        y: np.ndarray,
+        prior: np.ndarray | None = None,
+        weight: float = 0.0,
+    ) -> _Physics:
+        from scipy.optimize import nnls
+
+        a = self._columns(parts) / y[:, None]
+        b = np.ones_like(y)
+        if prior is not None and weight > 0:
+            scale = np.where(prior > 1e-12, prior, 1.0)
+            rows = np.diag(weight / scale)
+            a = np.vstack([a, rows])
+            b = np.concatenate([b, np.where(prior > 1e-12, weight, 0.0)])
+        self.coef, _ = nnls(a, b)
+        return self
+
+    def predict(self, parts: np.ndarray) -> np.ndarray:
+        return np.clip(self._columns(parts) @ self.coef, 1e-15, None)
+
+
+_SIBLING = {"amp-bf16": "amp-fp16", "amp-fp16": "amp-bf16"}  # same tensor-core rate and bytes
+SHRINK = 0.01  # prior row weight: as strong as one run off by 1 %, pulling a per-precision
+# coefficient towards the pooled one when the runs at that precision barely constrain it
+
+
+class _PhysicsFit:
+    """y = m x memory + a[precision] x launch + c[precision] x compute (+ an intercept) on the
+    three TIME_TERMS columns. Launch and compute coefficients are per precision (autocast adds
+    cast kernels; tensor cores reach a different share of their peak than FP32 units), each
+    pulled towards the pooled fit's coefficient by a prior row of weight SHRINK, so that a
+    precision whose runs say little about a term (only launch-bound models at amp-bf16, say)
+    keeps the pooled value instead of an arbitrary one. A precision not seen uses its
+    sibling's coefficients (amp-bf16 <-> amp-fp16) or, failing that, the pooled fit. The time
+    model uses it on the terms; the power model (with an intercept, the idle share) on the
+    terms as fractions of time."""
+
+    def __init__(self, intercept: bool = False) -> None:
+        self.intercept = intercept
+
+    def fit(self, parts: np.ndarray, precision: np.ndarray, y: np.ndarray) -> _PhysicsFit:
+        self.precisions = tuple(sorted(set(precision)))
+        self.pooled = _Physics(intercept=self.intercept).fit(parts, y)
+        pooled = self.pooled.coef
+        offset = 1 if self.intercept else 0
+        launch, compute, memory = pooled[offset : offset + 3]
+        prior = [memory] + [launch, compute] * len(self.precisions)
+        if self.intercept:
+            prior = [pooled[0], *prior]
+        split = self._split(parts, self._mapped(precision))
+        self.split = _Physics(intercept=self.intercept).fit(split, y, np.array(prior), SHRINK)
+        return self
+
+    def _mapped(self, precision: np.ndarray) -> np.ndarray:
+        out = []
+        for p in precision:
+            if p in self.precisions:
+                out.append(p)
+            elif _SIBLING.get(p) in self.precisions:
+                out.append(_SIBLING[p])
+            else:
+                out.append(None)
+        return np.array(out, dtype=object)
+
+    def _split(self, parts: np.ndarray, mapped: np.ndarray) -> np.ndarray:
+        launch, compute, memory = parts[:, 0], parts[:, 1], parts[:, 2]
+        columns = [memory]
+        for p in self.precisions:
+            columns += [launch * (mapped == p), compute * (mapped == p)]
+        return np.column_stack(columns)
+
+    def predict(self, parts: np.ndarray, precision: np.ndarray) -> np.ndarray:
+        mapped = self._mapped(precision)
+        out = self.split.predict(self._split(parts, mapped))
+        unseen = np.array([m is None for m in mapped], dtype=bool)
+        if unseen.any():
+            out[unseen] = self.pooled.predict(parts[unseen])
+        return out
+
+
+def _learned(family: str, params: dict[str, Any], seed: int) -> Any:
+    from sklearn.compose import TransformedTargetRegressor
     from sklearn.ensemble import GradientBoostingRegressor
     from sklearn.kernel_ridge import KernelRidge
     from sklearn.linear_model import Ridge
-
-    if family == "ridge":
-        return Ridge(**params)
-    if family == "kernel_ridge":
-        return KernelRidge(kernel="rbf", **params)
-    if family == "gradient_boosting":
-        return GradientBoostingRegressor(random_state=seed, **params)
-    raise ConfigError(f"PRE model family must be one of {', '.join(FAMILIES)}, got {family!r}.")
-
-
-def make_columns() -> Any:
-    """The unsupervised preprocessing: log + standardise numeric features, one-hot precision."""
-    from sklearn.compose import ColumnTransformer
-    from sklearn.pipeline import Pipeline
-    from sklearn.preprocessing import FunctionTransformer, OneHotEncoder, StandardScaler
-
-    numeric = Pipeline([("log", FunctionTransformer(_safe_log)), ("scale", StandardScaler())])
-    return ColumnTransformer(
-        [
-            ("numeric", numeric, list(NUMERIC_FEATURES)),
-            (
-                "categorical",
-                OneHotEncoder(handle_unknown="ignore", sparse_output=False),
-                list(CATEGORICAL_FEATURES),
-            ),
-        ]
-    )
-
-
-def make_regressor(family: str, params: dict[str, Any], seed: int = 0) -> Any:
-    """One candidate model, with the (log) target standardised around it."""
-    from sklearn.compose import TransformedTargetRegressor
     from sklearn.preprocessing import StandardScaler
 
-    return TransformedTargetRegressor(
-        regressor=_regressor(family, params, seed), transformer=StandardScaler()
-    )
+    if family == "ridge":
+        regressor: Any = Ridge(**params)
+    elif family == "kernel_ridge":
+        regressor = KernelRidge(kernel="rbf", **params)
+    elif family == "gradient_boosting":
+        regressor = GradientBoostingRegressor(random_state=seed, **params)
+    else:
+        raise ConfigError(
+            f"PRE model family must be one of {', '.join(ALL_FAMILIES)}, got {family!r}."
+        )
+    return TransformedTargetRegressor(regressor=regressor, transformer=StandardScaler())
 
 
-def make_pipeline(family: str, params: dict[str, Any], seed: int = 0) -> Any:
-    """The full sklearn Pipeline: ``make_columns()`` then ``make_regressor(...)``."""
-    from sklearn.pipeline import Pipeline
+@dataclass
+class _TimeModel:
+    """Time per training sample (s)."""
 
-    return Pipeline([("features", make_columns()), ("model", make_regressor(family, params, seed))])
+    family: str
+    params: dict[str, Any]
+    seed: int = 0
+    model: Any = None
+
+    def fit(self, design: _Design, rows: _Rows, time_s: np.ndarray) -> _TimeModel:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # tiny folds: ill-conditioned KRR solves
+            if self.family == "physics":
+                self.model = _PhysicsFit().fit(rows.parts, rows.precision, time_s)
+            else:
+                model = _learned(self.family, self.params, self.seed)
+                self.model = model.fit(design.matrix(rows), _log(time_s))
+        return self
+
+    def predict(self, design: _Design, rows: _Rows) -> np.ndarray:
+        if self.family == "physics":
+            return self.model.predict(rows.parts, rows.precision)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return np.exp(self.model.predict(design.matrix(rows)))
 
 
-def _candidates(families: tuple[str, ...], search_iter: int, seed: int) -> list[tuple[str, dict]]:
-    from sklearn.model_selection import ParameterSampler
+@dataclass
+class _PowerModel:
+    """Mean power as a fraction of GPUs x TDP, given the time per sample."""
 
-    out: list[tuple[str, dict]] = []
-    for family in families:
-        if family not in _SEARCH_SPACE:
-            raise ConfigError(
-                f"PRE model family must be one of {', '.join(FAMILIES)}, got {family!r}."
-            )
-        space = _SEARCH_SPACE[family]
-        size = math.prod(len(v) for v in space.values())
-        for params in ParameterSampler(space, n_iter=min(search_iter, size), random_state=seed):
-            out.append((family, dict(params)))
-    return out
+    family: str
+    params: dict[str, Any]
+    seed: int = 0
+    model: Any = None
+
+    def fit(
+        self, design: _Design, rows: _Rows, time_s: np.ndarray, fraction: np.ndarray
+    ) -> _PowerModel:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if self.family == "physics":
+                shares = rows.parts / np.asarray(time_s, dtype=float)[:, None]
+                self.model = _PhysicsFit(intercept=True).fit(shares, rows.precision, fraction)
+            else:
+                model = _learned(self.family, self.params, self.seed)
+                self.model = model.fit(design.matrix(rows, time_s), _log(fraction))
+        return self
+
+    def predict(self, design: _Design, rows: _Rows, time_s: np.ndarray) -> np.ndarray:
+        if self.family == "physics":
+            shares = rows.parts / np.asarray(time_s, dtype=float)[:, None]
+            return self.model.predict(shares, rows.precision)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return np.exp(self.model.predict(design.matrix(rows, time_s)))
+
+
+@dataclass
+class _Chain:
+    """A time model and a power model fitted on the same rows."""
+
+    time_family: tuple[str, dict[str, Any]]
+    power_family: tuple[str, dict[str, Any]]
+    seed: int = 0
+    medians: dict[str, float] = field(default_factory=dict)
+    design: _Design | None = None
+    time: _TimeModel | None = None
+    power: _PowerModel | None = None
+
+    def fit(self, rows: _Rows, time_s: np.ndarray, power_w: np.ndarray) -> _Chain:
+        self.design = _Design.fit(rows, time_s)
+        self.time = _TimeModel(*self.time_family, seed=self.seed).fit(self.design, rows, time_s)
+        self.power = _PowerModel(*self.power_family, seed=self.seed).fit(
+            self.design, rows, time_s, power_w / rows.tdp_w
+        )
+        return self
+
+    def rows(self, table: pd.DataFrame) -> _Rows:
+        return make_rows(table, self.medians)
+
+    def predict(self, rows: _Rows) -> tuple[np.ndarray, np.ndarray]:
+        """(time per sample s, mean power W)."""
+        assert self.design is not None and self.time is not None and self.power is not None
+        time_s = self.time.predict(self.design, rows)
+        power_w = self.power.predict(self.design, rows, time_s) * rows.tdp_w
+        return time_s, power_w
+
+
+# ---------------------------------------------------------------------------------------------
+# Fitted model and predictions
 
 
 @dataclass
 class _Fitted:
+    """One chosen regressor with its grouped-CV error and (configuration) log residuals."""
+
     family: str
     params: dict[str, Any]
     pipeline: Any
@@ -131,7 +427,10 @@ class _Fitted:
 
 @dataclass(frozen=True)
 class PrePrediction:
-    """PRE's prediction for one configuration. Units: J, s."""
+    """PRE's prediction for one configuration. Units: J, s, W.
+
+    ``interval_basis`` names the held-out protocol(s) whose residuals gave the interval;
+    ``notes`` says what was extrapolated and how."""
 
     energy_j: float
     duration_s: float
@@ -142,57 +441,229 @@ class PrePrediction:
     energy_per_sample_j: float
     time_per_sample_s: float
     samples: float
+    power_w: float = math.nan
+    interval_basis: str = "configuration"
+    notes: str = ""
 
-    def to_dict(self) -> dict[str, float]:
+    def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
 @dataclass
-class PreModel:
-    """Fitted PRE regressors for energy and time per sample, with their CV errors."""
+class _Seen:
+    """What the training runs covered."""
 
-    energy: _Fitted
+    models: tuple[str, ...]
+    costs: tuple[tuple[float, float], ...]  # (gflops, params) per model seen
+    precisions: tuple[str, ...]
+    batch_sizes: tuple[float, ...]
+    gpu_counts: tuple[float, ...]
+    gpu_names: tuple[str, ...]
+    reference_gpu: str
+    limit_fractions: tuple[float, ...]
+    model_precisions: tuple[tuple[str, str], ...] = ()  # (model name, precision) pairs run
+
+
+@dataclass
+class PreModel:
+    """Fitted PRE: a time model and a power model, their CV errors and residuals per protocol."""
+
     time: _Fitted
+    power: _Fitted
+    energy: _Fitted  # power x time: its out-of-fold error and residuals
     n_runs: int
     n_configs: int
     interval: float
     cv_table: pd.DataFrame = field(repr=False)
     excluded: dict[Any, str] = field(default_factory=dict, repr=False)  # run index -> reason
+    chain: _Chain | None = field(default=None, repr=False)
+    physics_time: _TimeModel | None = field(default=None, repr=False)  # for GPU transfer
+    residuals: dict[str, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)
+    seen: _Seen | None = field(default=None, repr=False)
+    selection_groups: str = "configuration"
 
+    # -- intervals ------------------------------------------------------------------------
+    def protocol_interval(self, protocol: str, target: str = "energy") -> tuple[float, float]:
+        """(low, high) log factors from a protocol's out-of-fold residuals; KeyError if the
+        protocol could not be run on the training data."""
+        return _quantiles(self.residuals[protocol][target], self.interval)
+
+    def _outside(self, row: pd.Series) -> list[tuple[str, str]]:
+        """(protocol, sentence) for each way ``row`` lies outside the training runs."""
+        seen = self.seen
+        assert seen is not None
+        out: list[tuple[str, str]] = []
+        model = row.get("model")
+        cost = (round(float(row["gflops_per_sample"]), 6), round(float(row["params"]), 0))
+        if (model is None or model not in seen.models) and cost not in seen.costs:
+            out.append(
+                ("model", f"model {model!r} is not in the reference set ({', '.join(seen.models)})")
+            )
+        pair = (str(model), str(row["precision"]))
+        known = model is not None and row["precision"] in seen.precisions
+        if not out and known and pair not in seen.model_precisions:
+            out.append(
+                ("precision", f"model {model!r} never ran at {pair[1]} in the reference set")
+            )
+        if row["precision"] not in seen.precisions:
+            out.append(
+                (
+                    "precision",
+                    f"precision {row['precision']} is not in the reference set "
+                    f"({', '.join(seen.precisions)})",
+                )
+            )
+        batch = float(row["batch_size"])
+        if not min(seen.batch_sizes) <= batch <= max(seen.batch_sizes):
+            out.append(
+                (
+                    "batch_size",
+                    f"batch size {batch:g} lies outside the reference set's "
+                    f"{min(seen.batch_sizes):g}-{max(seen.batch_sizes):g}",
+                )
+            )
+        if float(row["gpus"]) not in seen.gpu_counts:
+            counts = ", ".join(f"{g:g}" for g in seen.gpu_counts)
+            out.append(
+                ("gpus", f"{float(row['gpus']):g} GPUs is not in the reference set ({counts})")
+            )
+        fraction = round(float(row["power_limit_fraction"]), 3)
+        if fraction not in seen.limit_fractions:
+            out.append(
+                (
+                    "power_limit",
+                    f"a power limit of {fraction:.0%} of TDP is not in the reference set "
+                    "(see `wattlab estimate power-limits` for caps)",
+                )
+            )
+        return out
+
+    def _interval_for(self, outside: list[tuple[str, str]]) -> tuple[str, dict[str, tuple]]:
+        """The interval basis and (energy, time) log-factor intervals for these reasons.
+
+        Inside the data: the configuration residuals' quantiles. Outside: the widest of the
+        matching protocols' intervals, made symmetric in log space (the direction in which
+        other held-out groups erred says little about a new one); reasons no protocol can
+        check widen it by NO_PROTOCOL_WIDEN."""
+        bases = ["configuration"]
+        unchecked = []  # no held-out protocol in the data can check these
+        for protocol, _ in outside:
+            (bases if protocol in self.residuals else unchecked).append(protocol)
+        bases = list(dict.fromkeys(bases))
+        unchecked = list(dict.fromkeys(unchecked))
+        out = {}
+        for target in ("energy", "time"):
+            lows, highs = zip(*(self.protocol_interval(b, target) for b in bases), strict=True)
+            low, high = min(lows), max(highs)
+            if outside:
+                half = max(-low, high)
+                low, high = -half, half
+            if unchecked:
+                low -= math.log(NO_PROTOCOL_WIDEN)
+                high += math.log(NO_PROTOCOL_WIDEN)
+            out[target] = (low, high)
+        basis = " + ".join(_PROTOCOL_NAMES[b] for b in bases)
+        if outside:
+            basis += " (symmetric)"
+        if unchecked:
+            names = ", ".join(u.replace("_", " ") for u in unchecked)
+            basis += f", widened x{NO_PROTOCOL_WIDEN:g} for {names} (no held-out check possible)"
+        return basis, out
+
+    # -- predictions ----------------------------------------------------------------------
     def predict(self, features: pd.DataFrame) -> pd.DataFrame:
         """Predictions for feature rows (``config_features``/``run_features`` columns incl.
         ``samples``). Columns: energy_j, duration_s, energy_low_j, energy_high_j,
-        duration_low_s, duration_high_s, energy_per_sample_j, time_per_sample_s, samples."""
+        duration_low_s, duration_high_s, energy_per_sample_j, time_per_sample_s, samples,
+        power_w, interval_basis, notes."""
         missing = [
             c for c in (*NUMERIC_FEATURES, *CATEGORICAL_FEATURES, "samples") if c not in features
         ]
         if missing:
             raise DataError(f"PRE features lack the columns {', '.join(missing)}.")
-        samples = features["samples"].to_numpy(dtype=float)
-        log_e = self.energy.pipeline.predict(features)
-        log_t = self.time.pipeline.predict(features)
-        e_ps, t_ps = np.exp(log_e), np.exp(log_t)
-        return pd.DataFrame(
-            {
-                "energy_j": e_ps * samples,
-                "duration_s": t_ps * samples,
-                "energy_low_j": e_ps * samples * math.exp(self.energy.residual_low),
-                "energy_high_j": e_ps * samples * math.exp(self.energy.residual_high),
-                "duration_low_s": t_ps * samples * math.exp(self.time.residual_low),
-                "duration_high_s": t_ps * samples * math.exp(self.time.residual_high),
-                "energy_per_sample_j": e_ps,
-                "time_per_sample_s": t_ps,
-                "samples": samples,
-            },
-            index=features.index,
+        assert self.chain is not None and self.seen is not None
+        rows = []
+        for index, row in features.iterrows():
+            rows.append(self._predict_row(row, index))
+        return pd.DataFrame(rows, index=features.index)
+
+    def _predict_row(self, row: pd.Series, index: Any) -> dict[str, Any]:
+        assert self.chain is not None and self.seen is not None
+        outside = self._outside(row)
+        notes: list[str] = []
+        gpu = row.get("gpu_name")
+        transfer = gpu is not None and not pd.isna(gpu) and gpu not in self.seen.gpu_names
+        table = row.to_frame().T.infer_objects()
+        if transfer:
+            time_ps, power_w, transfer_note = self._transfer(table, str(gpu))
+            notes.append(transfer_note)
+        else:
+            t, p = self.chain.predict(self.chain.rows(table))
+            time_ps, power_w = float(t[0]), float(p[0])
+        basis, bounds = self._interval_for(outside)
+        if transfer:
+            widen = math.log(TRANSFER_WIDEN)
+            bounds = {k: (lo - widen, hi + widen) for k, (lo, hi) in bounds.items()}
+            basis += f", widened x{TRANSFER_WIDEN:g} for the GPU transfer"
+        if outside:
+            notes.insert(0, "EXTRAPOLATING: " + "; ".join(s for _, s in outside))
+        notes.append(f"interval from {basis}")
+        samples = float(row["samples"])
+        energy_ps = time_ps * power_w
+        (e_lo, e_hi), (t_lo, t_hi) = bounds["energy"], bounds["time"]
+        return {
+            "energy_j": energy_ps * samples,
+            "duration_s": time_ps * samples,
+            "energy_low_j": energy_ps * samples * math.exp(e_lo),
+            "energy_high_j": energy_ps * samples * math.exp(e_hi),
+            "duration_low_s": time_ps * samples * math.exp(t_lo),
+            "duration_high_s": time_ps * samples * math.exp(t_hi),
+            "energy_per_sample_j": energy_ps,
+            "time_per_sample_s": time_ps,
+            "samples": samples,
+            "power_w": power_w,
+            "interval_basis": basis,
+            "notes": "; ".join(notes),
+        }
+
+    def _transfer(self, table: pd.DataFrame, gpu: str) -> tuple[float, float, str]:
+        """Predict on the reference GPU, then scale by spec ratios (see the module doc)."""
+        assert self.chain is not None and self.seen is not None and self.physics_time is not None
+        row = table.iloc[0]
+        reference = lookup_gpu(self.seen.reference_gpu)
+        ref = table.copy()
+        limit_w = float(row["power_limit_fraction"]) * reference.tdp_w
+        for column, value in gpu_row(
+            reference, str(row["precision"]), float(row["gpus"]), None, limit_w
+        ).items():
+            ref[column] = value
+        ref["gpu_name"] = reference.name
+        ref_rows = self.chain.rows(ref)
+        t_ref, p_ref = self.chain.predict(ref_rows)
+        design = self.chain.design
+        assert design is not None
+        phys_new = float(self.physics_time.predict(design, self.chain.rows(table))[0])
+        phys_ref = float(self.physics_time.predict(design, ref_rows)[0])
+        time_ratio = phys_new / phys_ref if phys_ref > 0 and np.isfinite(phys_new) else 1.0
+        power_ratio = float(row["gpu_tdp_w"]) / reference.tdp_w
+        note = (
+            f"TRANSFER: no reference run used a {gpu}; predicted for the {reference.name} and "
+            f"scaled by spec ratios (time x{time_ratio:.2f} from peak rate and memory bandwidth "
+            f"through the physics time model, power x{power_ratio:.2f} from TDP)"
         )
+        return float(t_ref[0]) * time_ratio, float(p_ref[0]) * power_ratio, note
 
     def predict_one(self, features: pd.DataFrame) -> PrePrediction:
         """The prediction for a single feature row."""
         if len(features) != 1:
             raise DataError(f"predict_one takes one feature row, got {len(features)}.")
         row = self.predict(features).iloc[0]
-        return PrePrediction(**{k: float(v) for k, v in row.items()})
+        return PrePrediction(
+            **{
+                k: (str(v) if k in ("interval_basis", "notes") else float(v))
+                for k, v in row.items()
+            }
+        )
 
     def predict_config(self, **config: Any) -> PrePrediction:
         """Predict a configuration that has not run; keywords as ``features.config_features``
@@ -201,21 +672,46 @@ class PreModel:
         return self.predict_one(config_features(**config))
 
     def describe(self) -> str:
-        """Which models won and how well they did out of fold."""
+        """Which models won and how well they did out of fold, and what the data covers."""
+        seen = self.seen
+        assert seen is not None
+        coverage = (
+            f"{len(seen.models)} models, precisions {'/'.join(seen.precisions)}, batch sizes "
+            f"{'/'.join(f'{b:g}' for b in seen.batch_sizes)}, GPUs {', '.join(seen.gpu_names)}"
+        )
         return (
-            f"energy/sample: {_describe(self.energy)}; time/sample: {_describe(self.time)}; "
-            f"{self.interval:.0%} interval from CV residuals; fitted on {self.n_runs} runs of "
-            f"{self.n_configs} configurations"
+            f"time/sample: {_describe(self.time)}; power: {_describe(self.power)}; energy = "
+            f"power x time, CV error {_mae_to_percent(self.energy.cv_mae_log):.1f} % "
+            f"(folds grouped by {self.selection_groups}); {self.interval:.0%} interval from "
+            f"held-out residuals; fitted on {self.n_runs} runs of {self.n_configs} "
+            f"configurations ({coverage})"
         )
 
 
 def _describe(fitted: _Fitted) -> str:
-    params = ", ".join(f"{k}={v:g}" for k, v in sorted(fitted.params.items()))
-    return f"{fitted.family} ({params}), CV error {_mae_to_percent(fitted.cv_mae_log):.1f} %"
+    params = ", ".join(f"{k}={v:g}" for k, v in sorted(fitted.params.items()) if k != "fit")
+    settings = f" ({params})" if params else ""
+    return f"{fitted.family}{settings}, CV error {_mae_to_percent(fitted.cv_mae_log):.1f} %"
 
 
 def _mae_to_percent(mae_log: float) -> float:
     return (math.exp(mae_log) - 1.0) * 100.0
+
+
+def _quantiles(residuals: np.ndarray, interval: float) -> tuple[float, float]:
+    """Conformal-rank quantiles of log residuals (actual - predicted), always containing 0."""
+    values = np.sort(np.asarray(residuals, dtype=float))
+    n = values.size
+    if n == 0:
+        return 0.0, 0.0
+    tail = (1.0 - interval) / 2.0
+    k_high = min(n, math.ceil((n + 1) * (1.0 - tail)))
+    k_low = max(1, math.floor((n + 1) * tail))
+    return min(0.0, float(values[k_low - 1])), max(0.0, float(values[k_high - 1]))
+
+
+# ---------------------------------------------------------------------------------------------
+# Fitting
 
 
 def _groups(runs: pd.DataFrame, features: pd.DataFrame) -> np.ndarray:
@@ -225,6 +721,15 @@ def _groups(runs: pd.DataFrame, features: pd.DataFrame) -> np.ndarray:
     return np.array(
         [hashlib.sha256("|".join(row).encode()).hexdigest()[:16] for row in keys.to_numpy()]
     )
+
+
+def _model_keys(features: pd.DataFrame) -> np.ndarray:
+    """A model's identity: its name, or its recorded cost when it has none."""
+    names = features["model"] if "model" in features else pd.Series(None, index=features.index)
+    costs = (
+        features["gflops_per_sample"].round(6).astype(str) + "/" + features["params"].astype(str)
+    )
+    return np.where(names.notna(), names.astype(str), costs).astype(str)
 
 
 def training_table(runs_df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, dict[Any, str]]:
@@ -252,6 +757,56 @@ def training_table(runs_df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, d
     return runs.loc[ok], features.loc[ok], excluded
 
 
+def _candidates(families: tuple[str, ...], search_iter: int, seed: int) -> list[tuple[str, dict]]:
+    from sklearn.model_selection import ParameterSampler
+
+    out: list[tuple[str, dict]] = []
+    for family in families:
+        if family not in _SEARCH_SPACE:
+            raise ConfigError(
+                f"PRE model family must be one of {', '.join(ALL_FAMILIES)}, got {family!r}."
+            )
+        space = _SEARCH_SPACE[family]
+        size = math.prod(len(v) for v in space.values())
+        for params in ParameterSampler(space, n_iter=min(search_iter, size), random_state=seed):
+            out.append((family, dict(params)))
+    return out
+
+
+def _splits(groups: np.ndarray, max_folds: int | None) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Grouped folds: one group per fold (leave one group out) up to ``max_folds``, else
+    GroupKFold."""
+    from sklearn.model_selection import GroupKFold
+
+    n_groups = len(set(groups))
+    if n_groups < 2:
+        return []
+    n_splits = n_groups if max_folds is None else min(max_folds, n_groups)
+    dummy = np.zeros((len(groups), 1))
+    return list(GroupKFold(n_splits=n_splits).split(dummy, groups=groups))
+
+
+def _oof_chain(
+    time_family: tuple[str, dict],
+    power_family: tuple[str, dict],
+    rows: _Rows,
+    medians: dict[str, float],
+    time_s: np.ndarray,
+    power_w: np.ndarray,
+    splits: list[tuple[np.ndarray, np.ndarray]],
+    seed: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Out-of-fold (time per sample, power) of a chain over the splits."""
+    t_oof = np.full(len(rows), np.nan)
+    p_oof = np.full(len(rows), np.nan)
+    for train, test in splits:
+        chain = _Chain(time_family, power_family, seed, medians).fit(
+            rows.take(train), time_s[train], power_w[train]
+        )
+        t_oof[test], p_oof[test] = chain.predict(rows.take(test))
+    return t_oof, p_oof
+
+
 def fit_pre(
     runs_df: pd.DataFrame,
     *,
@@ -265,76 +820,150 @@ def fit_pre(
 
     Needs runs of at least ``min_configs`` distinct configurations (DataError otherwise).
     ``search_iter``: settings tried per model family. ``interval``: the prediction interval's
-    coverage, from out-of-fold residual quantiles.
+    coverage, from held-out residual quantiles.
     """
-    from sklearn.model_selection import GroupKFold
-    from sklearn.pipeline import Pipeline
-
     if not 0 < interval < 1:
         raise ConfigError(f"the PRE interval must be a fraction in (0, 1), got {interval!r}.")
+    candidates = _candidates(tuple(families), search_iter, seed)
     runs, features, excluded = training_table(runs_df)
-    groups = _groups(runs, features)
-    n_configs = len(set(groups))
+    config_groups = _groups(runs, features)
+    n_configs = len(set(config_groups))
     if n_configs < min_configs:
         raise DataError(
             f"PRE needs measured runs of at least {min_configs} distinct configurations to fit, "
             f"and there are {n_configs}."
         )
+    table = features.reset_index(drop=True)
     samples = runs["samples"].to_numpy(dtype=float)
-    targets = {
-        "energy": np.log(runs["energy_total_j"].to_numpy(dtype=float) / samples),
-        "time": np.log(runs["duration_s"].to_numpy(dtype=float) / samples),
-    }
-    # The preprocessing uses no target, so it is fitted once on the training runs' features;
-    # the regressors are cross-validated on grouped folds.
-    columns = make_columns().fit(features)
-    x = columns.transform(features)
-    splits = list(GroupKFold(n_splits=min(5, n_configs)).split(x, groups=groups))
-    candidates = _candidates(tuple(families), search_iter, seed)
-    tail = (1.0 - interval) / 2.0
+    time_s = runs["duration_s"].to_numpy(dtype=float) / samples
+    power_w = runs["energy_total_j"].to_numpy(dtype=float) / runs["duration_s"].to_numpy(
+        dtype=float
+    )
+    medians = medians_of(table)
+    every = make_rows(table, medians)
+    model_keys = _model_keys(table)
+    if len(set(model_keys)) >= 3:
+        selection, selection_name = model_keys, "model"
+    else:
+        selection, selection_name = config_groups, "configuration"
+    splits = _splits(selection, 5)
+
+    # 1. the time model
     rows = []
-    chosen: dict[str, _Fitted] = {}
-    for target, y in targets.items():
-        best: tuple[float, str, dict, np.ndarray] | None = None
-        for family, params in candidates:
-            oof = np.empty_like(y)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # tiny folds: ill-conditioned KRR solves
-                for train, test in splits:
-                    model = make_regressor(family, params, seed).fit(x[train], y[train])
-                    oof[test] = model.predict(x[test])
-            mae = float(np.mean(np.abs(oof - y)))
-            rows.append(
+    best_time: tuple[float, tuple[str, dict], np.ndarray] | None = None
+    for family, params in candidates:
+        oof = np.full(len(every), np.nan)
+        for train, test in splits:
+            train_rows = every.take(train)
+            design = _Design.fit(train_rows, time_s[train])
+            model = _TimeModel(family, params, seed).fit(design, train_rows, time_s[train])
+            oof[test] = model.predict(design, every.take(test))
+        mae = float(np.mean(np.abs(_log(oof) - _log(time_s))))
+        rows.append(_cv_row("time", family, params, mae))
+        if best_time is None or mae < best_time[0]:
+            best_time = (mae, (family, params), oof)
+    assert best_time is not None
+    time_mae, time_family, time_oof = best_time
+
+    # 2. the power model, fed the time model's out-of-fold time as it will be at prediction
+    best_power: tuple[float, tuple[str, dict], np.ndarray] | None = None
+    for family, params in candidates:
+        oof = np.full(len(every), np.nan)
+        for train, test in splits:
+            train_rows, test_rows = every.take(train), every.take(test)
+            design = _Design.fit(train_rows, time_s[train])
+            model = _PowerModel(family, params, seed).fit(
+                design, train_rows, time_s[train], power_w[train] / train_rows.tdp_w
+            )
+            oof[test] = model.predict(design, test_rows, time_oof[test]) * test_rows.tdp_w
+        mae = float(np.mean(np.abs(_log(oof) - _log(power_w))))
+        rows.append(_cv_row("power", family, params, mae))
+        if best_power is None or mae < best_power[0]:
+            best_power = (mae, (family, params), oof)
+    assert best_power is not None
+    power_mae, power_family, power_oof = best_power
+    energy_mae = float(np.mean(np.abs(_log(time_oof * power_oof) - _log(time_s * power_w))))
+
+    # 3. held-out residuals per protocol, for the intervals
+    protocol_groups = {
+        "configuration": (config_groups, 10),
+        "model": (model_keys, None),
+        "precision": (table["precision"].astype(str).to_numpy(), None),
+        "batch_size": (table["batch_size"].astype(str).to_numpy(), None),
+    }
+    residuals: dict[str, dict[str, np.ndarray]] = {}
+    for protocol, (groups, max_folds) in protocol_groups.items():
+        protocol_splits = _splits(groups, max_folds)
+        if not protocol_splits:
+            continue
+        t_oof, p_oof = _oof_chain(
+            time_family, power_family, every, medians, time_s, power_w, protocol_splits, seed
+        )
+        residuals[protocol] = {
+            "time": _log(time_s) - _log(t_oof),
+            "energy": _log(time_s * power_w) - _log(t_oof * p_oof),
+        }
+    if "configuration" not in residuals:  # a single configuration cannot happen (min_configs)
+        raise DataError("PRE could not hold out any configuration.")
+
+    chain = _Chain(time_family, power_family, seed, medians).fit(every, time_s, power_w)
+    assert chain.design is not None
+    physics_time = _TimeModel("physics", {"fit": "relative"}, seed).fit(chain.design, every, time_s)
+    conf = residuals["configuration"]
+    t_low, t_high = _quantiles(conf["time"], interval)
+    e_low, e_high = _quantiles(conf["energy"], interval)
+    power_res = _log(power_w) - _log(power_oof)
+    p_low, p_high = _quantiles(power_res, interval)
+    counts = table["model"].value_counts() if "model" in table else pd.Series(dtype=int)
+    gpu_counts = table["gpu_name"].value_counts()
+    seen = _Seen(
+        models=tuple(sorted(str(m) for m in counts.index)),
+        costs=tuple(
+            sorted(
                 {
-                    "target": target,
-                    "family": family,
-                    "params": params,
-                    "cv_mae_log": mae,
-                    "cv_error_percent": _mae_to_percent(mae),
+                    (round(float(g), 6), round(float(p), 0))
+                    for g, p in zip(table["gflops_per_sample"], table["params"], strict=True)
                 }
             )
-            if best is None or mae < best[0]:
-                best = (mae, family, params, y - oof)
-        assert best is not None
-        mae, family, params, residuals = best
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            regressor = make_regressor(family, params, seed).fit(x, y)
-        chosen[target] = _Fitted(
-            family=family,
-            params=params,
-            pipeline=Pipeline([("features", columns), ("model", regressor)]),
-            cv_mae_log=mae,
-            # the interval always contains the point prediction
-            residual_low=min(0.0, float(np.quantile(residuals, tail))),
-            residual_high=max(0.0, float(np.quantile(residuals, 1.0 - tail))),
-        )
+        ),
+        precisions=tuple(p for p in PRECISIONS if p in set(table["precision"])),
+        batch_sizes=tuple(sorted({float(b) for b in table["batch_size"]})),
+        gpu_counts=tuple(sorted({float(g) for g in table["gpus"]})),
+        gpu_names=tuple(sorted(str(g) for g in gpu_counts.index)),
+        reference_gpu=str(gpu_counts.index[0]),
+        limit_fractions=tuple(sorted({round(float(f), 3) for f in table["power_limit_fraction"]})),
+        model_precisions=tuple(
+            sorted(
+                {
+                    (str(m), str(p))
+                    for m, p in zip(table["model"], table["precision"], strict=True)
+                    if m is not None and not pd.isna(m)
+                }
+            )
+        ),
+    )
     return PreModel(
-        energy=chosen["energy"],
-        time=chosen["time"],
+        time=_Fitted(time_family[0], time_family[1], chain.time, time_mae, t_low, t_high),
+        power=_Fitted(power_family[0], power_family[1], chain.power, power_mae, p_low, p_high),
+        energy=_Fitted("power x time", {}, chain, energy_mae, e_low, e_high),
         n_runs=len(runs),
         n_configs=n_configs,
         interval=interval,
         cv_table=pd.DataFrame(rows),
         excluded=excluded,
+        chain=chain,
+        physics_time=physics_time,
+        residuals=residuals,
+        seen=seen,
+        selection_groups=selection_name,
     )
+
+
+def _cv_row(target: str, family: str, params: dict, mae: float) -> dict[str, Any]:
+    return {
+        "target": target,
+        "family": family,
+        "params": params,
+        "cv_mae_log": mae,
+        "cv_error_percent": _mae_to_percent(mae),
+    }

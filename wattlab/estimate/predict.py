@@ -185,16 +185,8 @@ def _pre_estimate(
         except DataError as error:
             return cannot_apply("pre", str(error))
     prediction = pre_model.predict_config(**config)
-    notes = pre_model.describe()
-    if runs_df is not None and "gpu_name" in runs_df:
-        trained = set()
-        for name in runs_df["gpu_name"].dropna().unique():
-            try:
-                trained.add(lookup_gpu(str(name)).name)
-            except ConfigError:
-                continue
-        if spec_name not in trained:
-            notes += f"; EXTRAPOLATING: no training run used a {spec_name}"
+    # the prediction's own notes say what it extrapolates (model, precision, batch, GPU transfer)
+    notes = "; ".join(n for n in (prediction.notes, pre_model.describe()) if n)
     return made(
         "pre",
         prediction.energy_j,

@@ -41,12 +41,14 @@ _COLUMNS = (
     "memory_gb",
     "cuda_cores",
 )
+_OPTIONAL_COLUMNS = ("memory_bandwidth_gbs",)
 
 
 @dataclass(frozen=True)
 class GpuSpec:
     """One GPU model. Units: tdp_w in W per GPU; rates in TFLOP/s (dense, no sparsity);
-    memory_gb in GB. A rate of None means no tensor-core path for that format."""
+    memory_gb in GB; memory_bandwidth_gbs in GB/s (None when the table has none). A rate of
+    None means no tensor-core path for that format."""
 
     name: str
     aliases: tuple[str, ...]
@@ -57,6 +59,7 @@ class GpuSpec:
     fp16_tflops: float | None
     memory_gb: float
     cuda_cores: int
+    memory_bandwidth_gbs: float | None = None
 
     def rate_tflops(self, precision: str) -> float | None:
         """The table's rate for ``precision`` (TFLOP/s), None when the GPU lacks that path."""
@@ -102,8 +105,15 @@ def parse_gpu_specs(text: str, source: str = "gpu_specs.csv") -> tuple[GpuSpec, 
     """Parse the spec table (``#`` lines are comments). Malformed rows raise DataError."""
     lines = [line for line in text.splitlines() if line.strip() and not line.startswith("#")]
     reader = csv.DictReader(io.StringIO("\n".join(lines)))
-    if reader.fieldnames is None or tuple(reader.fieldnames) != _COLUMNS:
-        raise DataError(f"{source}: the header must be {','.join(_COLUMNS)}.")
+    fields = tuple(reader.fieldnames or ())
+    if fields[: len(_COLUMNS)] != _COLUMNS or fields[len(_COLUMNS) :] not in (
+        (),
+        _OPTIONAL_COLUMNS,
+    ):
+        raise DataError(
+            f"{source}: the header must be {','.join(_COLUMNS)} "
+            f"(optionally followed by {','.join(_OPTIONAL_COLUMNS)})."
+        )
     specs = []
     for number, row in enumerate(reader, start=2):
         where = f"{source} row {number}"
@@ -125,6 +135,7 @@ def parse_gpu_specs(text: str, source: str = "gpu_specs.csv") -> tuple[GpuSpec, 
                 fp16_tflops=_optional_float(row["fp16_tflops"], where),
                 memory_gb=memory,
                 cuda_cores=int(cores),
+                memory_bandwidth_gbs=_optional_float(row.get("memory_bandwidth_gbs") or "", where),
             )
         )
     return tuple(specs)

@@ -451,8 +451,8 @@ def execute(
             codecarbon_window=cfg.codecarbon,
             host=host_name() if spans_several_nodes() else None,
         )
-        projector = _make_projector(cfg, dist)
         progress = _Progress(cfg, monitor, windows, enabled=opts.progress and dist.is_main)
+        projector = _make_projector(cfg, dist, monitor, progress.note)
         monitor.start()
         setup_s = time.perf_counter() - t0
         try:
@@ -464,6 +464,7 @@ def execute(
                     on_epoch=lambda stats: _on_epoch(stats, windows, projector, progress, dist),
                     dataset=dataset,
                     eval_samples=opts.eval_samples,
+                    on_mark=projector.mark if isinstance(projector, _LiveMarks) else None,
                 )
         finally:
             monitor.stop()
@@ -614,9 +615,40 @@ def failed_row(cfg: RunConfig, opts: WorkerOptions, started_at: str, error: str)
     }
 
 
-def _make_projector(cfg: RunConfig, dist: Any) -> Any:
+class _LiveMarks:
+    """STEP from step-level marks (``--project-after`` a fraction): at each mark, the clock and
+    the meters' cumulative energy since the budget began (single process only)."""
+
+    def __init__(self, fraction: float, monitor: EnergyMonitor, note: Any) -> None:
+        from wattlab.step_projection import MarkProjector
+
+        self.projector = MarkProjector(fraction)
+        self.monitor = monitor
+        self.note = note
+        self.projection = None
+        self.origin: tuple[float, float] | None = None
+
+    def _energy_j(self) -> float:
+        return sum(
+            float(m.energy_j()) for m in self.monitor.meters if m.info.details.get("in_total", True)
+        )
+
+    def mark(self, samples_done: int, budget_samples: int) -> None:
+        now, energy = time.perf_counter(), self._energy_j()
+        if self.origin is None or samples_done == 0:
+            self.origin = (now, energy)
+        t0, e0 = self.origin
+        result = self.projector.add_mark(samples_done, budget_samples, now - t0, energy - e0)
+        if result is not None:
+            self.projection = result
+            self.note(result.describe())
+
+
+def _make_projector(cfg: RunConfig, dist: Any, monitor: Any = None, note: Any = None) -> Any:
     if cfg.project_after is None:
         return None
+    if cfg.project_after < 1:
+        return _LiveMarks(cfg.project_after, monitor, note or (lambda text: None))
     from wattlab.step_projection import StepProjector
 
     total_epochs = cfg.epochs if cfg.epochs is not None else None
@@ -625,7 +657,7 @@ def _make_projector(cfg: RunConfig, dist: Any) -> Any:
 
     class _Live:
         def __init__(self) -> None:
-            self.projector = StepProjector(total_epochs, project_after=cfg.project_after)
+            self.projector = StepProjector(total_epochs, project_after=int(cfg.project_after))
             self.projection = None
 
     return _Live()
@@ -633,7 +665,7 @@ def _make_projector(cfg: RunConfig, dist: Any) -> Any:
 
 def _on_epoch(stats: Any, windows: MonitorWindows, live: Any, progress: Any, dist: Any) -> None:
     progress.epoch_done(stats)
-    if live is None or not windows.epoch_measurements:
+    if live is None or isinstance(live, _LiveMarks) or not windows.epoch_measurements:
         return
     from wattlab.train.distributed import gather_objects
 

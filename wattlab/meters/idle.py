@@ -1,7 +1,9 @@
 """Read-only GPU readings before a run: each GPU's power draw and temperature, right now.
 
 A sweep records them before every run (the reference study's habit), so a run that started on
-a hot or busy GPU can be recognised. Nothing here changes a GPU setting.
+a hot or busy GPU can be recognised, and a cool-down can wait for a temperature. Nothing here
+changes a GPU setting. The temperature is an optional reading of the NVML adapter
+(``temperature_c``); a device without it reports None.
 """
 
 from __future__ import annotations
@@ -9,40 +11,49 @@ from __future__ import annotations
 from typing import Any
 
 
-def read_gpu_idle(job_indices: list[int] | None = None, pynvml: Any = None) -> dict[str, Any]:
+def read_gpu_idle(job_indices: list[int] | None = None, nvml: Any = None) -> dict[str, Any]:
     """``{"gpu:K": {"uuid", "power_w", "temperature_c"}}`` for the visible GPUs (job order),
-    or only ``job_indices``; empty when NVML cannot be read (the run goes on without).
-    ``pynvml``: as everywhere in ``wattlab.meters.nvml`` (None = the real library)."""
+    or only ``job_indices``; empty when NVML cannot be read (the run goes on without)."""
     from wattlab.meters.nvml import open_session, visible_gpus
 
     try:
-        session = open_session(pynvml)
+        session = open_session(nvml)
     except Exception:
         return {}
     out: dict[str, Any] = {}
     try:
         try:
-            gpus = visible_gpus(pynvml)
+            gpus = visible_gpus(nvml)
         except Exception:
             return {}
         for gpu in gpus:
             if job_indices is not None and gpu.job_index not in job_indices:
                 continue
+            device = gpu.device
+            temperature = getattr(device, "temperature_c", None)
             out[f"gpu:{gpu.job_index}"] = {
                 "uuid": gpu.uuid,
-                "power_w": gpu.device.average_power_w(),
-                "temperature_c": gpu.device.temperature_c(),
+                "power_w": _read(device.average_power_w),
+                "temperature_c": _read(temperature) if callable(temperature) else None,
             }
     finally:
         session.close()
     return out
 
 
-def hottest_gpu_c(job_indices: list[int] | None = None, pynvml: Any = None) -> float | None:
+def hottest_gpu_c(job_indices: list[int] | None = None, nvml: Any = None) -> float | None:
     """The highest GPU temperature now (degrees C), None when none can be read."""
     temps = [
         v["temperature_c"]
-        for v in read_gpu_idle(job_indices, pynvml).values()
+        for v in read_gpu_idle(job_indices, nvml).values()
         if v.get("temperature_c") is not None
     ]
     return max(temps) if temps else None
+
+
+def _read(fn: Any) -> float | None:
+    try:
+        value = fn()
+    except Exception:
+        return None
+    return None if value is None else float(value)

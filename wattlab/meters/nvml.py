@@ -50,6 +50,7 @@ SAMPLED_UPDATE_PERIOD_S = 0.1
 # trailing one-second average on Ampere (except GA100) and newer GPUs.
 NVML_FI_DEV_POWER_INSTANT = 186
 POWER_SOURCES = ("auto", "instant", "average")
+NVML_TEMPERATURE_GPU = 0  # nvmlTemperatureSensors_t: the GPU die
 
 _REFCOUNT_LOCK = threading.Lock()
 # id(module) -> [module, open sessions]; holding the module keeps its id from being reused.
@@ -99,9 +100,6 @@ def _call(pm: Any, fn_name: str, *args: Any) -> Any:
         return fn(*args)
     except pm.NVMLError as exc:
         raise NvmlError(type(exc).__name__, str(exc), fn_name) from exc
-
-
-NVML_TEMPERATURE_GPU = 0  # nvmlTemperatureSensors_t: the GPU die
 
 
 def _mw_to_w(value: object) -> float:

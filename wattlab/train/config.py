@@ -71,7 +71,9 @@ class RunConfig(BaseModel):
     power_limit_w: float | None = None  # per GPU
     power_limit_fraction: float | None = None  # of the default limit
     codecarbon: bool = False
-    project_after: int | None = None  # STEP: project the total after K epochs
+    # STEP: project the total after K epochs (a whole number >= 1) or after a fraction of the
+    # budget's samples (0 < f < 1, from step-level marks)
+    project_after: float | None = None
     sweep: str | None = None
 
     @model_validator(mode="after")
@@ -113,7 +115,20 @@ class RunConfig(BaseModel):
             raise ValueError("power limits apply to GPUs only; drop them with --device cpu")
         if self.dataset == "cifar10" and not self.data_dir:
             raise ValueError("--dataset cifar10 needs --data-dir DIR (the cifar-10-batches-py)")
-        for name in ("train_samples", "test_samples", "project_after"):
+        if self.project_after is not None and not (
+            0 < self.project_after < 1
+            or (self.project_after >= 1 and self.project_after == int(self.project_after))
+        ):
+            raise ValueError(
+                "project_after must be a whole number of epochs (>= 1) or a fraction of the "
+                f"budget in (0, 1), got {self.project_after}"
+            )
+        if self.project_after is not None and self.project_after < 1 and self.world_size > 1:
+            raise ValueError(
+                "a fractional project_after (step-level STEP) needs a single process; give a "
+                "whole number of epochs for multi-process runs"
+            )
+        for name in ("train_samples", "test_samples"):
             value = getattr(self, name)
             if value is not None and value <= 0:
                 raise ValueError(f"{name} must be positive, got {value}")

@@ -56,6 +56,7 @@ WARMUP_EPOCH = 0  # the data stream of the warm-up steps; budget epochs are numb
 WARMUP_MIN_STEPS = 3  # the warm-up stops once the last WARMUP_STEADY_STEPS step times agree
 WARMUP_STEADY_STEPS = 3  # within WARMUP_STEADY_SPREAD (max/min - 1), or at cfg.warmup_steps
 WARMUP_STEADY_SPREAD = 0.15
+MARKS_PER_BUDGET = 200  # STEP's step-level marks, when asked for
 
 
 class WindowHooks(Protocol):
@@ -253,6 +254,7 @@ def run_training(
     dataset: Dataset | None = None,
     model: nn.Module | None = None,
     eval_samples: int | None = None,
+    on_mark: Callable[[int, int], None] | None = None,
 ) -> TrainResult:
     """Train ``cfg`` on this rank (every rank calls it) and evaluate; see the module doc.
 
@@ -262,6 +264,8 @@ def run_training(
     ``eval_samples`` evaluates on the first N test images only (a fixed subset; sweeps).
     Windows are closed only on success: after an exception the open ones stay open.
     ``phases`` in the result holds the wall time of set-up, data, warm-up, budget and eval.
+    ``on_mark(samples_done, budget_samples)`` is called at the budget's start and then about
+    MARKS_PER_BUDGET times (every few steps), with no device sync: STEP's step-level marks.
     """
     hooks: WindowHooks = windows if windows is not None else _NoWindows()
     _check(cfg, dist)
@@ -375,6 +379,9 @@ def run_training(
     phases["budget_open"] = budget_start - t_phase  # the hooks' own start-up (CodeCarbon's)
     per_epoch: list[EpochStats] = []
     step = 0
+    mark_every = max(1, budget.steps // MARKS_PER_BUDGET) if on_mark is not None else 0
+    if on_mark is not None:
+        on_mark(0, budget.samples)
     train_model.train()
     for epoch in range(1, budget.epochs + 1):
         hooks.begin("epoch", epoch=epoch)
@@ -395,6 +402,8 @@ def run_training(
             inputs, labels = data.train_batch(batches, i)
             loss_sum += train_step(inputs, labels, lr_at(step, budget.steps, cfg.lr))
             step += 1
+            if mark_every and step % mark_every == 0:  # a host-side call: no sync
+                on_mark(step * cfg.batch_size, budget.samples)  # type: ignore[misc]
         # The epoch's only host-device sync: the loss, summed over the ranks, read once.
         train_loss = _all_reduce_sum(loss_sum, dist).item() / (steps_here * world)
         samples = steps_here * cfg.batch_size
