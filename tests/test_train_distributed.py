@@ -67,7 +67,7 @@ def test_torchrun_command_line():
     assert one[-4:] == ["-m", "wattlab.worker", "--x", "1"]
     many = torchrun_command("m", [], 8, nnodes=2, node_rank=1, rdzv_endpoint="node0:29400")
     assert "--standalone" not in many
-    for flag in ("--nnodes=2", "--node-rank=1", "--rdzv-backend=c10d"):
+    for flag in ("--nnodes=2", "--node-rank=1", "--rdzv-backend=static"):
         assert flag in many
     assert "--rdzv-endpoint=node0:29400" in many and many[-2:] == ["-m", "m"]
     with pytest.raises(ConfigError, match="rendezvous endpoint"):

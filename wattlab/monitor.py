@@ -44,7 +44,8 @@ def utc_now_iso() -> str:
 
 
 def _component_kind(component: str) -> str:
-    return component.split(":", 1)[0]
+    """'gpu' for 'gpu:0' and for a host-qualified 'node-a/gpu:0' (multi-node runs)."""
+    return component.split(":", 1)[0].rsplit("/", 1)[-1]
 
 
 def cuda_sync_if_in_use() -> None:

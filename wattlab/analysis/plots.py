@@ -251,7 +251,7 @@ def component_provenance(runs: pd.DataFrame, config_hash: str) -> dict[str, str]
         for comp, info in (parse_json_cell(cell) or {}).items():
             if isinstance(info, dict) and info.get("in_total") is False:
                 continue
-            kind = str(comp).split(":", 1)[0]
+            kind = str(comp).split(":", 1)[0].rsplit("/", 1)[-1]  # node-a/gpu:0 too
             kind = {"ram": "dram"}.get(kind, kind)
             kind = kind if kind in ("gpu", "cpu", "dram") else "other"
             found.setdefault(kind, []).append(

@@ -20,6 +20,7 @@ from wattlab.analysis.report_document import Block, Bullets, Figure, Heading, Pa
 from wattlab.analysis.report_files import prepare_out_dir, write_document
 from wattlab.analysis.runs_table import REQUIRED_COLUMNS, failed_runs, ok_runs
 from wattlab.analysis.scaling import scaling_efficiency
+from wattlab.analysis.scheduler_energy import scheduler_energy_blocks
 from wattlab.analysis.summary import summarize
 from wattlab.analysis.summary_json import summary_to_json
 from wattlab.analysis.tradeoffs import (
@@ -107,14 +108,17 @@ def write_report(
     min_saving: float = DEFAULT_MIN_SAVING,
     max_penalty: float = DEFAULT_MAX_PENALTY,
     title: str | None = None,
+    scheduler_jobs: pd.DataFrame | None = None,
 ) -> ReportPaths:
     """Write report.md, report.html, summary.json and the figures (PNG + SVG) to ``out_dir``.
 
     ``runs``/``windows``/``trace`` are DataFrames with the columns of the schema's tables;
     ``sweep`` keeps one sweep's runs; ``baseline`` is ``{column: value}`` or ``KEY=VALUE,...``
     (default: fewest GPUs, fp32, highest power limit); ``min_saving``/``max_penalty`` are the
-    operating region's fractions. Raises DataError when there is no ok run, ConfigError for a
-    baseline that matches no single configuration or an unusable ``out_dir``.
+    operating region's fractions; ``scheduler_jobs`` (the store's table) adds SLURM's
+    ConsumedEnergy beside ours where it was reported. Raises DataError when there is no ok
+    run, ConfigError for a baseline that matches no single configuration or an unusable
+    ``out_dir``.
     """
     summary, data = analyze_runs(
         runs,
@@ -150,6 +154,7 @@ def write_report(
         Heading("CodeCarbon vs direct measurement"),
         *sections.codecarbon_blocks(data["codecarbon"]),
     ]
+    blocks += scheduler_energy_blocks(runs, scheduler_jobs, windows, data)
     blocks.append(Heading("Figures"))
     blocks += [Figure(f) for f in figures]
     if not any(f.name == "power_traces" for f in figures):

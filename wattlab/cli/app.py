@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -397,6 +397,39 @@ def sweep(
     region: Region = None,
     intensity_trace: IntensityTrace = None,
     mlflow: Mlflow = False,
+    resume: Annotated[
+        bool,
+        typer.Option("--resume", help="Continue a stored sweep (the same as running it again)."),
+    ] = False,
+    # --- SLURM (--executor slurm); see docs/cluster.md ---
+    executor: Annotated[
+        str, typer.Option(help="Where runs execute: local | slurm (one job-array task per run).")
+    ] = "local",
+    partition: Annotated[str | None, typer.Option(help="SLURM partition.")] = None,
+    gpus_per_task: Annotated[
+        int | None, typer.Option(help="SLURM GPUs per task (default: the runs' GPU count).")
+    ] = None,
+    cpus_per_task: Annotated[int | None, typer.Option(help="SLURM CPUs per task.")] = None,
+    time_limit: Annotated[
+        int, typer.Option("--time-limit", help="SLURM time limit per task (min).")
+    ] = 60,
+    account: Annotated[str | None, typer.Option(help="SLURM account to charge.")] = None,
+    sbatch_flag: Annotated[
+        list[str] | None,
+        typer.Option(help="Extra sbatch option, repeatable: --sbatch-flag=--qos=high."),
+    ] = None,
+    array_parallelism: Annotated[
+        int | None, typer.Option(help="SLURM array tasks running at once (default: no limit).")
+    ] = None,
+    slurm_folder: Annotated[
+        str | None,
+        typer.Option(
+            help="Shared folder for task results and logs (default: wattlab-slurm/ by --db)."
+        ),
+    ] = None,
+    slurm_poll: Annotated[
+        float, typer.Option(help="Seconds between looks at the SLURM queue.")
+    ] = 5.0,
 ) -> None:
     """Run a grid of configurations with repetitions; resumable; each run in its own process."""
     from wattlab.cli.sweep_view import print_plan, run_with_progress
@@ -409,6 +442,17 @@ def sweep(
     carbon, root = _measurement_settings(
         carbon_intensity, intensity_range, pue, powercap_root, region, intensity_trace, mlflow
     )
+    from wattlab.experiment.executors import EXECUTORS
+
+    if executor not in EXECUTORS:
+        raise WattlabError(f"--executor {executor!r} is unknown; allowed: {', '.join(EXECUTORS)}.")
+    slurm = None
+    if executor == "slurm":
+        slurm = _slurm_options(
+            db, slurm_folder, partition, gpus_per_task, cpus_per_task, time_limit, account,
+            sbatch_flag or [], array_parallelism, slurm_poll,
+        )  # fmt: skip
+    machine = MachineFacts.detect() if slurm is None else _cluster_machine()
     if device == "auto":  # the demo: the GPU when there is one, else the CPU
         device = _resolve_device(None)
     sweep_spec = load_spec(spec, data_dir=data_dir, device=device)
@@ -416,13 +460,13 @@ def sweep(
         path = Path(db).expanduser()
         if path.is_file() and path.stat().st_size > 0:
             with open_store(path, readonly=True) as store:
-                plan = make_plan(sweep_spec, store, MachineFacts.detect(), register=False)
+                plan = make_plan(sweep_spec, store, machine, register=False)
         else:
-            plan = make_plan(sweep_spec, None, MachineFacts.detect(), register=False)
+            plan = make_plan(sweep_spec, None, machine, register=False)
     else:
         check_writable_database(db)
         with open_store(db) as store:
-            plan = make_plan(sweep_spec, store, MachineFacts.detect())
+            plan = make_plan(sweep_spec, store, machine)
     if json_path and dry_run:
         dump_json(plan.to_dict(), json_path)
     if json_path != "-":
@@ -438,7 +482,14 @@ def sweep(
         progress=False,
     )
     after_run = (lambda run_id: _log_to_mlflow(db, [run_id])) if mlflow else None
-    outcomes = run_with_progress(plan, opts, after_run=after_run)
+    if slurm is None:
+        outcomes = run_with_progress(plan, opts, after_run=after_run)
+    else:
+        from wattlab.cli.slurm_view import run_on_slurm_with_lines
+
+        outcomes = run_on_slurm_with_lines(plan, opts, slurm)
+        if mlflow:
+            _log_to_mlflow(db, [o.run_id for o in outcomes if o.run_id is not None])
     if json_path:
         data = plan.to_dict()
         data["results"] = [
@@ -461,6 +512,49 @@ def sweep(
             file=sys.stderr,
         )
         raise typer.Exit(1)
+
+
+def _slurm_options(
+    db: str,
+    folder: str | None,
+    partition: str | None,
+    gpus_per_task: int | None,
+    cpus_per_task: int | None,
+    time_limit_min: int,
+    account: str | None,
+    sbatch_flags: list[str],
+    array_parallelism: int | None,
+    poll_s: float,
+) -> Any:
+    """The validated SlurmOptions of `wattlab sweep --executor slurm`."""
+    from wattlab.experiment.executors.slurm import SlurmOptions, check_slurm_here
+
+    slurm = SlurmOptions(
+        folder=Path(folder) if folder else Path(db).expanduser().resolve().parent / "wattlab-slurm",
+        partition=partition,
+        gpus_per_task=gpus_per_task,
+        cpus_per_task=cpus_per_task,
+        time_limit_min=time_limit_min,
+        account=account,
+        sbatch_flags=list(sbatch_flags),
+        array_parallelism=array_parallelism,
+        poll_s=poll_s,
+    )
+    slurm.validate()
+    check_slurm_here()
+    return slurm
+
+
+def _cluster_machine() -> Any:
+    """What the cluster's nodes offer, as far as planning goes: GPUs are SLURM's business
+    (a task asks for them), power limits are not set on shared cluster nodes."""
+    from wattlab.experiment.sweep import MachineFacts
+
+    return MachineFacts(
+        cuda_gpus=1 << 16,
+        can_set_power_limits=False,
+        power_limit_reason="not set on SLURM nodes by wattlab",
+    )
 
 
 # --- report ------------------------------------------------------------------------------
@@ -519,6 +613,7 @@ def report(
         runs = store.runs(sweep=sweep_name)
         windows = store.windows()
         trace = store.trace()
+        scheduler_jobs = store.scheduler_jobs()
     if sweep_name is not None and len(runs) == 0:
         raise WattlabError(f"the database {db} holds no runs of sweep {sweep_name!r}.")
     if out is not None:
@@ -532,6 +627,7 @@ def report(
                 baseline=baseline,
                 min_saving=min_saving,
                 max_penalty=max_penalty,
+                scheduler_jobs=scheduler_jobs,
             )
         summary = json.loads(Path(paths.summary_json).read_text())
         if json_path != "-":

@@ -94,3 +94,17 @@ CREATE TABLE IF NOT EXISTS sweeps (
   order_seed INTEGER,
   created_at TEXT
 );
+
+-- Runs that a scheduler (SLURM) ran: which job, which result file was merged (once), and the
+-- scheduler's own energy figure beside ours. Written in the same transaction as the run.
+CREATE TABLE IF NOT EXISTS scheduler_jobs (
+  run_id INTEGER PRIMARY KEY REFERENCES runs(id) ON DELETE CASCADE,
+  scheduler TEXT NOT NULL,         -- 'slurm'
+  job_id TEXT,                     -- '1234_5': array job 1234, task 5
+  result_id TEXT NOT NULL UNIQUE,  -- the merged result file's id: merging twice stores nothing
+  state TEXT,                      -- the scheduler's final state (COMPLETED, CANCELLED, ...)
+  nodes TEXT,                      -- node list of the job
+  consumed_energy_j REAL,          -- sacct ConsumedEnergyRaw of the job (J); NULL when not reported
+  elapsed_s REAL,                  -- sacct ElapsedRaw (s)
+  recorded_at TEXT                 -- UTC ISO-8601
+);

@@ -56,6 +56,8 @@ _OK_UNIQUE_SQL = (
     f"CREATE UNIQUE INDEX IF NOT EXISTS {_OK_UNIQUE_INDEX} "
     "ON runs (sweep, config_hash, repetition) WHERE status = 'ok'"
 )
+# Created on open when missing (databases made before it existed); see schema.sql.
+_JOBS_TABLE = "scheduler_jobs"
 _JSON_COLUMNS = (
     "config_json",
     "components_json",
@@ -239,6 +241,7 @@ def _prepare(conn: sqlite3.Connection, path: Path, *, create: bool, readonly: bo
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
         if str(mode).lower() != "wal":
             conn.execute("PRAGMA journal_mode = WAL")
+        _ensure_jobs_table(conn)
         has_guard = conn.execute(
             "SELECT 1 FROM sqlite_master WHERE type='index' AND name=?", (_OK_UNIQUE_INDEX,)
         ).fetchone()
@@ -252,6 +255,18 @@ def _prepare(conn: sqlite3.Connection, path: Path, *, create: bool, readonly: bo
                 ) from None
     except sqlite3.DatabaseError as error:
         raise sqlite_error(path, error) from None
+
+
+def _ensure_jobs_table(conn: sqlite3.Connection) -> None:
+    """Add the scheduler_jobs table to a database created before it existed."""
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name=?", (_JOBS_TABLE,)
+    ).fetchone()
+    if exists:
+        return
+    statement = schema_sql().split(f"CREATE TABLE IF NOT EXISTS {_JOBS_TABLE}", 1)[1]
+    statement = statement.split(";", 1)[0]
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {_JOBS_TABLE}{statement}")
 
 
 def _migrate_v1_to_v2(conn: sqlite3.Connection) -> None:
@@ -323,7 +338,8 @@ class Store:
         self._intact = False  # set once quick_check passed (before the first write)
         with self._sql():
             self._columns = {
-                t: self._table_columns(t) for t in ("runs", "windows", "trace", "sweeps")
+                t: self._table_columns(t)
+                for t in ("runs", "windows", "trace", "sweeps", _JOBS_TABLE)
             }
 
     @contextmanager
@@ -342,8 +358,12 @@ class Store:
         store before its first write: a damaged database is never written into)."""
         if self._intact:
             return
-        with self._sql():
+        try:
             rows = [str(r[0]) for r in self._conn.execute("PRAGMA quick_check").fetchall()]
+        except sqlite3.DatabaseError as error:  # so damaged that the check itself fails
+            raise sqlite_error(
+                self.path, sqlite3.DatabaseError(f"PRAGMA quick_check: {error}")
+            ) from None
         if rows != ["ok"]:
             problems = [
                 line
@@ -381,6 +401,8 @@ class Store:
         run: dict[str, Any],
         windows: Sequence[dict[str, Any]] = (),
         trace: Iterable[tuple[float, str, float]] = (),
+        *,
+        job: dict[str, Any] | None = None,
     ) -> int:
         """Store one run, its windows and its power trace in ONE transaction; return its id.
 
@@ -388,6 +410,10 @@ class Store:
         here); an unknown name is a ValueError. ``trace`` rows are ``(t_s, component, power_w)``:
         seconds from the run's start, a component name such as ``gpu:0``, watts. Raises
         AlreadyStoredError when the same (sweep, config_hash, repetition) is already 'ok'.
+
+        ``job`` (a ``scheduler_jobs`` row without ``run_id``) records the scheduler job that ran
+        it in the same transaction; a ``result_id`` stored before raises AlreadyStoredError, so
+        merging one result file twice stores nothing the second time.
         """
         run_cols = self._checked_columns("runs", run, forbidden=("id",))
         status = run.get("status")
@@ -396,10 +422,11 @@ class Store:
         window_rows = list(windows)
         for window in window_rows:
             self._checked_columns("windows", window, forbidden=("run_id",))
+        job_cols = [] if job is None else self._checked_columns(_JOBS_TABLE, job, ("run_id",))
 
         self.check_intact()
         with self._sql():
-            return self._insert_run(run, run_cols, window_rows, trace)
+            return self._insert_run(run, run_cols, window_rows, trace, job, job_cols)
 
     def _insert_run(
         self,
@@ -407,6 +434,8 @@ class Store:
         run_cols: list[str],
         window_rows: list[dict[str, Any]],
         trace: Iterable[tuple[float, str, float]],
+        job: dict[str, Any] | None = None,
+        job_cols: Sequence[str] = (),
     ) -> int:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
@@ -431,9 +460,19 @@ class Store:
                     for t_s, component, power_w in trace
                 ),
             )
+            if job is not None:
+                conn.execute(
+                    f"INSERT INTO {_JOBS_TABLE} (run_id, {', '.join(job_cols)}) "
+                    f"VALUES (?, {', '.join('?' for _ in job_cols)})",
+                    [run_id, *(_plain(c, job[c]) for c in job_cols)],
+                )
             conn.execute("COMMIT")
         except sqlite3.IntegrityError as error:
             conn.execute("ROLLBACK")
+            if f"UNIQUE constraint failed: {_JOBS_TABLE}." in str(error):
+                raise AlreadyStoredError(
+                    f"the result {job.get('result_id') if job else None!r} is already stored."
+                ) from None
             if "UNIQUE constraint failed: runs." in str(error):
                 raise AlreadyStoredError(
                     f"sweep {run.get('sweep')!r} already holds an ok run of config "
@@ -698,6 +737,18 @@ class Store:
                 "SELECT spec_json FROM sweeps WHERE name = ?", (name,)
             ).fetchone()
         return None if row is None else json.loads(row[0])
+
+    def scheduler_jobs(self) -> pd.DataFrame:
+        """Scheduler jobs behind runs: run_id, job_id, result_id, state, consumed_energy_j, ..."""
+        if not self._columns[_JOBS_TABLE]:  # an older database opened read-only
+            return pd.DataFrame(columns=["run_id", "job_id", "result_id", "consumed_energy_j"])
+        return self._frame(f"SELECT * FROM {_JOBS_TABLE} ORDER BY run_id", [], _JOBS_TABLE)
+
+    def stored_result_ids(self) -> set[str]:
+        """The ids of every result file already merged into this database."""
+        if not self._columns[_JOBS_TABLE]:
+            return set()
+        return {str(r[0]) for r in self._conn.execute(f"SELECT result_id FROM {_JOBS_TABLE}")}
 
     def completed_keys(self, sweep: str) -> set[tuple[str, int]]:
         """(config_hash, repetition) of the sweep's runs stored with status 'ok'."""

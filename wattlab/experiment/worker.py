@@ -19,7 +19,6 @@ import argparse
 import json
 import os
 import platform
-import socket
 import sys
 import time
 import traceback
@@ -29,6 +28,7 @@ from typing import Any
 
 from wattlab.carbon import CarbonSettings, joules_to_kwh, window_co2e
 from wattlab.errors import Interrupted
+from wattlab.experiment.hosts import host_name, qualified, qualify_measurement, spans_several_nodes
 from wattlab.monitor import EnergyMonitor, Measurement, combine_measurements, utc_now_iso
 from wattlab.train.config import RunConfig
 
@@ -136,9 +136,11 @@ class MonitorWindows:
         monitor: EnergyMonitor,
         codecarbon: _CodeCarbon | None = None,
         codecarbon_window: bool | None = None,
+        host: str | None = None,
     ) -> None:
         self.monitor = monitor
         self.codecarbon = codecarbon
+        self.host = host  # set on multi-node runs: component names carry it (node-a/gpu:0)
         self.codecarbon_window = (
             codecarbon is not None if codecarbon_window is None else codecarbon_window
         )
@@ -169,29 +171,37 @@ class MonitorWindows:
         if name in ("epoch", "budget"):
             self._read_utilization()
         key = window_key(name, epoch)
-        result = self.monitor.end_window(key)
+        result = self._qualified(self.monitor.end_window(key))
         self.results[key] = result
         self.samples[key] = samples
         if name == "budget" and self.codecarbon_window:
-            self.results[CODECARBON_WINDOW] = self.monitor.end_window(CODECARBON_WINDOW)
+            cc_window = self.monitor.end_window(CODECARBON_WINDOW)
+            self.results[CODECARBON_WINDOW] = self._qualified(cc_window)
             self.samples[CODECARBON_WINDOW] = samples
             if self.codecarbon is not None:
                 self.codecarbon.stop()
         if name == "epoch":
             self.epoch_measurements.append(result)
 
+    def _qualified(self, measurement: Measurement) -> Measurement:
+        """On a multi-node run, every component name carries this host."""
+        return measurement if self.host is None else qualify_measurement(measurement, self.host)
+
 
 def _local_payload(windows: MonitorWindows, monitor: EnergyMonitor) -> dict[str, Any]:
     infos = [
         {"component": m.info.component, "details": dict(m.info.details)} for m in monitor.meters
     ]
+    trace = list(monitor.trace)
+    if windows.host is not None:
+        trace = [(t, qualified(windows.host, c), w) for t, c, w in trace]
     return {
-        "hostname": socket.gethostname(),
+        "hostname": host_name(),
         "results": windows.results,
         "samples": windows.samples,
         "meters": infos,
         "utilization": windows.utilization_readings,
-        "trace": list(monitor.trace),
+        "trace": trace,
         "problems": [p.__dict__ for p in (monitor.discovery.problems if monitor.discovery else [])],
     }
 
@@ -266,6 +276,7 @@ def build_run_row(
     ]
     row: dict[str, Any] = {
         **config_columns(cfg, opts, started_at),
+        "world_size": len(payloads),  # every process on every node
         "status": "ok",
         "epochs": float(train_result.epochs_completed),
         "power_limit_w": max(limits) if limits else None,
@@ -435,7 +446,12 @@ def execute(
             if cfg.codecarbon and dist.is_main
             else None
         )
-        windows = MonitorWindows(monitor, tracker, codecarbon_window=cfg.codecarbon)
+        windows = MonitorWindows(
+            monitor,
+            tracker,
+            codecarbon_window=cfg.codecarbon,
+            host=host_name() if spans_several_nodes() else None,
+        )
         progress = _Progress(cfg, monitor, windows, enabled=opts.progress and dist.is_main)
         projector = _make_projector(cfg, dist, monitor, progress.note)
         monitor.start()
@@ -548,7 +564,7 @@ def claim_row(cfg: RunConfig, opts: WorkerOptions, started_at: str) -> dict[str,
     """The 'running' row that claims a run before it starts (see Store.claim_run)."""
     row = config_columns(cfg, opts, started_at)
     row.pop("finished_at", None)
-    return {**row, "hostname": socket.gethostname(), "pid": os.getpid()}
+    return {**row, "hostname": host_name(), "pid": os.getpid()}
 
 
 def config_columns(cfg: RunConfig, opts: WorkerOptions, started_at: str) -> dict[str, Any]:
@@ -596,7 +612,7 @@ def failed_row(cfg: RunConfig, opts: WorkerOptions, started_at: str, error: str)
         **config_columns(cfg, opts, started_at),
         "status": "failed",
         "error": error[-4000:],
-        "hostname": socket.gethostname(),
+        "hostname": host_name(),
     }
 
 

@@ -136,8 +136,10 @@ def torchrun_command(
     """The argv that runs ``python -m module *args`` in ``nproc_per_node`` processes per node.
 
     One node without an endpoint: ``--standalone`` (a local c10d rendezvous on a free port).
-    Several nodes (or an explicit endpoint): a c10d rendezvous at ``rdzv_endpoint``
-    (``host:port``), the same command on every node with its own ``node_rank``.
+    Several nodes (or an explicit endpoint): a static rendezvous at ``rdzv_endpoint``
+    (``host:port`` of node 0), the same command on every node with its own ``node_rank``.
+    Static, so that ``node_rank`` 0 really holds global rank 0, the process that stores the run
+    (c10d hands out node ranks in arrival order and would ignore it).
     """
     if nproc_per_node < 1:
         raise ConfigError(f"nproc_per_node must be at least 1, got {nproc_per_node}.")
@@ -156,7 +158,7 @@ def torchrun_command(
         cmd += [
             f"--nnodes={nnodes}",
             f"--node-rank={node_rank}",
-            "--rdzv-backend=c10d",
+            "--rdzv-backend=static",
             f"--rdzv-endpoint={rdzv_endpoint}",
             "--rdzv-id=wattlab",
         ]

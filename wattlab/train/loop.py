@@ -30,6 +30,7 @@ import copy
 import functools
 import logging
 import math
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -206,7 +207,9 @@ def _make_optimizer(net: nn.Module, cfg: RunConfig, device: torch.device) -> tor
 
 
 def _check(cfg: RunConfig, dist: DistContext) -> None:
-    if cfg.world_size != dist.world_size:
+    # gpus/nproc count the processes on each node; a run over several nodes has a multiple
+    local = int(os.environ.get("LOCAL_WORLD_SIZE") or dist.world_size)
+    if cfg.world_size != local or dist.world_size % cfg.world_size:
         raise ConfigError(
             f"the config asks for {cfg.world_size} processes but {dist.world_size} were "
             "started; launch with the matching torchrun --nproc-per-node."

@@ -1,0 +1,47 @@
+"""What `wattlab sweep --executor slurm` prints: the submitted array, then a line per task."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from wattlab.cli.render import run_summary_line
+
+
+def run_on_slurm_with_lines(plan: Any, opts: Any, slurm: Any) -> list[tuple[Any, Any]]:
+    """Submit the plan as a SLURM job array and print one line per finished task (stderr)."""
+    from wattlab.experiment.executors.slurm import run_plan_on_slurm
+    from wattlab.experiment.store import open_store
+
+    total: list[int] = [0]
+    finished: list[int] = [0]
+
+    def on_submit(tasks: list[Any], adopted: int) -> None:
+        total[0] = len(tasks)
+        if not tasks:
+            print(f"sweep {plan.name}: nothing to submit.", file=sys.stderr)
+            return
+        arrays = sorted({t.job_id.split("_", 1)[0] for t in tasks})
+        note = f" ({adopted} still running from an earlier submission)" if adopted else ""
+        print(
+            f"sweep {plan.name}: {len(tasks)} SLURM task(s) in job(s) {', '.join(arrays)}{note}; "
+            f"results in {slurm.folder}/{plan.name}/results",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def on_finish(entry: Any, outcome: Any) -> None:
+        finished[0] += 1
+        row = None
+        if outcome.run_id is not None:
+            with open_store(opts.db_path) as store:
+                runs = store.runs(sweep=plan.name)
+            match = runs[runs["id"] == outcome.run_id]
+            if len(match):
+                row = match.iloc[0].to_dict()
+        label = entry.label if entry is not None else "?"
+        line = run_summary_line(row) if row else f"{label}: {outcome.status} {outcome.error or ''}"
+        rep = entry.repetition if entry is not None else "?"
+        print(f"[{finished[0]}/{total[0]}] rep {rep} {line}", file=sys.stderr, flush=True)
+
+    return run_plan_on_slurm(plan, opts, slurm, on_submit=on_submit, on_finish=on_finish)
