@@ -89,6 +89,11 @@ BOUNDS: dict[str, Bound] = {
     "train_size": Bound(1, 10**9, integer=True),
     "gpu_tdp_w": Bound(0, 10_000, low_open=True, unit=_W),
     "duration_s": Bound(0, 10**8, low_open=True, unit=_S),
+    # SLURM (sweep --executor slurm)
+    "cpus_per_task": Bound(1, 4096, integer=True),
+    "time_limit_min": Bound(1, 525_600, integer=True),  # a year
+    "array_parallelism": Bound(1, 100_000, integer=True),
+    "slurm_poll_s": Bound(0.1, 3600, unit=_S),
     # the sweep spec
     "repetitions": Bound(1, MAX_SWEEP_RUNS, integer=True),
     "warmup_runs": Bound(0, 100, integer=True),

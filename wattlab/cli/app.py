@@ -407,11 +407,25 @@ def sweep(
     ] = "local",
     partition: Annotated[str | None, typer.Option(help="SLURM partition.")] = None,
     gpus_per_task: Annotated[
-        int | None, typer.Option(help="SLURM GPUs per task (default: the runs' GPU count).")
+        int | None,
+        typer.Option(
+            help="SLURM GPUs per task (default: the runs' GPU count).",
+            callback=bounded("--gpus-per-task", "gpus"),
+        ),
     ] = None,
-    cpus_per_task: Annotated[int | None, typer.Option(help="SLURM CPUs per task.")] = None,
+    cpus_per_task: Annotated[
+        int | None,
+        typer.Option(
+            help="SLURM CPUs per task.", callback=bounded("--cpus-per-task", "cpus_per_task")
+        ),
+    ] = None,
     time_limit: Annotated[
-        int, typer.Option("--time-limit", help="SLURM time limit per task (min).")
+        int,
+        typer.Option(
+            "--time-limit",
+            help="SLURM time limit per task (min).",
+            callback=bounded("--time-limit", "time_limit_min"),
+        ),
     ] = 60,
     account: Annotated[str | None, typer.Option(help="SLURM account to charge.")] = None,
     sbatch_flag: Annotated[
@@ -419,7 +433,11 @@ def sweep(
         typer.Option(help="Extra sbatch option, repeatable: --sbatch-flag=--qos=high."),
     ] = None,
     array_parallelism: Annotated[
-        int | None, typer.Option(help="SLURM array tasks running at once (default: no limit).")
+        int | None,
+        typer.Option(
+            help="SLURM array tasks running at once (default: no limit).",
+            callback=bounded("--array-parallelism", "array_parallelism"),
+        ),
     ] = None,
     slurm_folder: Annotated[
         str | None,
@@ -428,7 +446,11 @@ def sweep(
         ),
     ] = None,
     slurm_poll: Annotated[
-        float, typer.Option(help="Seconds between looks at the SLURM queue.")
+        float,
+        typer.Option(
+            help="Seconds between looks at the SLURM queue.",
+            callback=bounded("--slurm-poll", "slurm_poll_s"),
+        ),
     ] = 5.0,
 ) -> None:
     """Run a grid of configurations with repetitions; resumable; each run in its own process."""
@@ -489,7 +511,7 @@ def sweep(
 
         outcomes = run_on_slurm_with_lines(plan, opts, slurm)
         if mlflow:
-            _log_to_mlflow(db, [o.run_id for o in outcomes if o.run_id is not None])
+            _log_to_mlflow(db, [o.run_id for _, o in outcomes if o.status == "ok" and o.run_id])
     if json_path:
         data = plan.to_dict()
         data["results"] = [
