@@ -38,16 +38,8 @@ from pathlib import Path
 
 import yaml
 
-MODELS = (
-    "resnet18",
-    "resnet34",
-    "resnet50",
-    "mobilenet_v2",
-    "mobilenet_v3_small",
-    "vgg16",
-    "efficientnet_b0",
-)
-PRECISIONS = ("fp32", "tf32", "amp-bf16", "amp-fp16")
+from wattlab.train.config import MODELS, PRECISIONS  # the reference grid is the whole workload
+
 BATCH_SIZES = (128, 256, 512)
 FULL_GRID = len(MODELS) * len(PRECISIONS) * len(BATCH_SIZES)  # 84
 # Samples per run: >= ~5 s at the model's fastest setting on an H200 (from the 2026-12-02
