@@ -38,8 +38,29 @@ STABLE = "projected"
 NOT_STABLE = "not stable"
 
 
+class _Projected:
+    """What both projections share: their error against a measured total, and a plain dict.
+    (Subclasses are dataclasses with ``ok`` and ``energy_j``.)"""
+
+    ok: bool
+    energy_j: float | None
+
+    def relative_error(self, measured_total_j: float) -> float | None:
+        """(projected - measured) / measured; None when nothing was projected."""
+        if not self.ok or self.energy_j is None:
+            return None
+        if not measured_total_j > 0:
+            raise DataError(
+                f"the measured total must be a positive energy in J, got {measured_total_j!r}."
+            )
+        return (self.energy_j - measured_total_j) / measured_total_j
+
+    def to_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
 @dataclass(frozen=True)
-class StepProjection:
+class StepProjection(_Projected):
     """STEP's projection of a whole budget. Units: J, s, W.
 
     ``status`` is "projected" or "not stable"; when not stable every projected number is None
@@ -80,19 +101,6 @@ class StepProjection:
             f"{self.duration_s:.0f} s for {self.total_epochs:g} epochs, from stable epochs "
             f"{self.stable_epoch}-{last} at {self.mean_power_w:.0f} W"
         )
-
-    def relative_error(self, measured_total_j: float) -> float | None:
-        """(projected - measured) / measured; None when nothing was projected."""
-        if not self.ok or self.energy_j is None:
-            return None
-        if not measured_total_j > 0:
-            raise DataError(
-                f"the measured total must be a positive energy in J, got {measured_total_j!r}."
-            )
-        return (self.energy_j - measured_total_j) / measured_total_j
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 def _check_settings(window: int, tolerance: float) -> None:
@@ -387,7 +395,7 @@ MIN_WINDOW_S = 0.5
 
 
 @dataclass(frozen=True)
-class RateProjection:
+class RateProjection(_Projected):
     """STEP's projection of a budget from step-level marks. Units: J, s, W, samples.
 
     ``status`` is "projected" or "not stable"; when not stable every projected number is None
@@ -426,19 +434,6 @@ class RateProjection:
             f"{self.total_samples} samples, after {self.fraction_seen:.0%} of the budget, from "
             f"a steady rate since sample {self.steady_from_samples} at {self.mean_power_w:.0f} W"
         )
-
-    def relative_error(self, measured_total_j: float) -> float | None:
-        """(projected - measured) / measured; None when nothing was projected."""
-        if not self.ok or self.energy_j is None:
-            return None
-        if not measured_total_j > 0:
-            raise DataError(
-                f"the measured total must be a positive energy in J, got {measured_total_j!r}."
-            )
-        return (self.energy_j - measured_total_j) / measured_total_j
-
-    def to_dict(self) -> dict[str, object]:
-        return asdict(self)
 
 
 def _marks(
