@@ -170,6 +170,10 @@ result = {
     "run_id": callback.run_id,
 }
 (out / f"rank{trainer.args.process_index}.json").write_text(json.dumps(result))
+# what every DDP script must do (the Trainer does not): a gloo group left to interpreter
+# shutdown can abort the process with SIGABRT (pytorch/pytorch#190489)
+import torch.distributed
+torch.distributed.destroy_process_group()
 """
 
 

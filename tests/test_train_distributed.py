@@ -154,7 +154,10 @@ WORKER = textwrap.dedent(
 
 
 def _without_clocks(result: dict) -> dict:
-    clean = {k: v for k, v in result.items() if k != "duration_s"}
+    # each rank's own clock readings: the run's and epochs' durations, its phase timings and
+    # the perf_counter when its evaluation ended
+    clocks = {"duration_s", "phases", "eval_end_perf_s"}
+    clean = {k: v for k, v in result.items() if k not in clocks}
     clean["per_epoch"] = [
         {k: v for k, v in e.items() if k != "duration_s"} for e in clean["per_epoch"]
     ]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from wattlab.carbon import joules_to_kwh
@@ -118,8 +117,6 @@ def print_run_row(row: dict) -> None:
     table.add_column("what")
     table.add_column("value", justify="right")
     comps = row.get("components_json") or {}
-    if isinstance(comps, str):  # a row read back from the store (torchrun runs) holds JSON text
-        comps = json.loads(comps)
     table.add_row("samples (budget)", f"{row['samples']:,}")
     table.add_row("training time", f"{row['duration_s']:.2f} s")
     for comp, info in sorted(comps.items()):

@@ -191,9 +191,7 @@ def _stored_row(db_path: str, run_id: int | None) -> dict[str, Any] | None:
     from wattlab.experiment.store import open_store
 
     with open_store(db_path) as store:
-        rows = store.runs()
-    match = rows[rows["id"] == run_id]
-    return match.iloc[0].to_dict() if len(match) else None
+        return store.run_record(run_id)
 
 
 def run(

@@ -12,6 +12,7 @@ share it.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import enum
 import json
@@ -717,6 +718,23 @@ class Store:
             params.append(status)
         sql = "SELECT * FROM runs" + (" WHERE " + " AND ".join(where) if where else "")
         return self._frame(sql + " ORDER BY id", params, "runs")
+
+    def run_record(self, run_id: int) -> dict[str, Any] | None:
+        """One run as a plain dict, shaped like the row a worker stores: ``*_json`` columns
+        decoded to objects, SQL NULL as None. None when there is no run ``run_id``."""
+        with self._sql():
+            cursor = self._conn.execute("SELECT * FROM runs WHERE id = ?", (int(run_id),))
+            values = cursor.fetchone()
+            names = [d[0] for d in cursor.description]
+        if values is None:
+            return None
+        record = dict(zip(names, values, strict=True))
+        for column in _JSON_COLUMNS:
+            cell = record.get(column)
+            if isinstance(cell, str) and cell.strip():
+                with contextlib.suppress(ValueError):
+                    record[column] = json.loads(cell)
+        return record
 
     def windows(self, run_ids: Iterable[int] | None = None) -> pd.DataFrame:
         """Measurement windows (durations in s, energies in J, power in W) of the given runs."""
