@@ -1,28 +1,32 @@
 """On a GPU machine: collect the reference set that PRE learns from and STEP is judged by.
 
 The grid: 7 models x {fp32, tf32, amp-bf16, amp-fp16} x batch {128, 256, 512} = 84
-configurations, ``--repetitions`` each (2), synthetic CIFAR-shaped data, CIFAR stems, the
-default power limit (no GPU setting is changed). Each model's budget (``BUDGET_SAMPLES``) is
-sized for at least ~5 s of training on an H200 at its fastest setting.
+configurations, measured in passes (``--pass 1``, ``--pass 2``: one repetition of every
+configuration each), synthetic CIFAR-shaped data, CIFAR stems, the default power limit (no GPU
+setting is changed). Each (model, precision) has its own budget (``budget_samples()``), sized for
+~7 s of training on an H200 at batch 256 (at least 5 s at every batch size), and a training set
+of 1/16 of it, so every run has 16 epochs: enough for the paper's STEP (>= 15 epochs). Every run
+projects itself live from step-level marks after 20 % of its budget (``project_after=0.2``) and
+stores those marks, so STEP can be re-scored later at any fraction.
 
-It is driven through the CLI: one sweep spec per model (``h200-reference-<model>``, written
-next to the database from the template ``bench/h200-reference.yaml``), run by ``wattlab
-sweep``; sweeps resume by themselves, so a part cut short by ``--max-minutes`` (or a lost
-machine) continues where it stopped on the next call. Then ``wattlab export`` writes the tables
-and this script turns them into the reference CSV with a ``# key: value`` header saying how it
-was measured and how much of the grid it covers.
+It is driven through the CLI: one sweep spec per (pass, model, precision)
+(``h200-reference-p<pass>-<model>-<precision>``, written next to the database from the template
+``bench/h200-reference.yaml``), run by ``wattlab sweep``; sweeps resume by themselves, so a part
+cut short by ``--max-minutes`` (or a lost machine) continues where it stopped on the next call.
+Then ``wattlab export`` writes the tables and this script turns them into the reference CSV with
+a ``# key: value`` header saying how it was measured and how much of the grid it covers.
 
 Collect in parts within 9-minute device calls, for example::
 
-    python bench/collect_reference.py --db ref.db --only-models resnet18 resnet34 --max-minutes 8
-    python bench/collect_reference.py --db ref.db --only-models resnet50 --max-minutes 8
-    ...
+    python bench/collect_reference.py --db ref.db --pass 1 --max-minutes 8.5
+    python bench/collect_reference.py --db ref.db --pass 1 --max-minutes 8.5  # resumes
+    python bench/collect_reference.py --db ref.db --pass 2 --max-minutes 8.5
     python bench/collect_reference.py --db ref.db --convert-only \
         --csv wattlab/data/h200-reference.csv
 
 ``--convert-only`` runs nothing and writes the CSV from what the database holds. A tiny CPU
 check of the whole path: ``--device cpu --only-models mobilenet_v3_small --precisions fp32
---batch-sizes 32 --budget-samples 256 --repetitions 1``.
+--batch-sizes 32 --budget-samples 512``.
 """
 
 from __future__ import annotations
@@ -42,34 +46,54 @@ from wattlab.train.config import MODELS, PRECISIONS  # the reference grid is the
 
 BATCH_SIZES = (128, 256, 512)
 FULL_GRID = len(MODELS) * len(PRECISIONS) * len(BATCH_SIZES)  # 84
-# Samples per run: >= ~5 s at the model's fastest setting on an H200 (from the 2026-12-02
-# probes: resnet18 fp32 ~9.7 k img/s at bs512, amp-bf16 ~3x that; launch-bound models slower).
-BUDGET_SAMPLES = {
-    "resnet18": 204_800,
-    "resnet34": 102_400,
-    "resnet50": 65_536,
-    "mobilenet_v2": 102_400,
-    "mobilenet_v3_small": 153_600,
-    "vgg16": 204_800,
-    "efficientnet_b0": 65_536,
+# H200 training throughput at batch 256, images/s, per (model, precision): measured on
+# 2026-12-02 for resnet18/34/50 and mobilenet_v2/v3 at fp32, amp-bf16 and amp-fp16 (the first
+# reference runs); tf32 taken as 0.75x amp-bf16, vgg16 from resnet18 scaled by forward FLOPs,
+# efficientnet_b0 from mobilenet_v2 scaled by layer count (launch-bound). Rates are set high
+# rather than low: a run that is faster than guessed would fall under 5 s.
+RATE_IMAGES_PER_S = {
+    "resnet18": {"fp32": 8_900, "tf32": 19_500, "amp-bf16": 26_000, "amp-fp16": 24_800},
+    "resnet34": {"fp32": 4_700, "tf32": 10_800, "amp-bf16": 14_400, "amp-fp16": 16_700},
+    "resnet50": {"fp32": 3_000, "tf32": 7_000, "amp-bf16": 9_300, "amp-fp16": 11_600},
+    "mobilenet_v2": {"fp32": 15_900, "tf32": 15_900, "amp-bf16": 12_000, "amp-fp16": 13_400},
+    "mobilenet_v3_small": {"fp32": 13_300, "tf32": 13_300, "amp-bf16": 11_500, "amp-fp16": 11_500},
+    "vgg16": {"fp32": 11_000, "tf32": 22_000, "amp-bf16": 30_000, "amp-fp16": 30_000},
+    "efficientnet_b0": {"fp32": 10_000, "tf32": 10_000, "amp-bf16": 8_000, "amp-fp16": 8_000},
 }
-TRAIN_SAMPLES = 50_000  # one CIFAR-sized epoch of synthetic images
+TARGET_BUDGET_S = 7.0
+EPOCHS_PER_RUN = 16  # the paper's STEP needs >= 15 epochs
+# budgets are whole multiples of this, so the training set (1/16) holds whole batches of 512
+_BUDGET_UNIT = EPOCHS_PER_RUN * max(BATCH_SIZES)
+
+
+def budget_samples(model: str, precision: str) -> int:
+    """Samples in one run's budget: ~TARGET_BUDGET_S at the guessed rate, in whole units."""
+    rate = RATE_IMAGES_PER_S[model][precision]
+    return max(1, round(rate * TARGET_BUDGET_S / _BUDGET_UNIT)) * _BUDGET_UNIT
+
+
 SWEEP_PREFIX = "h200-reference"
 TEMPLATE = Path(__file__).resolve().parent / "h200-reference.yaml"
 
 
-def spec_for(model: str, args: argparse.Namespace) -> dict:
-    """One model's part of the grid: bench/h200-reference.yaml with the model, its budget and
-    the command line's choices filled in."""
+def sweep_name(pass_no: int, model: str, precision: str) -> str:
+    return f"{SWEEP_PREFIX}-p{pass_no}-{model}-{precision}"
+
+
+def spec_for(model: str, precision: str, args: argparse.Namespace) -> dict:
+    """One (model, precision) part of one pass: bench/h200-reference.yaml with the model, its
+    budget, a training set of 1/16 of it and the command line's choices filled in."""
     spec = yaml.safe_load(TEMPLATE.read_text())
-    spec["name"] = f"{SWEEP_PREFIX}-{model}"
-    spec["description"] = spec["description"].replace("MODEL", model)
+    spec["name"] = sweep_name(args.pass_no, model, precision)
+    spec["description"] = spec["description"].replace("MODEL", f"{model} {precision}")
+    budget = args.budget_samples or budget_samples(model, precision)
     base = spec["base"]
     base.update(
         model=model,
-        budget_samples=args.budget_samples or BUDGET_SAMPLES[model],
-        train_samples=args.train_samples,
+        budget_samples=budget,
+        train_samples=args.train_samples or max(budget // EPOCHS_PER_RUN, max(args.batch_sizes)),
         device=args.device,
+        project_after=0.2,
     )
     if args.test_samples:
         base["test_samples"] = args.test_samples
@@ -77,10 +101,10 @@ def spec_for(model: str, args: argparse.Namespace) -> dict:
         key, _, value = item.partition("=")
         base[key] = yaml.safe_load(value)
     grid = spec["grid"]
-    grid.update(precision=list(args.precisions), batch_size=list(args.batch_sizes))
+    grid.update(precision=[precision], batch_size=list(args.batch_sizes))
     if args.device != "cuda":
         grid.pop("gpus", None)
-    spec.update(repetitions=args.repetitions, cooldown_s=args.cooldown_s)
+    spec.update(repetitions=1, cooldown_s=args.cooldown_s)
     return spec
 
 
@@ -129,13 +153,17 @@ def header_lines(runs, args: argparse.Namespace, grid_size: int) -> list[str]:
     dates = sorted(str(x)[:10] for x in ok.get("started_at", []) if isinstance(x, str))
     return [
         "wattlab reference runs: measured training runs for PRE and STEP",
-        "source: bench/collect_reference.py (one `wattlab sweep` per model, then `wattlab export`)",
+        "source: bench/collect_reference.py (one `wattlab sweep` per pass, model and precision, "
+        "then `wattlab export`)",
         f"hardware: {gpus or args.device}; driver {drivers or 'n/a'}",
         f"dates: {dates[0] if dates else 'n/a'} to {dates[-1] if dates else 'n/a'}",
-        "data: synthetic CIFAR-shaped images (32x32, 10 classes), CIFAR stems, "
-        f"{args.train_samples} training images per epoch",
-        "budget: per model, budget_samples in the rows' `samples` (sized for >= 5 s on an H200), "
-        "after 10 warm-up steps",
+        "data: synthetic CIFAR-shaped images (32x32, 10 classes), CIFAR stems, a training set of "
+        f"1/{EPOCHS_PER_RUN} of the budget (train_size), so {EPOCHS_PER_RUN} epochs per run",
+        "budget: per model and precision, budget_samples in the rows' `samples` (sized for "
+        f"~{TARGET_BUDGET_S:g} s at batch 256 on an H200; duration_s says what it took), after "
+        "10 warm-up steps",
+        "STEP: every run projected itself live after 20 % of its budget (projected_energy_j, "
+        "projection_error); step_marks_json holds its step-level marks",
         "power limit: the default (no GPU setting changed); limits seen "
         f"{', '.join(f'{x:g} W' for x in limits) or 'n/a'}",
         "energy: GPU from the NVML energy counter (measured); CPU and RAM from RAPL where "
@@ -171,12 +199,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only-models", dest="models", nargs="+", default=list(MODELS))
     parser.add_argument("--precisions", nargs="+", default=list(PRECISIONS))
     parser.add_argument("--batch-sizes", nargs="+", type=int, default=list(BATCH_SIZES))
-    parser.add_argument("--repetitions", type=int, default=2)
+    parser.add_argument("--pass", dest="pass_no", type=int, default=1, help="1, 2, ...")
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--budget-samples", type=int, default=None, help="Same for every model.")
-    parser.add_argument("--train-samples", type=int, default=TRAIN_SAMPLES)
+    parser.add_argument("--train-samples", type=int, default=None, help="Default: budget/16.")
     parser.add_argument("--test-samples", type=int, default=None)
-    parser.add_argument("--cooldown-s", type=float, default=2.0)
+    parser.add_argument("--cooldown-s", type=float, default=1.0)
     parser.add_argument("--max-minutes", type=float, default=None, help="Stop starting parts.")
     parser.add_argument("--set", nargs="*", help="KEY=VALUE added to every run's config.")
     parser.add_argument("--convert-only", action="store_true", help="Run nothing; write CSV.")
@@ -189,10 +217,13 @@ def main(argv: list[str] | None = None) -> int:
     deadline = time.monotonic() + (args.max_minutes or 1e9) * 60
     if not args.convert_only:
         for model in args.models:
-            spec_path = args.db.parent / f"{SWEEP_PREFIX}-{model}.yaml"
-            spec_path.write_text(yaml.safe_dump(spec_for(model, args), sort_keys=False))
-            status = run_part(spec_path, args.db, deadline)
-            print(f"{model}: {status}", flush=True)
+            for precision in args.precisions:
+                name = sweep_name(args.pass_no, model, precision)
+                spec_path = args.db.parent / f"{name}.yaml"
+                spec = spec_for(model, precision, args)
+                spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
+                status = run_part(spec_path, args.db, deadline)
+                print(f"{name} (budget {spec['base']['budget_samples']}): {status}", flush=True)
     path = convert(args.db, args.csv, args)
     covers = next(line for line in path.read_text().splitlines() if line.startswith("# covers"))
     print(f"wrote {path} ({covers[2:]}) at {dt.datetime.now(dt.timezone.utc):%H:%M} UTC")

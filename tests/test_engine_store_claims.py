@@ -65,21 +65,34 @@ def test_abandon_marks_only_the_sweeps_running_rows(tmp_path: Path) -> None:
         assert store.abandon_running(None, hostname="elsewhere", dead_pids=[12]) == []
 
 
-def test_a_version_1_database_is_migrated_keeping_its_rows(tmp_path: Path) -> None:
-    db = tmp_path / "v1.db"
+@pytest.mark.parametrize(
+    ("old_version", "dropped"),
+    [
+        ("1", ("idle_json", "gpu_utilization_basis", "step_marks_json")),
+        ("2", ("gpu_utilization_basis", "step_marks_json")),
+    ],
+)
+def test_an_older_database_is_migrated_keeping_its_rows(
+    tmp_path: Path, old_version: str, dropped: tuple[str, ...]
+) -> None:
+    db = tmp_path / f"v{old_version}.db"
     with open_store(db) as store:
         store.insert_run({**claim(), "status": "ok"})
-    conn = sqlite3.connect(db)  # make it look like version 1: drop a v2 column, reset version
-    conn.execute("ALTER TABLE runs DROP COLUMN idle_json")
-    conn.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    conn = sqlite3.connect(db)  # make it look like the old version: without later columns
+    keep = [r[1] for r in conn.execute("PRAGMA table_info(runs)") if r[1] not in dropped]
+    # (rebuilt rather than ALTER TABLE DROP COLUMN, which trips over the schema's comments)
+    conn.execute(f"CREATE TABLE runs_old AS SELECT {', '.join(keep)} FROM runs")
+    conn.execute("DROP TABLE runs")
+    conn.execute("ALTER TABLE runs_old RENAME TO runs")
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (old_version,))
     conn.commit()
     conn.close()
     with open_store(db) as store:
-        assert "idle_json" in store.columns("runs")
+        assert set(dropped) <= set(store.columns("runs"))
         assert len(store.runs()) == 1
     conn = sqlite3.connect(db)
     version = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
-    assert version == str(SCHEMA_VERSION) == "2"
+    assert version == str(SCHEMA_VERSION) == "3"
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
 

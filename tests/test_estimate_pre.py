@@ -349,21 +349,28 @@ def _collect_module():
 def test_collect_reference_writes_specs_from_the_template(tmp_path) -> None:
     collect = _collect_module()
     args = collect.argparse.Namespace(
-        budget_samples=None, train_samples=50_000, device="cuda", test_samples=None, set=None,
-        precisions=list(collect.PRECISIONS), batch_sizes=[128, 256, 512], repetitions=2,
-        cooldown_s=2.0,
+        budget_samples=None, train_samples=None, device="cuda", test_samples=None, set=None,
+        precisions=list(collect.PRECISIONS), batch_sizes=[128, 256, 512], pass_no=2,
+        cooldown_s=1.0,
     )  # fmt: skip
-    spec = collect.spec_for("resnet50", args)
-    assert spec["name"] == "h200-reference-resnet50" and spec["repetitions"] == 2
-    assert spec["base"]["model"] == "resnet50" and spec["base"]["budget_samples"] == 65_536
-    assert spec["grid"]["precision"] == ["fp32", "tf32", "amp-bf16", "amp-fp16"]
+    spec = collect.spec_for("resnet50", "amp-bf16", args)
+    assert spec["name"] == "h200-reference-p2-resnet50-amp-bf16" and spec["repetitions"] == 1
+    base = spec["base"]
+    assert base["model"] == "resnet50" and base["project_after"] == 0.2
+    # ~7 s at the guessed rate, in whole units of 16 epochs x 512 images
+    budget = base["budget_samples"]
+    assert budget % (16 * 512) == 0
+    assert budget == pytest.approx(collect.RATE_IMAGES_PER_S["resnet50"]["amp-bf16"] * 7, rel=0.1)
+    assert base["train_samples"] * 16 == budget  # 16 epochs per run: enough for paper STEP
+    assert collect.budget_samples("resnet50", "fp32") < budget  # fp32 is slower: fewer samples
+    assert spec["grid"]["precision"] == ["amp-bf16"]
     assert spec["grid"]["batch_size"] == [128, 256, 512] and spec["grid"]["gpus"] == [1]
     assert collect.FULL_GRID == 84
     from wattlab.experiment.spec import load_spec
 
     path = tmp_path / "part.yaml"
     path.write_text(collect.yaml.safe_dump(spec))
-    assert len(load_spec(str(path)).model_dump()["grid"]["precision"]) == 4  # a valid sweep
+    assert load_spec(str(path)).n_runs == 3  # a valid sweep: three batch sizes, one repetition
 
 
 @pytest.mark.slow
@@ -377,7 +384,7 @@ def test_collect_reference_end_to_end_with_a_tiny_cpu_sweep(tmp_path) -> None:
             "--db", str(tmp_path / "ref.db"), "--csv", str(csv), "--device", "cpu",
             "--only-models", "mobilenet_v3_small", "--precisions", "fp32",
             "--batch-sizes", "32", "--budget-samples", "64", "--train-samples", "128",
-            "--test-samples", "32", "--repetitions", "1", "--cooldown-s", "0",
+            "--test-samples", "32", "--cooldown-s", "0",
             "--set", "warmup_steps=1",
         ]
     )  # fmt: skip

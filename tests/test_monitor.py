@@ -308,3 +308,69 @@ def test_dead_helpers_are_gone():
 
     assert not hasattr(Measurement, "gpu_energy_by_index_j")
     assert not hasattr(EnergyMonitor, "trace_between")
+
+
+class BusyGpuMeter(ClockMeter):
+    """A GPU that reports `busy` percent utilisation until `idle_after_s`, then 0 %."""
+
+    def __init__(self, component: str, busy: float, idle_after_s: float) -> None:
+        super().__init__(component, 300.0)
+        self.busy, self.idle_after_s = busy, idle_after_s
+        self.reads = 0
+
+    def utilization_percent(self) -> float:
+        self.reads += 1
+        return self.busy if time.perf_counter() - self.t0 < self.idle_after_s else 0.0
+
+
+def test_the_sampler_reads_utilisation_and_each_window_gets_its_own_mean():
+    gpu = BusyGpuMeter("gpu:0", busy=80.0, idle_after_s=0.35)
+    cpu = ClockMeter("cpu:package-0", 50.0)
+    mon = EnergyMonitor([gpu, cpu], interval_s=0.01, utilization_interval_s=0.05, sync=None)
+    with mon:
+        mon.begin_window("both")
+        mon.begin_window("busy")
+        time.sleep(0.25)
+        busy = mon.end_window("busy")
+        time.sleep(0.35)  # the GPU goes idle at 0.35 s
+        mon.begin_window("idle")
+        time.sleep(0.2)
+        idle = mon.end_window("idle")
+        both = mon.end_window("both")
+    assert busy.utilization_percent == {"gpu:0": 80.0}  # the CPU meter reports none
+    assert busy.utilization_readings["gpu:0"] >= 3
+    assert idle.gpu_utilization()[0] == 0.0
+    mean, readings, gpus = both.gpu_utilization()
+    assert gpus == 1 and readings >= 10
+    assert 20.0 < mean < 60.0  # busy for ~0.35 s of ~0.8 s
+    # every 0.05 s, not at every 0.01 s power poll
+    assert gpu.reads <= mon.utilization_trace[-1][0] / 0.05 + 3
+    combined = combine_measurements([busy, replace_gpu(busy, "gpu:1", 40.0)])
+    assert combined.gpu_utilization()[0] == pytest.approx(60.0)
+    assert "utilization_percent" in busy.to_dict()
+
+
+def replace_gpu(measurement, component: str, percent: float):
+    from dataclasses import replace
+
+    return replace(
+        measurement,
+        energy_j={component: 1.0},
+        provenance={component: Provenance.MEASURED},
+        uncertainty_j={component: 0.0},
+        in_total={component: True},
+        short_window={component: False},
+        utilization_percent={component: percent},
+        utilization_readings={component: measurement.utilization_readings["gpu:0"]},
+    )
+
+
+def test_no_utilisation_interval_reads_none():
+    gpu = BusyGpuMeter("gpu:0", busy=80.0, idle_after_s=10)
+    with EnergyMonitor([gpu], interval_s=0.01, utilization_interval_s=None, sync=None) as mon:
+        mon.begin_window("a")
+        time.sleep(0.1)
+        window = mon.end_window("a")
+    assert gpu.reads == 0 and window.gpu_utilization() == (None, 0, 0)
+    with pytest.raises(ConfigError, match="utilisation interval"):
+        EnergyMonitor([gpu], utilization_interval_s=0)

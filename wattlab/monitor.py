@@ -35,6 +35,7 @@ from wattlab.errors import ConfigError, WattlabError
 from wattlab.meters.base import CPU, DRAM, GPU, RAM, Discovery, Meter, Provenance, weakest
 
 DEFAULT_INTERVAL_S = 0.1
+DEFAULT_UTILIZATION_INTERVAL_S = 0.5  # Green Algorithms sampled GPU utilisation every 0.5-1 s
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -82,6 +83,10 @@ class Measurement:
     idle_power_w: dict[str, float] = field(default_factory=dict)
     carbon: CarbonSettings = field(default_factory=CarbonSettings)
     start_offset_s: float = 0.0  # from the monitor's start
+    # mean GPU utilisation (percent, 0-100) of each component that reports one, over the
+    # sampler's utilisation readings inside the window, and how many readings that mean holds
+    utilization_percent: dict[str, float] = field(default_factory=dict)
+    utilization_readings: dict[str, int] = field(default_factory=dict)
 
     # --- totals -------------------------------------------------------------------------
     def _sum(self, kinds: tuple[str, ...]) -> float:
@@ -189,9 +194,23 @@ class Measurement:
             data["idle_power_w"] = dict(self.idle_power_w)
             data["idle_energy_j"] = self.idle_energy_j
             data["dynamic_energy_j"] = self.dynamic_energy_j
+        if self.utilization_percent:
+            data["utilization_percent"] = dict(self.utilization_percent)
+            data["utilization_readings"] = dict(self.utilization_readings)
         if include_samples:
             data["samples"] = [{"t_s": t, "component": c, "power_w": p} for t, c, p in self.samples]
         return data
+
+    def gpu_utilization(self) -> tuple[float | None, int, int]:
+        """(mean, readings, GPUs): the mean of the GPUs' sampled utilisation over the window
+        (percent; each GPU weighted by its readings), how many readings it holds and from how
+        many GPUs. The mean is None when no GPU reported a reading inside the window."""
+        gpus = [c for c in self.utilization_percent if _component_kind(c) == "gpu"]
+        readings = sum(self.utilization_readings.get(c, 0) for c in gpus)
+        if not readings:
+            return None, 0, 0
+        weighted = sum(self.utilization_percent[c] * self.utilization_readings[c] for c in gpus)
+        return weighted / readings, readings, len(gpus)
 
 
 def combine_measurements(parts: list[Measurement], name: str | None = None) -> Measurement:
@@ -210,6 +229,8 @@ def combine_measurements(parts: list[Measurement], name: str | None = None) -> M
     short: dict[str, bool] = {}
     idle: dict[str, float] = {}
     samples: list[tuple[float, str, float]] = []
+    utilization: dict[str, float] = {}
+    readings: dict[str, int] = {}
     for part in parts:
         for comp, value in part.energy_j.items():
             if comp in energy:
@@ -221,6 +242,8 @@ def combine_measurements(parts: list[Measurement], name: str | None = None) -> M
             short[comp] = part.short_window.get(comp, False)
         idle.update(part.idle_power_w)
         samples.extend(part.samples)
+        utilization.update(part.utilization_percent)
+        readings.update(part.utilization_readings)
     samples.sort()
     first = min(parts, key=lambda p: p.started_at)
     return Measurement(
@@ -236,6 +259,8 @@ def combine_measurements(parts: list[Measurement], name: str | None = None) -> M
         idle_power_w=idle,
         carbon=first.carbon,
         start_offset_s=first.start_offset_s,
+        utilization_percent=utilization,
+        utilization_readings=readings,
     )
 
 
@@ -269,6 +294,10 @@ class EnergyMonitor:
             initialised CUDA; None disables it.
         carbon: intensity and PUE for the CO2e of each result.
         record_trace: keep the power samples (for plots and the store).
+        utilization_interval_s: how often the sampler reads the GPUs' utilisation (NVML's
+            ``gpu`` rate, itself averaged over 1/6-1 s); each window reports the mean of the
+            readings inside it (``Measurement.utilization_percent``). Units: s. Default 0.5,
+            the period Green Algorithms' authors sampled at; None reads none.
         discover_kwargs: passed to ``discover_meters`` when meters is None.
         prometheus_port: serve /metrics on this port while started (0 = any free port; needs
             ``wattlab[prometheus]``); see ``wattlab.integrations.prometheus``.
@@ -283,6 +312,7 @@ class EnergyMonitor:
         sync: Callable[[], None] | str | None = "auto",
         carbon: CarbonSettings | None = None,
         record_trace: bool = True,
+        utilization_interval_s: float | None = DEFAULT_UTILIZATION_INTERVAL_S,
         discover_kwargs: dict[str, Any] | None = None,
         prometheus_port: int | None = None,
         prometheus_addr: str = "127.0.0.1",
@@ -294,6 +324,19 @@ class EnergyMonitor:
                 f"the sampling interval must be a positive number of seconds, got {interval_s}."
             )
         self.interval_s = float(interval_s)
+        if utilization_interval_s is not None and not (
+            isinstance(utilization_interval_s, (int, float))
+            and utilization_interval_s > 0
+            and math.isfinite(utilization_interval_s)
+        ):
+            raise ConfigError(
+                "the utilisation interval must be a positive number of seconds or None, got "
+                f"{utilization_interval_s}."
+            )
+        self.utilization_interval_s = utilization_interval_s
+        self._next_utilization_t = 0.0
+        # (t_s from start, component, percent) of every utilisation reading
+        self.utilization_trace: list[tuple[float, str, float]] = []
         self._given_meters = meters
         self._discover_kwargs = discover_kwargs or {}
         self.discovery: Discovery | None = meters if isinstance(meters, Discovery) else None
@@ -338,6 +381,8 @@ class EnergyMonitor:
             self.meters = list(self.discovery.meters)
         with self._lock:
             self.trace = []  # a new timeline: old samples would fall inside the new windows
+            self.utilization_trace = []
+        self._next_utilization_t = 0.0
         self._t_start = time.perf_counter()
         self._poll_all()
         self._stop.clear()
@@ -400,6 +445,22 @@ class EnergyMonitor:
             if power is not None:
                 with self._lock:
                     self.trace.append((t, meter.info.component, float(power)))
+        if self.utilization_interval_s is not None and t >= self._next_utilization_t:
+            self._next_utilization_t = t + self.utilization_interval_s
+            self._read_utilization(t)
+
+    def _read_utilization(self, t: float) -> None:
+        for meter in self.meters:
+            read = getattr(meter, "utilization_percent", None)
+            if not callable(read):
+                continue
+            try:
+                value = read()
+            except Exception:  # unreadable now: the window's mean holds fewer readings
+                continue
+            if value is not None and math.isfinite(float(value)):
+                with self._lock:
+                    self.utilization_trace.append((t, meter.info.component, float(value)))
 
     def _run_sampler(self) -> None:
         next_t = time.perf_counter()
@@ -506,6 +567,10 @@ class EnergyMonitor:
         t0_off = window.t0 - (self._t_start or window.t0)
         with self._lock:
             samples = [s for s in self.trace if t0_off <= s[0] <= t0_off + duration_s]
+            readings = [u for u in self.utilization_trace if t0_off <= u[0] <= t0_off + duration_s]
+        by_component: dict[str, list[float]] = {}
+        for _, comp, percent in readings:
+            by_component.setdefault(comp, []).append(percent)
         result = Measurement(
             name=name,
             started_at=window.started_at,
@@ -519,6 +584,8 @@ class EnergyMonitor:
             idle_power_w=dict(self.idle_power_w),
             carbon=self.carbon,
             start_offset_s=t0_off,
+            utilization_percent={c: sum(v) / len(v) for c, v in by_component.items()},
+            utilization_readings={c: len(v) for c, v in by_component.items()},
         )
         self.results[name] = result
         return result

@@ -11,6 +11,7 @@ component. ``run_id`` is the run's id in the database it came from.
 from __future__ import annotations
 
 import io
+import json
 import math
 from importlib import resources
 from pathlib import Path
@@ -51,9 +52,13 @@ RUN_COLUMNS = (
     "energy_uncertainty_j",
     "provenance",
     "gpu_utilization_percent",
+    "gpu_utilization_basis",
     "model_gflops_per_sample",
     "params",
     "accuracy",
+    "projected_energy_j",
+    "projection_error",
+    "step_marks_json",
 )
 LIST_COLUMNS = ("epoch_energy_j", "epoch_duration_s")
 # Optional per-epoch components (written when the windows have them), so every target
@@ -88,6 +93,8 @@ _TEXT_COLUMNS = {
     "device",
     "gpu_name",
     "provenance",
+    "gpu_utilization_basis",
+    "step_marks_json",
 }
 DEFAULT_REFERENCE_NAME = "h200-reference.csv"
 
@@ -142,6 +149,7 @@ def write_reference_csv(
         for list_column, column in components:
             component_lists[list_column].append(" ".join(_number_text(v) for v in rows[column]))
     out = runs.reindex(columns=list(RUN_COLUMNS))
+    out["step_marks_json"] = [_compact_marks(cell) for cell in out["step_marks_json"]]
     out["epoch_energy_j"] = energy_lists
     out["epoch_duration_s"] = duration_lists
     for list_column, values in component_lists.items():
@@ -155,6 +163,21 @@ def write_reference_csv(
                 handle.write("\n")
         out.to_csv(handle, index=False, float_format="%.10g")
     return path
+
+
+def _compact_marks(cell: object) -> str | None:
+    """STEP's step-level marks as JSON with 7 significant digits (the file stays small)."""
+    if isinstance(cell, str) and cell.strip():
+        try:
+            cell = json.loads(cell)
+        except ValueError:
+            return None
+    if not isinstance(cell, dict):
+        return None
+    return json.dumps(
+        {k: [float(f"{float(v):.7g}") for v in values] for k, values in cell.items()},
+        separators=(",", ":"),
+    )
 
 
 def read_reference_header(path: str | Path) -> list[str]:

@@ -62,4 +62,6 @@ def qualify_measurement(measurement: Measurement, host: str) -> Measurement:
         short_window=keys(measurement.short_window),
         idle_power_w=keys(measurement.idle_power_w),
         samples=[(t, qualified(host, c), p) for t, c, p in measurement.samples],
+        utilization_percent=keys(measurement.utilization_percent),
+        utilization_readings=keys(measurement.utilization_readings),
     )

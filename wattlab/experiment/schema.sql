@@ -1,11 +1,11 @@
--- wattlab results database, schema version 2. Units are in the column names.
+-- wattlab results database, schema version 3. Units are in the column names.
 -- One row per run in `runs`; a run's windows (warm-up, each epoch, evaluation, the whole run)
 -- in `windows`; its power trace in `trace`. Rows of one run are written in one transaction.
 
 CREATE TABLE IF NOT EXISTS meta (
   key TEXT PRIMARY KEY,
   value TEXT NOT NULL
-);  -- ('app', 'wattlab'), ('schema_version', '2')
+);  -- ('app', 'wattlab'), ('schema_version', '3')
 
 CREATE TABLE IF NOT EXISTS runs (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -61,7 +61,9 @@ CREATE TABLE IF NOT EXISTS runs (
   phase_teardown_s REAL,           -- after evaluation until the row is stored
   idle_power_w REAL,               -- summed GPU power read just before the run (W)
   idle_temperature_c REAL,         -- hottest GPU just before the run (degrees C)
-  idle_json TEXT                   -- {"gpu:0": {"uuid", "power_w", "temperature_c"}, ...}
+  idle_json TEXT,                  -- per GPU component: uuid, power_w, temperature_c
+  gpu_utilization_basis TEXT,      -- v3: how gpu_utilization_percent was obtained
+  step_marks_json TEXT             -- v3: STEP's marks (samples, time_s, energy_j), with a fraction
 );
 CREATE INDEX IF NOT EXISTS runs_by_config ON runs (sweep, config_hash, repetition, status);
 

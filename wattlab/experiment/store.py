@@ -1,6 +1,6 @@
 """The results database: one SQLite file holding runs, their windows, power traces and sweeps.
 
-The schema (``schema.sql``, version 2; a version-1 file is migrated in place when opened) is
+The schema (``schema.sql``, version 3; an older file is migrated in place when opened) is
 the contract between the runner, the analysis and the exports; its column names carry their
 units (``energy_total_j``, ``duration_s``, ``power_w``). A run and all its rows are written in
 ONE transaction, so a crash or SIGKILL leaves either the whole run or nothing. A run may be
@@ -29,7 +29,7 @@ import pandas as pd
 
 from wattlab.errors import ConfigError, DataError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 # Columns version 2 added to `runs` (the migration from version 1 adds them, all NULL).
 _V2_RUN_COLUMNS = (
     ("pid", "INTEGER"),
@@ -46,6 +46,10 @@ _V2_RUN_COLUMNS = (
     ("idle_temperature_c", "REAL"),
     ("idle_json", "TEXT"),
 )
+# Columns version 3 added to `runs`.
+_V3_RUN_COLUMNS = (("gpu_utilization_basis", "TEXT"), ("step_marks_json", "TEXT"))
+# version -> the run columns its successor added: opening an older database adds them (NULL)
+_ADDED_RUN_COLUMNS = {1: _V2_RUN_COLUMNS, 2: _V3_RUN_COLUMNS}
 RUN_STATUSES = ("running", "ok", "failed", "abandoned")
 APP = "wattlab"
 BUSY_TIMEOUT_S = 60.0  # how long a writer waits for another process's transaction
@@ -65,6 +69,7 @@ _JSON_COLUMNS = (
     "codecarbon_components_json",
     "spec_json",
     "idle_json",
+    "step_marks_json",
 )
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _CHUNK = 500  # ids per IN (...) query, well under SQLite's parameter limit
@@ -229,9 +234,9 @@ def _prepare(conn: sqlite3.Connection, path: Path, *, create: bool, readonly: bo
                 f"{path} uses database schema version {version}, but this wattlab supports "
                 f"version {SCHEMA_VERSION}; upgrade wattlab to open it."
             )
-        if version == 1:
-            _migrate_v1_to_v2(conn)
-            version = 2
+        if version in _ADDED_RUN_COLUMNS:
+            _migrate(conn, version)
+            version = SCHEMA_VERSION
         if version < SCHEMA_VERSION:
             raise DataError(
                 f"{path} uses database schema version {version}, which this wattlab cannot read; "
@@ -270,18 +275,23 @@ def _ensure_jobs_table(conn: sqlite3.Connection) -> None:
     conn.execute(f"CREATE TABLE IF NOT EXISTS {_JOBS_TABLE}{statement}")
 
 
-def _migrate_v1_to_v2(conn: sqlite3.Connection) -> None:
-    """Add version 2's run columns (phases, idle readings, the claiming process), in one
-    transaction; a second process migrating the same file waits, then finds it done."""
+def _migrate(conn: sqlite3.Connection, from_version: int) -> None:
+    """Bring a database from ``from_version`` to SCHEMA_VERSION by adding each later version's
+    run columns (2: phases, idle readings, the claiming process; 3: how GPU utilisation was
+    obtained), in one transaction; a second process migrating the same file waits, then finds
+    it done."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if version is not None and str(version[0]) == "1":
+        if version is not None and str(version[0]) == str(from_version):
             have = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
-            for name, kind in _V2_RUN_COLUMNS:
-                if name not in have:
-                    conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
-            conn.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+            for step in range(from_version, SCHEMA_VERSION):
+                for name, kind in _ADDED_RUN_COLUMNS[step]:
+                    if name not in have:
+                        conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+            conn.execute(
+                "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
+            )
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:

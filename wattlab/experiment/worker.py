@@ -146,19 +146,7 @@ class MonitorWindows:
         )
         self.results: dict[str, Measurement] = {}
         self.samples: dict[str, int] = {}
-        self.utilization_readings: list[float] = []
         self.epoch_measurements: list[Measurement] = []
-
-    def _read_utilization(self) -> None:
-        for meter in self.monitor.meters:
-            util = getattr(meter, "utilization_percent", None)
-            if callable(util):
-                try:
-                    value = util()
-                except Exception:
-                    continue
-                if value is not None:
-                    self.utilization_readings.append(float(value))
 
     def begin(self, name: str, epoch: int | None = None) -> None:
         if name == "budget" and self.codecarbon_window:
@@ -168,8 +156,6 @@ class MonitorWindows:
         self.monitor.begin_window(window_key(name, epoch))
 
     def end(self, name: str, epoch: int | None = None, samples: int = 0) -> None:
-        if name in ("epoch", "budget"):
-            self._read_utilization()
         key = window_key(name, epoch)
         result = self._qualified(self.monitor.end_window(key))
         self.results[key] = result
@@ -200,10 +186,21 @@ def _local_payload(windows: MonitorWindows, monitor: EnergyMonitor) -> dict[str,
         "results": windows.results,
         "samples": windows.samples,
         "meters": infos,
-        "utilization": windows.utilization_readings,
         "trace": trace,
         "problems": [p.__dict__ for p in (monitor.discovery.problems if monitor.discovery else [])],
     }
+
+
+def _budget_utilization(budget: Measurement) -> tuple[float | None, str | None]:
+    """The GPUs' mean utilisation over the budget window, sampled by the monitor, and a line
+    saying how (for Green Algorithms, which multiplies TDP by it)."""
+    mean, readings, gpus = budget.gpu_utilization()
+    if mean is None:
+        return None, None
+    return mean, (
+        f"sampled: {readings} NVML readings over the {budget.duration_s:.1f} s budget window "
+        f"({gpus} GPU{'s' if gpus != 1 else ''})"
+    )
 
 
 def _forward_gflops(cfg: RunConfig) -> float | None:
@@ -257,7 +254,7 @@ def build_run_row(
         m["details"] for p in payloads for m in p["meters"] if m["component"].startswith("gpu")
     ]
     hostnames = sorted({p["hostname"] for p in payloads})
-    utilization = [u for p in payloads for u in p["utilization"]]
+    utilization_percent, utilization_basis = _budget_utilization(budget)
     c = window_co2e(budget)  # a traced intensity is weighted by the budget's power
     components = {
         comp: {
@@ -303,7 +300,8 @@ def build_run_row(
         "accuracy": train_result.accuracy,
         "f1_macro": train_result.f1_macro,
         "train_loss": train_result.train_loss,
-        "gpu_utilization_percent": (sum(utilization) / len(utilization)) if utilization else None,
+        "gpu_utilization_percent": utilization_percent,
+        "gpu_utilization_basis": utilization_basis,
         "gpu_tdp_w": max(tdps) if tdps else None,
         "ram_gb": _ram_gb(),
         "train_size": getattr(train_result, "train_size", None),
@@ -487,6 +485,8 @@ def execute(
         )
         teardown_s = time.perf_counter() - result.eval_end_perf_s
         row.update(phase_columns(opts, started_unix, setup_s, result, teardown_s))
+        if isinstance(projector, _LiveMarks):
+            row["step_marks_json"] = projector.marks()
         if run_id is None:
             run_id = store.insert_run(row, window_rows, trace)
         else:
@@ -633,6 +633,12 @@ class _LiveMarks:
         return sum(
             float(m.energy_j()) for m in self.monitor.meters if m.info.details.get("in_total", True)
         )
+
+    def marks(self) -> dict[str, list[float]]:
+        """Every mark of the budget (samples done; s and J since the budget began), so STEP
+        can be re-run and judged later at any fraction (``runs.step_marks_json``)."""
+        p = self.projector
+        return {"samples": list(p.samples), "time_s": list(p.times_s), "energy_j": p.energies_j[:]}
 
     def mark(self, samples_done: int, budget_samples: int) -> None:
         now, energy = time.perf_counter(), self._energy_j()
