@@ -32,7 +32,7 @@ def run_db(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("run")
     done = wattlab(
         "run", *TINY, "--epochs", "3", "--codecarbon", "--project-after", "2",
-        "--db", "r.db", "--json", "run.json", cwd=cwd,
+        "--ram-measure", "process", "--db", "r.db", "--json", "run.json", cwd=cwd,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return cwd
@@ -72,6 +72,11 @@ def test_run_stores_one_complete_row(run_db):
     assert budget["energy_total_j"] == pytest.approx(run["energy_total_j"])
     assert sum(w["energy_total_j"] for w in epochs) <= budget["energy_total_j"] * 1.001
     assert con.execute("SELECT COUNT(*) FROM trace").fetchone()[0] > 0
+    # where memory energy is estimated, the row says which memory the estimate counted
+    components = json.loads(run["components_json"])
+    for name, info in components.items():
+        if name.startswith("ram:estimated"):
+            assert info["ram_measure"] == "process"
 
 
 @pytest.mark.slow
@@ -133,6 +138,23 @@ def test_foreign_database_refused(tmp_path):
     done = wattlab("run", *TINY, "--epochs", "1", "--db", "other.db", cwd=tmp_path)
     assert done.returncode == 2 and "not a wattlab database" in done.stderr
     assert (tmp_path / "other.db").read_bytes() == before
+
+
+@pytest.mark.parametrize("measure", ["system", "process"])
+def test_devices_says_which_memory_the_ram_estimate_counts(tmp_path, measure):
+    env = {"CUDA_VISIBLE_DEVICES": "", "WATTLAB_POWERCAP_ROOT": str(tmp_path)}  # no RAPL
+    done = wattlab("devices", "--ram-measure", measure, "--json", "-", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    ram = next(r for r in json.loads(done.stdout)["meters"] if r["component"] == "ram:estimated")
+    expected = "resident memory (RSS)" if measure == "process" else "the whole system"
+    assert expected in ram["description"]
+
+
+def test_a_bad_ram_measure_is_one_sentence_exit_2(tmp_path):
+    done = wattlab("run", *TINY, "--epochs", "1", "--ram-measure", "rss", "--db", "x.db",
+                   cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 2 and "--ram-measure must be one of system, process" in done.stderr
+    assert "Traceback" not in done.stderr and not (tmp_path / "x.db").exists()
 
 
 def test_devices_lists_meters_and_problems(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 
 from tests.fakes.fake_gpu import FakeDevice, FakeNvmlBackend, make_devices
 from tests.fakes.powercap import FakePowercap, build_powercap
-from wattlab.errors import MeterError
+from wattlab.errors import ConfigError, MeterError
 from wattlab.meters.base import Provenance
 from wattlab.meters.discover import describe_discovery, discover_meters
 
@@ -225,3 +225,35 @@ def test_gpu_indices_select_the_ranks_own_gpu(tmp_path):
     d = discover_meters(pynvml_module=nv, gpu_indices=[3], include_host=False, env={})
     assert d.meters == []
     assert d.problems[0].component == "gpu:3"
+
+
+def test_the_ram_estimate_counts_the_chosen_memory(tmp_path):
+    import os
+    import subprocess
+
+    build_powercap(tmp_path, sockets=1, dram=False)
+    seams = {k: v for k, v in SEAMS.items() if k != "used_bytes_fn"}  # the real readings
+    child = subprocess.Popen([sys.executable, "-c", "b = bytearray(300 * 2**20); input()"],
+                             stdin=subprocess.PIPE)  # fmt: skip
+    try:
+        import time
+
+        time.sleep(1.0)  # the child has its 300 MiB
+        found = {}
+        for measure, pid in (("system", None), ("process", child.pid), ("process", None)):
+            d = discover_meters(include_gpus=False, powercap_root=tmp_path, env={},
+                                ram_measure=measure, ram_pid=pid, **seams)  # fmt: skip
+            ram = next(m for m in d.meters if m.info.component == "ram:estimated")
+            assert ram.info.details["ram_measure"] == measure
+            found[(measure, pid)] = ram.power_w()
+            d.close()
+    finally:
+        child.kill()
+        child.wait()
+    w_per_gib = 0.3725
+    child_w, own_w = found[("process", child.pid)], found[("process", None)]
+    assert child_w > 300 / 1024 * w_per_gib  # the child's resident 300 MiB at least
+    assert found[("system", None)] > child_w  # the whole system holds more than one process
+    assert own_w > 0 and os.getpid() != child.pid
+    with pytest.raises(ConfigError, match="RAM measure must be one of system, process"):
+        discover_meters(include_gpus=False, powercap_root=tmp_path, env={}, ram_measure="rss")

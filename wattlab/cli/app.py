@@ -54,6 +54,7 @@ from wattlab.cli.options import (
     ProjectAfter,
     PrometheusPort,
     Pue,
+    RamMeasure,
     Region,
     ReportDir,
     Seed,
@@ -141,13 +142,16 @@ def _console():
 def devices(
     powercap_root: PowercapRoot = None,
     cpu_tdp: CpuTdp = None,
+    ram_measure: RamMeasure = "system",
     json_path: JsonOut = None,
 ) -> None:
     """List every meter found, its provenance, and for anything missing why and how to fix it."""
     from wattlab.jsonio import dump_json
     from wattlab.meters.discover import describe_discovery, discover_meters
 
-    discovery = discover_meters(powercap_root=_powercap_root(powercap_root), cpu_tdp_w=cpu_tdp)
+    discovery = discover_meters(
+        powercap_root=_powercap_root(powercap_root), cpu_tdp_w=cpu_tdp, ram_measure=ram_measure
+    )
     try:
         rows = describe_discovery(discovery)
     finally:
@@ -194,6 +198,7 @@ def monitor(
     pue: Pue = None,
     powercap_root: PowercapRoot = None,
     cpu_tdp: CpuTdp = None,
+    ram_measure: RamMeasure = "system",
     idle_s: IdleBaseline = 0.0,
     region: Region = None,
     intensity_trace: IntensityTrace = None,
@@ -226,6 +231,7 @@ def monitor(
         csv_trace=csv_trace,
         powercap_root=_powercap_root(powercap_root),
         cpu_tdp_w=cpu_tdp,
+        ram_measure=ram_measure,
         idle_s=idle_s,
         prometheus_port=prometheus_port,
     )
@@ -296,6 +302,7 @@ def run(
     pue: Pue = None,
     powercap_root: PowercapRoot = None,
     cpu_tdp: CpuTdp = None,
+    ram_measure: RamMeasure = "system",
     json_path: JsonOut = None,
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")
@@ -345,6 +352,7 @@ def run(
         interval_s=interval,
         powercap_root=str(root) if root else None,
         cpu_tdp_w=cpu_tdp,
+        ram_measure=ram_measure,
         progress=progress and json_path != "-",
         codecarbon_country=codecarbon_country,
     )
@@ -393,6 +401,7 @@ def sweep(
     pue: Pue = None,
     powercap_root: PowercapRoot = None,
     cpu_tdp: CpuTdp = None,
+    ram_measure: RamMeasure = "system",
     json_path: JsonOut = None,
     region: Region = None,
     intensity_trace: IntensityTrace = None,
@@ -501,6 +510,7 @@ def sweep(
         interval_s=interval,
         powercap_root=str(root) if root else None,
         cpu_tdp_w=cpu_tdp,
+        ram_measure=ram_measure,
         progress=False,
     )
     after_run = (lambda run_id: _log_to_mlflow(db, [run_id])) if mlflow else None

@@ -118,6 +118,28 @@ PowercapRoot = Annotated[
         "/sys/class/powercap).",
     ),
 ]
+
+
+def ram_measure(value: str) -> str:
+    """A typer callback: --ram-measure is system or process."""
+    from wattlab.errors import ConfigError
+    from wattlab.meters.modelled import RAM_MEASURES
+
+    if value not in RAM_MEASURES:
+        raise ConfigError(f"--ram-measure must be one of {', '.join(RAM_MEASURES)}, got {value!r}.")
+    return value
+
+
+RamMeasure = Annotated[
+    str,
+    typer.Option(
+        "--ram-measure",
+        help="Memory the RAM estimate counts where RAPL has no dram zone: system (all used "
+        "memory) or process (resident memory of the measured process tree, as the reference "
+        "paper's replication).",
+        callback=ram_measure,
+    ),
+]
 CpuTdp = Annotated[
     float | None, _number("--cpu-tdp", "cpu_tdp_w", "CPU TDP in W for the CPU estimate.")
 ]

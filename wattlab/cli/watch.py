@@ -61,6 +61,7 @@ def monitor_command(
     csv_trace: str | None = None,
     powercap_root: Path | None = None,
     cpu_tdp_w: float | None = None,
+    ram_measure: str = "system",
     idle_s: float = 0.0,
     print_table: bool = True,
     prometheus_port: int | None = None,
@@ -72,7 +73,12 @@ def monitor_command(
         interval_s=interval_s,
         carbon=carbon,
         sync=None,  # the child's GPU work is not ours to wait for; its exit ends it
-        discover_kwargs={"powercap_root": powercap_root, "cpu_tdp_w": cpu_tdp_w},
+        # "process": wattlab's own tree, which holds the command (its child)
+        discover_kwargs={
+            "powercap_root": powercap_root,
+            "cpu_tdp_w": cpu_tdp_w,
+            "ram_measure": ram_measure,
+        },
         prometheus_port=prometheus_port,
     )
     mon.start()

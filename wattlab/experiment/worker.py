@@ -44,6 +44,7 @@ class WorkerOptions:
     interval_s: float = 0.1
     powercap_root: str | None = None
     cpu_tdp_w: float | None = None
+    ram_measure: str = "system"  # what the RAM estimate counts: "system" or "process"
     repetition: int = 0
     sweep: str | None = None
     progress: bool = True
@@ -191,6 +192,12 @@ def _local_payload(windows: MonitorWindows, monitor: EnergyMonitor) -> dict[str,
     }
 
 
+def _job_root_pid() -> int:
+    """The process whose tree is the training job: the torchrun agent for a torchrun process
+    (its tree holds every local rank), else this process."""
+    return os.getppid() if os.environ.get("TORCHELASTIC_RUN_ID") else os.getpid()
+
+
 def _budget_utilization(budget: Measurement) -> tuple[float | None, str | None]:
     """The GPUs' mean utilisation over the budget window, sampled by the monitor, and a line
     saying how (for Green Algorithms, which multiplies TDP by it)."""
@@ -265,6 +272,12 @@ def build_run_row(
         }
         for comp in budget.energy_j
     }
+    for payload in payloads:  # say which memory the RAM estimate counted
+        for meter in payload["meters"]:
+            measure = meter["details"].get("ram_measure")
+            for comp in components:  # multi-node names carry the host: node-a/ram:estimated
+                if measure and comp.rsplit("/", 1)[-1] == meter["component"]:
+                    components[comp]["ram_measure"] = measure
     limits = [d.get("power_limit_w") for d in gpu_details if d.get("power_limit_w") is not None]
     tdps = [
         d.get("default_power_limit_w")
@@ -437,6 +450,8 @@ def execute(
             include_host=dist.is_local_main,
             powercap_root=Path(opts.powercap_root) if opts.powercap_root else None,
             cpu_tdp_w=opts.cpu_tdp_w,
+            ram_measure=opts.ram_measure,
+            ram_pid=_job_root_pid(),
         )
         monitor = EnergyMonitor(discovery, interval_s=opts.interval_s, carbon=opts.carbon)
         tracker = (

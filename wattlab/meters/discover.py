@@ -17,8 +17,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from wattlab.errors import ConfigError
 from wattlab.meters.base import Discovery, Meter, MeterProblem
-from wattlab.meters.modelled import CpuEstimateMeter, RamEstimateMeter
+from wattlab.meters.modelled import RAM_MEASURES, CpuEstimateMeter, RamEstimateMeter
 from wattlab.meters.nvml import (
     NvmlError,
     NvmlGpuMeter,
@@ -112,6 +113,7 @@ def _discover_host(
     utilisation_fn: Callable[[], float] | None,
     used_bytes_fn: Callable[[], float] | None,
     clock: Callable[[], float],
+    ram: tuple[str, int | None] = ("system", None),
 ) -> tuple[list[Meter], list[MeterProblem]]:
     scan = open_rapl(powercap_root, read_text=read_text, clock=clock, env=env)
     problems = list(scan.problems)
@@ -176,7 +178,10 @@ def _discover_host(
                     RAM_FALLBACK,
                 )
             )
-        meters.append(RamEstimateMeter(used_bytes_fn=used_bytes_fn, clock=clock))
+        measure, pid = ram
+        meters.append(
+            RamEstimateMeter(measure=measure, pid=pid, used_bytes_fn=used_bytes_fn, clock=clock)
+        )
 
     for meter in meters:
         meter.info.details["in_total"] = True
@@ -204,6 +209,8 @@ def discover_meters(
     utilisation_fn: Callable[[], float] | None = None,
     used_bytes_fn: Callable[[], float] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    ram_measure: str = "system",
+    ram_pid: int | None = None,
 ) -> Discovery:
     """Open every meter this process should use; problems say what is missing, why, the fix
     and the fallback.
@@ -215,9 +222,16 @@ def discover_meters(
     ``gpu_indices``: only these job GPU indices (a DDP rank meters its own GPU); None = all.
     ``include_host``: meter CPU and memory (False on DDP ranks other than local rank 0).
     ``env``: environment for CUDA_VISIBLE_DEVICES and WATTLAB_POWERCAP_ROOT (default os.environ).
+    ``ram_measure``: the memory the RAM estimate counts when no RAPL dram zone is readable:
+    "system" (the whole system's used memory) or "process" (the resident memory of process
+    ``ram_pid``, default this one, and its children, as the reference paper's replication).
     The remaining keywords are seams for tests. Raises MeterError for MIG.
     """
     env = os.environ if env is None else env
+    if ram_measure not in RAM_MEASURES:
+        raise ConfigError(
+            f"the RAM measure must be one of {', '.join(RAM_MEASURES)}, got {ram_measure!r}."
+        )
     meters: list[Meter] = []
     problems: list[MeterProblem] = []
     try:
@@ -237,6 +251,7 @@ def discover_meters(
                 utilisation_fn,
                 used_bytes_fn,
                 clock,
+                (ram_measure, ram_pid),
             )
             meters += host_meters
             problems += host_problems
