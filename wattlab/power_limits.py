@@ -43,6 +43,7 @@ from wattlab.meters.nvml import (
     open_session,
     visible_gpus,
 )
+from wattlab.processes import pid_alive
 
 STATE_DIR_ENV = "WATTLAB_STATE_DIR"
 JOURNAL_NAME = "power-journal.json"
@@ -136,15 +137,7 @@ def _owner_alive(data: Mapping[str, Any]) -> bool:
     if boot and now_boot and boot != now_boot:
         return False  # written before a reboot
     pid = data.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+    return isinstance(pid, int) and pid > 0 and pid_alive(pid)
 
 
 def _mw(limit_w: float) -> int:

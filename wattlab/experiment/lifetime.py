@@ -17,6 +17,8 @@ import sys
 import threading
 import time
 
+from wattlab.processes import pid_alive
+
 PR_SET_PDEATHSIG = 1
 PARENT_WATCH_PERIOD_S = 0.5
 ENV_PARENT_PID = "WATTLAB_PARENT_PID"  # the pid a child must outlive no longer than
@@ -41,16 +43,6 @@ def preexec_pdeathsig() -> None:
     set_parent_death_signal(signal.SIGKILL)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def watch_parent(
     parent_pid: int | None = None, period_s: float = PARENT_WATCH_PERIOD_S
 ) -> threading.Thread:
@@ -61,7 +53,7 @@ def watch_parent(
 
     def watch() -> None:
         while True:
-            if os.getppid() != expected_ppid or not _alive(watched):
+            if os.getppid() != expected_ppid or not pid_alive(watched):
                 os.kill(os.getpid(), signal.SIGKILL)
             time.sleep(period_s)
 
@@ -85,8 +77,3 @@ def die_with_parent() -> None:
         pid = int(expected)
         if pid != os.getppid():
             watch_parent(pid)
-
-
-def pid_alive(pid: int) -> bool:
-    """True when a process with this pid exists on this machine."""
-    return _alive(pid)

@@ -151,8 +151,8 @@ def read_idle(cfg: RunConfig) -> dict[str, Any] | None:
 
 def abandon_dead_lone_runs(db_path: str | Path) -> list[int]:
     """Mark lone runs that a dead process on this host left 'running' as 'abandoned'."""
-    from wattlab.experiment.lifetime import pid_alive
     from wattlab.experiment.store import open_store
+    from wattlab.processes import pid_alive
 
     host = socket.gethostname()
     with open_store(db_path) as store:
