@@ -14,3 +14,9 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def job_root_pid() -> int:
+    """The process whose tree is the training job: the torchrun agent for a process it
+    started (its tree holds every local rank), else this process."""
+    return os.getppid() if os.environ.get("TORCHELASTIC_RUN_ID") else os.getpid()

@@ -30,6 +30,7 @@ from wattlab.carbon import CarbonSettings, joules_to_kwh, window_co2e
 from wattlab.errors import Interrupted
 from wattlab.experiment.hosts import host_name, qualified, qualify_measurement, spans_several_nodes
 from wattlab.monitor import EnergyMonitor, Measurement, combine_measurements, utc_now_iso
+from wattlab.processes import job_root_pid
 from wattlab.train.config import RunConfig
 
 MAX_TRACE_ROWS = 50_000
@@ -190,12 +191,6 @@ def _local_payload(windows: MonitorWindows, monitor: EnergyMonitor) -> dict[str,
         "trace": trace,
         "problems": [p.__dict__ for p in (monitor.discovery.problems if monitor.discovery else [])],
     }
-
-
-def _job_root_pid() -> int:
-    """The process whose tree is the training job: the torchrun agent for a torchrun process
-    (its tree holds every local rank), else this process."""
-    return os.getppid() if os.environ.get("TORCHELASTIC_RUN_ID") else os.getpid()
 
 
 def _budget_utilization(budget: Measurement) -> tuple[float | None, str | None]:
@@ -451,7 +446,7 @@ def execute(
             powercap_root=Path(opts.powercap_root) if opts.powercap_root else None,
             cpu_tdp_w=opts.cpu_tdp_w,
             ram_measure=opts.ram_measure,
-            ram_pid=_job_root_pid(),
+            ram_pid=job_root_pid(),
         )
         monitor = EnergyMonitor(discovery, interval_s=opts.interval_s, carbon=opts.carbon)
         tracker = (

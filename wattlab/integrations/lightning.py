@@ -19,14 +19,12 @@ windows are combined on global rank 0, and only it logs and writes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from wattlab.carbon import CarbonSettings
 from wattlab.integrations import require
 from wattlab.integrations.session import (
-    Gather,
+    CallbackSettings,
     RankInfo,
     TrainingMeter,
     run_row,
@@ -34,7 +32,6 @@ from wattlab.integrations.session import (
     window_metrics,
     window_row,
 )
-from wattlab.meters.base import Meter
 from wattlab.monitor import Measurement
 
 _pl = require("pytorch_lightning", "lightning", "wattlab's Lightning callback")
@@ -62,34 +59,15 @@ def _number(value: Any) -> float | None:
         return None
 
 
-class WattlabCallback(Callback):
+class WattlabCallback(Callback, CallbackSettings):
     """Meter a Lightning fit, its epochs and validations; log them to the Trainer's loggers.
 
-    Args: as for ``wattlab.integrations.transformers.WattlabCallback``.
+    Args: those of ``wattlab.integrations.session.CallbackSettings`` (db, carbon, interval_s,
+    powercap_root, cpu_tdp_w, ram_measure, prometheus_port, meters, gather, sweep).
     """
 
-    def __init__(
-        self,
-        db: str | Path | None = None,
-        *,
-        carbon: CarbonSettings | None = None,
-        interval_s: float = 0.1,
-        powercap_root: str | Path | None = None,
-        cpu_tdp_w: float | None = None,
-        prometheus_port: int | None = None,
-        meters: Sequence[Meter] | None = None,
-        gather: Gather | None = None,
-        sweep: str | None = None,
-    ) -> None:
-        self.db = db
-        self.carbon = carbon or CarbonSettings()
-        self.interval_s = interval_s
-        self.powercap_root = powercap_root
-        self.cpu_tdp_w = cpu_tdp_w
-        self.prometheus_port = prometheus_port
-        self.meters = meters
-        self.gather = gather
-        self.sweep = sweep
+    def __init__(self, db: str | Path | None = None, **settings: Any) -> None:
+        CallbackSettings.__init__(self, db, **settings)
         self.meter: TrainingMeter | None = None
         self.results: dict[str, Measurement] = {}
         self.logged: list[dict[str, float]] = []  # what went to the loggers, in order
@@ -120,18 +98,7 @@ class WattlabCallback(Callback):
         self.results.clear()
         self.logged.clear()
         self._evals = 0
-        self.meter = TrainingMeter(
-            rank,
-            device.type,
-            gpu_index=device.index,
-            meters=self.meters,
-            interval_s=self.interval_s,
-            carbon=self.carbon,
-            powercap_root=self.powercap_root,
-            cpu_tdp_w=self.cpu_tdp_w,
-            gather=self.gather,
-            prometheus_port=self.prometheus_port,
-        )
+        self.meter = self.new_training_meter(rank, device)
         self.meter.start()
         self.meter.begin("train")
 

@@ -21,6 +21,7 @@ from typing import Any
 from wattlab.carbon import CarbonSettings, window_co2e
 from wattlab.meters.base import Meter, Provenance
 from wattlab.monitor import EnergyMonitor, Measurement, combine_measurements, utc_now_iso
+from wattlab.processes import job_root_pid
 
 Gather = Callable[[Any], "list[Any] | None"]
 
@@ -68,6 +69,64 @@ def torch_gather(obj: Any) -> list[Any] | None:
     return out if tdist.get_rank() == 0 else None
 
 
+class CallbackSettings:
+    """What the framework callbacks (Transformers, Lightning) are configured with, and the
+    TrainingMeter they build from it at the start of training.
+
+    Args:
+        db: store the run in this wattlab database (main process only); None stores nothing.
+        carbon: intensity and PUE (e.g. ``settings_from_flags(region="FRA")``).
+        interval_s: power sampling period (s).
+        powercap_root, cpu_tdp_w, ram_measure: as for ``wattlab devices``.
+        prometheus_port: also serve the live meters to Prometheus (main process).
+        meters: meters to use instead of discovering this process's own (tests, custom rigs).
+        gather: how windows reach the main process (default: torch.distributed when
+            initialised).
+        sweep: the sweep name to store the run under.
+    """
+
+    def __init__(
+        self,
+        db: str | Path | None = None,
+        *,
+        carbon: CarbonSettings | None = None,
+        interval_s: float = 0.1,
+        powercap_root: str | Path | None = None,
+        cpu_tdp_w: float | None = None,
+        ram_measure: str = "system",
+        prometheus_port: int | None = None,
+        meters: Sequence[Meter] | None = None,
+        gather: Gather | None = None,
+        sweep: str | None = None,
+    ) -> None:
+        self.db = db
+        self.carbon = carbon or CarbonSettings()
+        self.interval_s = interval_s
+        self.powercap_root = powercap_root
+        self.cpu_tdp_w = cpu_tdp_w
+        self.ram_measure = ram_measure
+        self.prometheus_port = prometheus_port
+        self.meters = meters
+        self.gather = gather
+        self.sweep = sweep
+
+    def new_training_meter(self, rank: RankInfo, device: Any) -> TrainingMeter:
+        """A TrainingMeter for this process (``device``: its torch.device)."""
+        return TrainingMeter(
+            rank,
+            device.type,
+            gpu_index=device.index,
+            meters=self.meters,
+            interval_s=self.interval_s,
+            carbon=self.carbon,
+            powercap_root=self.powercap_root,
+            cpu_tdp_w=self.cpu_tdp_w,
+            gather=self.gather,
+            prometheus_port=self.prometheus_port,
+            ram_measure=self.ram_measure,
+        )
+
+
 class TrainingMeter:
     """Named windows over this process's meters, combined across processes on the main one.
 
@@ -92,6 +151,7 @@ class TrainingMeter:
         cpu_tdp_w: float | None = None,
         gather: Gather | None = None,
         prometheus_port: int | None = None,
+        ram_measure: str = "system",
     ) -> None:
         self.rank = rank
         self.device_type = device_type
@@ -101,6 +161,7 @@ class TrainingMeter:
         self.carbon = carbon or CarbonSettings()
         self.powercap_root = powercap_root
         self.cpu_tdp_w = cpu_tdp_w
+        self.ram_measure = ram_measure
         self.gather = gather or torch_gather
         self.prometheus_port = prometheus_port
         self.monitor: EnergyMonitor | None = None
@@ -131,6 +192,8 @@ class TrainingMeter:
                 include_host=self.rank.is_local_main,
                 powercap_root=Path(self.powercap_root) if self.powercap_root else None,
                 cpu_tdp_w=self.cpu_tdp_w,
+                ram_measure=self.ram_measure,
+                ram_pid=job_root_pid(),
             )
             meters = self._discovery
         self.monitor = EnergyMonitor(

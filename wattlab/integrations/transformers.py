@@ -21,15 +21,13 @@ writes. Give ``attach`` the Trainer: a callback alone cannot reach ``trainer.log
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from wattlab.carbon import CarbonSettings
 from wattlab.errors import WattlabError
 from wattlab.integrations import require
 from wattlab.integrations.session import (
-    Gather,
+    CallbackSettings,
     RankInfo,
     TrainingMeter,
     run_row,
@@ -37,7 +35,6 @@ from wattlab.integrations.session import (
     window_metrics,
     window_row,
 )
-from wattlab.meters.base import Meter
 from wattlab.monitor import Measurement
 
 _transformers = require("transformers", "transformers", "wattlab's Hugging Face callback")
@@ -76,43 +73,15 @@ def rank_of(args: Any) -> RankInfo:
     )
 
 
-class WattlabCallback(TrainerCallback):
+class WattlabCallback(TrainerCallback, CallbackSettings):
     """Meter a Trainer's training, epochs and evaluations; log them through ``trainer.log``.
 
-    Args:
-        db: store the run in this wattlab database (main process only); None stores nothing.
-        carbon: intensity and PUE (e.g. ``settings_from_flags(region="FRA")``).
-        interval_s: power sampling period (s).
-        powercap_root, cpu_tdp_w: as for ``wattlab devices``.
-        prometheus_port: also serve the live meters to Prometheus (main process).
-        meters: meters to use instead of discovering this process's own (tests, custom rigs).
-        gather: how windows reach the main process (default: torch.distributed when
-            initialised).
-        sweep: the sweep name to store the run under.
+    Args: those of ``wattlab.integrations.session.CallbackSettings`` (db, carbon, interval_s,
+    powercap_root, cpu_tdp_w, ram_measure, prometheus_port, meters, gather, sweep).
     """
 
-    def __init__(
-        self,
-        db: str | Path | None = None,
-        *,
-        carbon: CarbonSettings | None = None,
-        interval_s: float = 0.1,
-        powercap_root: str | Path | None = None,
-        cpu_tdp_w: float | None = None,
-        prometheus_port: int | None = None,
-        meters: Sequence[Meter] | None = None,
-        gather: Gather | None = None,
-        sweep: str | None = None,
-    ) -> None:
-        self.db = db
-        self.carbon = carbon or CarbonSettings()
-        self.interval_s = interval_s
-        self.powercap_root = powercap_root
-        self.cpu_tdp_w = cpu_tdp_w
-        self.prometheus_port = prometheus_port
-        self.meters = meters
-        self.gather = gather
-        self.sweep = sweep
+    def __init__(self, db: str | Path | None = None, **settings: Any) -> None:
+        CallbackSettings.__init__(self, db, **settings)
         self.trainer: Any = None
         self.meter: TrainingMeter | None = None
         self.results: dict[str, Measurement] = {}  # combined windows (main process)
@@ -142,19 +111,7 @@ class WattlabCallback(TrainerCallback):
         return self
 
     def _new_meter(self, args: Any) -> TrainingMeter:
-        device = args.device
-        return TrainingMeter(
-            rank_of(args),
-            device.type,
-            gpu_index=device.index,
-            meters=self.meters,
-            interval_s=self.interval_s,
-            carbon=self.carbon,
-            powercap_root=self.powercap_root,
-            cpu_tdp_w=self.cpu_tdp_w,
-            gather=self.gather,
-            prometheus_port=self.prometheus_port,
-        )
+        return self.new_training_meter(rank_of(args), args.device)
 
     def _log(self, metrics: dict[str, float]) -> None:
         if self.trainer is not None and self.trainer.state.is_world_process_zero:
