@@ -1,7 +1,7 @@
 # make demo: install into .venv, run a small sweep on whatever hardware is here, write its report.
 # make test: install into .venv, run ruff and the whole test suite (no GPU needed; what CI runs).
 # make test-fast: ruff and every test not marked slow (nothing that trains, sweeps or spawns
-#   torchrun/gloo), for developers: under a minute on 2 cores.
+#   torchrun/gloo), for developers: under a minute on 2 cores (pytest-xdist, one worker per core).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
@@ -48,7 +48,7 @@ lint: $(STAMP)
 # if the budget runs out the target says how far it got and which tests did not run.
 SLOW_BUDGET_S ?= 3600
 test: lint
-	$(BIN)/python -m pytest -q -m "not slow" tests
+	$(BIN)/python -m pytest -q -m "not slow" -n auto tests
 	@code=0; log=$$(mktemp); \
 	timeout --signal=INT $(SLOW_BUDGET_S) $(BIN)/python -m pytest -q -m slow --durations=15 \
 	  tests 2>&1 | tee $$log; code=$${PIPESTATUS[0]}; \
@@ -59,7 +59,7 @@ test: lint
 	fi; exit $$code
 
 test-fast: lint
-	$(BIN)/python -m pytest -q -m "not slow" tests
+	$(BIN)/python -m pytest -q -m "not slow" -n auto tests
 
 format: $(STAMP)
 	$(BIN)/ruff format wattlab tests bench

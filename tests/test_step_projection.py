@@ -14,6 +14,7 @@ from wattlab.step_projection import (
     detect_stable_epoch,
     parse_project_after,
     project_from_marks,
+    replay_marks,
     steady_start,
     step_project,
 )
@@ -243,6 +244,27 @@ def test_mark_projector_waits_for_the_fraction_then_projects_once() -> None:
     made_at, projection = results[0]
     assert made_at >= 0.2 * total and projection.ok
     assert projection.relative_error(truth_j) == pytest.approx(0.0, abs=0.01)
+
+
+def test_replaying_stored_marks_gives_what_the_live_projector_gave() -> None:
+    samples, times, energies, truth_j = marks_of_a_run()
+    total = samples[-1]
+    for fraction in (0.1, 0.2, 0.5):
+        live = MarkProjector(fraction)
+        made = [
+            live.add_mark(s, total, t, e) for s, t, e in zip(samples, times, energies, strict=True)
+        ]
+        live_result = next(r for r in made if r is not None)
+        replayed = replay_marks(samples, times, energies, total, fraction)
+        assert replayed == live_result  # the same marks in the same order: the same answer
+        assert replayed.samples_seen >= fraction * total
+    assert replay_marks(samples, times, energies, total, 0.2).relative_error(truth_j) == (
+        pytest.approx(0.0, abs=0.01)
+    )
+    # marks that stop before the fraction: said, never guessed
+    cut = len(samples) // 10
+    short = replay_marks(samples[:cut], times[:cut], energies[:cut], total, 0.5)
+    assert not short.ok and "stored marks end at" in short.error
 
 
 def test_mark_projector_retries_later_and_gives_up_at_the_end() -> None:

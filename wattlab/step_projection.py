@@ -657,3 +657,38 @@ class MarkProjector:
             self.projection = result
             return result
         return None
+
+
+def replay_marks(
+    samples: Sequence[float],
+    times_s: Sequence[float],
+    energies_j: Sequence[float],
+    total_samples: int,
+    fraction: float,
+    *,
+    tolerance: float = MARK_TOLERANCE,
+    min_marks: int = MIN_MARKS,
+    min_window_s: float = MIN_WINDOW_S,
+) -> RateProjection:
+    """What ``MarkProjector(fraction)`` would have projected during the run, from its stored
+    marks (``runs.step_marks_json``): the same marks fed in the same order. A run whose marks
+    end before its projection is made returns a "not stable" projection saying so."""
+    s, t, e = _marks(samples, times_s, energies_j)
+    projector = MarkProjector(
+        fraction, tolerance=tolerance, min_marks=min_marks, min_window_s=min_window_s
+    )
+    for done, time_s, energy_j in zip(s, t, e, strict=True):
+        result = projector.add_mark(int(done), int(total_samples), float(time_s), float(energy_j))
+        if result is not None:
+            return result
+    seen = int(s[-1]) if s.size else 0
+    return RateProjection(
+        status=NOT_STABLE,
+        samples_seen=seen,
+        total_samples=int(total_samples),
+        tolerance=tolerance,
+        error=(
+            f"the stored marks end at {seen} of {int(total_samples)} samples, before a steady "
+            "window was found."
+        ),
+    )

@@ -201,8 +201,8 @@ def _read(path: Path) -> str:
 
 
 def _parse_list(text: object, run_id: object, column: str, *, zero_ok: bool = False) -> list[float]:
-    if text is None or (isinstance(text, float) and math.isnan(text)):
-        return []
+    if text is None or text is pd.NA or (isinstance(text, float) and math.isnan(text)):
+        return []  # a run without epoch windows
     try:
         values = [float(v) for v in str(text).split()]
     except ValueError:
