@@ -259,3 +259,38 @@ def test_importing_analysis_does_not_import_matplotlib():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"
+
+
+def _spec(baseline: dict | None) -> dict:
+    spec = {
+        "name": "study",
+        "base": {"model": "resnet50", "stem": "cifar", "epochs": 5, "batch_size": 256},
+        "grid": {"gpus": [1, 2], "power_limit_w": [250, 300]},
+    }
+    if baseline is not None:
+        spec["baseline"] = baseline
+    return spec
+
+
+def test_a_sweep_specs_baseline_is_the_reports_baseline_and_says_so():
+    from wattlab.experiment.spec import SweepSpec
+
+    runs = make_runs()
+    # stored runs of another wattlab version: config hashes that the spec does not reproduce,
+    # so the spec's baseline point is matched by its axes
+    _, data = analyze_runs(runs, spec=_spec({"gpus": 2, "power_limit_w": 250}))
+    assert data["baseline"]["label"] == "resnet50 2xGPU fp32 250W bs256"
+    assert data["baseline"]["source"] == "the sweep spec's baseline"
+    # runs whose hash is the spec's baseline point: matched by the hash
+    spec = _spec({"gpus": 1, "power_limit_w": 250})
+    wanted = SweepSpec.from_dict(spec).baseline_config_hash()
+    runs.loc[runs["config_hash"] == "c1250.0", "config_hash"] = wanted
+    _, data = analyze_runs(runs, spec=spec)
+    assert data["baseline"]["config_hash"] == wanted
+    # --baseline wins over the spec; a spec without one leaves the default
+    _, data = analyze_runs(runs, baseline="gpus=2,power_limit_w=300", spec=spec)
+    assert data["baseline"]["label"] == "resnet50 2xGPU fp32 bs256"
+    assert data["baseline"]["source"] == "--baseline"
+    _, data = analyze_runs(runs, spec=_spec(None))
+    assert data["baseline"]["label"] == "resnet50 1xGPU fp32 bs256"
+    assert data["baseline"]["source"].startswith("default")

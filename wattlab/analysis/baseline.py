@@ -105,3 +105,22 @@ def default_baseline(summary: pd.DataFrame) -> str:
         return (gpus, world, p_rank, -req, -in_force, str(row.get("label")))
 
     return str(min(summary.iterrows(), key=key)[0])
+
+
+# grid axes (RunConfig fields) whose runs-table column has another name
+_AXIS_COLUMNS = {"power_limit_w": "power_limit_requested_w", "nproc": "world_size"}
+
+
+def spec_baseline(spec: Mapping[str, object], config_hashes: set[str]) -> dict[str, object] | None:
+    """The baseline a sweep spec declares (its ``baseline:`` key) as a ``find_baseline``
+    filter: the baseline point's config_hash when runs of it are stored, else its axes as runs
+    columns. None when the spec declares none (the default baseline applies)."""
+    if not spec.get("baseline"):
+        return None
+    from wattlab.experiment.spec import SweepSpec
+
+    parsed = SweepSpec.from_dict(dict(spec), source="the stored sweep spec")
+    config_hash = parsed.baseline_config_hash()
+    if config_hash in config_hashes:
+        return {"config_hash": config_hash}
+    return {_AXIS_COLUMNS.get(k, k): v for k, v in parsed.baseline_filter().items()}

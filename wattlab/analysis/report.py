@@ -15,7 +15,7 @@ import pandas as pd
 
 from wattlab.analysis import plots
 from wattlab.analysis import report_sections as sections
-from wattlab.analysis.baseline import parse_baseline
+from wattlab.analysis.baseline import parse_baseline, spec_baseline
 from wattlab.analysis.report_document import Block, Bullets, Figure, Heading, Para, ReportPaths
 from wattlab.analysis.report_files import prepare_out_dir, write_document
 from wattlab.analysis.runs_table import REQUIRED_COLUMNS, failed_runs, ok_runs
@@ -85,14 +85,23 @@ def analyze_runs(
     baseline: Mapping[str, object] | str | None = None,
     min_saving: float = DEFAULT_MIN_SAVING,
     max_penalty: float = DEFAULT_MAX_PENALTY,
+    spec: Mapping[str, object] | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The summary table and the JSON summary (see ``summary_to_json``) of ``runs``, without
     writing anything: what ``wattlab report --json`` prints. ``baseline`` may be a dict or the
-    ``KEY=VALUE,...`` text of ``--baseline``."""
+    ``KEY=VALUE,...`` text of ``--baseline``; without one, the sweep ``spec``'s ``baseline:``
+    applies when it declares one, else the default. ``baseline.source`` says which."""
     runs = select_runs(runs, sweep)
     _require_ok(runs, sweep)
-    summary = summarize(runs, _coerce_baseline(baseline))
+    chosen, source = _coerce_baseline(baseline), "--baseline"
+    if chosen is None and spec is not None:
+        hashes = set(runs["config_hash"].astype(str)) if "config_hash" in runs else set()
+        chosen, source = spec_baseline(spec, hashes), "the sweep spec's baseline"
+    if chosen is None:
+        source = "default: the fewest GPUs, fp32, the highest power limit"
+    summary = summarize(runs, chosen)
     data = summary_to_json(summary, runs, min_saving=min_saving, max_penalty=max_penalty)
+    data["baseline"]["source"] = source
     data["sweep"] = sweep
     return summary, data
 
@@ -109,6 +118,7 @@ def write_report(
     max_penalty: float = DEFAULT_MAX_PENALTY,
     title: str | None = None,
     scheduler_jobs: pd.DataFrame | None = None,
+    spec: Mapping[str, object] | None = None,
 ) -> ReportPaths:
     """Write report.md, report.html, summary.json and the figures (PNG + SVG) to ``out_dir``.
 
@@ -116,7 +126,8 @@ def write_report(
     ``sweep`` keeps one sweep's runs; ``baseline`` is ``{column: value}`` or ``KEY=VALUE,...``
     (default: fewest GPUs, fp32, highest power limit); ``min_saving``/``max_penalty`` are the
     operating region's fractions; ``scheduler_jobs`` (the store's table) adds SLURM's
-    ConsumedEnergy beside ours where it was reported. Raises DataError when there is no ok
+    ConsumedEnergy beside ours where it was reported; ``spec`` (the sweep's stored spec) gives
+    the baseline when ``baseline`` is None and it declares one. Raises DataError when there is no ok
     run, ConfigError for a baseline that matches no single configuration or an unusable
     ``out_dir``.
     """
@@ -126,6 +137,7 @@ def write_report(
         baseline=baseline,
         min_saving=min_saving,
         max_penalty=max_penalty,
+        spec=spec,
     )
     runs = select_runs(runs, sweep)
     if trace is not None and "id" in runs.columns and not trace.empty:

@@ -62,7 +62,8 @@ def header_blocks(
         f"Energy provenance: {data['provenance']} overall (weakest); per run: {prov_text}.",
         f"Runs: {data['runs']['ok']} ok in {len(summary)} configuration(s), "
         f"{data['runs']['failed']} failed.",
-        f"Baseline: {data['baseline']['label']}.",
+        f"Baseline: {data['baseline']['label']}"
+        + (f" ({data['baseline']['source']})." if data["baseline"].get("source") else "."),
         f"Operating region: {criteria_text(data['criteria'])}, each configuration against "
         f"{data['criteria']['region_reference']}.",
         f"Intervals: {data['intervals']['method']}, {_level(data['intervals']['level'])} "

@@ -646,6 +646,7 @@ def report(
         windows = store.windows()
         trace = store.trace()
         scheduler_jobs = store.scheduler_jobs()
+        spec = store.sweep_spec(sweep_name) if sweep_name is not None else None
     if sweep_name is not None and len(runs) == 0:
         raise WattlabError(f"the database {db} holds no runs of sweep {sweep_name!r}.")
     if out is not None:
@@ -660,6 +661,7 @@ def report(
                 min_saving=min_saving,
                 max_penalty=max_penalty,
                 scheduler_jobs=scheduler_jobs,
+                spec=spec,
             )
         summary = json.loads(Path(paths.summary_json).read_text())
         if json_path != "-":
@@ -671,6 +673,7 @@ def report(
             baseline=baseline,
             min_saving=min_saving,
             max_penalty=max_penalty,
+            spec=spec,
         )
     if json_path:
         dump_json(summary, json_path)
