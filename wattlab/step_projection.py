@@ -522,6 +522,17 @@ def steady_start(
     return None
 
 
+def _unsteady(seen: int, total_samples: int, tolerance: float, why: str) -> RateProjection:
+    """A "not stable" RateProjection: nothing projected, ``why`` in one sentence."""
+    return RateProjection(
+        status=NOT_STABLE,
+        samples_seen=seen,
+        total_samples=int(total_samples),
+        tolerance=tolerance,
+        error=why,
+    )
+
+
 def project_from_marks(
     samples: Sequence[float],
     times_s: Sequence[float],
@@ -546,16 +557,13 @@ def project_from_marks(
     )
     if start is None:
         span = float(t[-1] - t[0]) if s.size else 0.0
-        return RateProjection(
-            status=NOT_STABLE,
-            samples_seen=seen,
-            total_samples=int(total_samples),
-            tolerance=tolerance,
-            error=(
-                f"not steady yet: after {s.size} marks over {span:.2f} s, no window of at least "
-                f"{min_marks} marks and {min_window_s:g} s had halves whose time and energy per "
-                f"sample agreed within {tolerance:.0%}."
-            ),
+        return _unsteady(
+            seen,
+            total_samples,
+            tolerance,
+            f"not steady yet: after {s.size} marks over {span:.2f} s, no window of at least "
+            f"{min_marks} marks and {min_window_s:g} s had halves whose time and energy per "
+            f"sample agreed within {tolerance:.0%}.",
         )
     ws, wt, we = s[start:], t[start:], e[start:]
     tau, a_t = _slope(ws, wt)
@@ -682,13 +690,10 @@ def replay_marks(
         if result is not None:
             return result
     seen = int(s[-1]) if s.size else 0
-    return RateProjection(
-        status=NOT_STABLE,
-        samples_seen=seen,
-        total_samples=int(total_samples),
-        tolerance=tolerance,
-        error=(
-            f"the stored marks end at {seen} of {int(total_samples)} samples, before a steady "
-            "window was found."
-        ),
+    return _unsteady(
+        seen,
+        total_samples,
+        tolerance,
+        f"the stored marks end at {seen} of {int(total_samples)} samples, before a steady "
+        "window was found.",
     )
