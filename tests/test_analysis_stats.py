@@ -229,6 +229,33 @@ def test_codecarbon_errors_by_hand():
     assert cc["components"]["cpu"]["median"] == pytest.approx(0.2)
     assert cc["components"]["ram"]["median"] == pytest.approx(0.3)
     assert codecarbon_errors(study_table())["measured"] is False
+    assert cc["reference"] == "direct measurement" and cc["reference_measured_share"] == 1.0
+
+
+def test_codecarbon_against_an_estimate_is_named_so():
+    from wattlab.analysis.report_sections import codecarbon_blocks, codecarbon_reference
+
+    def with_parts(run_id: int, parts: dict) -> dict:
+        total = sum(p["energy_j"] for p in parts.values())
+        return run("a", 1, total, id=run_id, codecarbon_energy_j=2 * total,
+                   components_json=json.dumps(parts))  # fmt: skip
+
+    cpu_only = {"cpu:estimated": {"energy_j": 90.0, "provenance": "estimated"},
+                "ram:estimated": {"energy_j": 10.0, "provenance": "estimated"}}  # fmt: skip
+    cc = codecarbon_errors(pd.DataFrame([with_parts(1, cpu_only), with_parts(2, cpu_only)]))
+    assert cc["reference"] == "wattlab's estimate" and cc["reference_measured_share"] == 0.0
+    assert codecarbon_reference(cc).startswith("wattlab's estimate")
+    warning = codecarbon_blocks(cc)[0]
+    assert warning.warning and "two estimates" in warning.text
+    with_gpu = {"gpu:0": {"energy_j": 90.0, "provenance": "measured"},
+                "cpu:estimated": {"energy_j": 10.0, "provenance": "estimated"}}  # fmt: skip
+    cc = codecarbon_errors(pd.DataFrame([with_parts(1, with_gpu)]))
+    assert cc["reference"] == "direct measurement"
+    assert cc["reference_measured_share"] == pytest.approx(0.9)
+    assert codecarbon_reference(cc) == (
+        "direct measurement (90.0% of the energy measured, the rest estimated)"
+    )
+    assert not getattr(codecarbon_blocks(cc)[0], "warning", False)
 
 
 def test_summary_to_json_keys_and_strict_json():

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from wattlab.analysis.energy_shares import energy_shares
 from wattlab.analysis.runs_table import as_float, numeric, ok_runs, parse_json_cell
 
 
@@ -54,7 +55,10 @@ def codecarbon_errors(runs: pd.DataFrame) -> dict[str, Any]:
     ``median_abs`` (median of |error|, how the reference study's 4.09 % reads), ``q1``, ``q3``,
     ``iqr``, ``min``, ``max``; ``components`` gives the same per component (gpu vs
     ``energy_gpu_j``, cpu vs ``energy_cpu_j``, ram vs ``energy_dram_j``) where both exist.
-    ``measured`` is False when no run has CodeCarbon figures.
+    ``measured`` is False when no run has CodeCarbon figures. ``reference`` names what
+    CodeCarbon was compared with: "direct measurement" when any of the compared energy came from
+    a counter or sampled power (``reference_measured_share`` says how much), else "wattlab's
+    estimate" (no counter was read: two models compared, not a model with a measurement).
     """
     empty = {
         "measured": False,
@@ -105,8 +109,11 @@ def codecarbon_errors(runs: pd.DataFrame) -> dict[str, Any]:
             rec[f"{name}_rel_error"] = (theirs - ours) / ours
             comp_errors[name].append((theirs - ours) / ours)
         per_run.append(rec)
+    measured_share = _measured_share(ok.iloc[np.flatnonzero(use)])
     return {
         "measured": True,
+        "reference": "direct measurement" if measured_share > 0 else "wattlab's estimate",
+        "reference_measured_share": measured_share,
         **_spread(np.asarray(errors)),
         "runs": per_run,
         "components": {
@@ -114,3 +121,10 @@ def codecarbon_errors(runs: pd.DataFrame) -> dict[str, Any]:
         },
         "mismatches": mismatches,
     }
+
+
+def _measured_share(runs: pd.DataFrame) -> float:
+    """The share of these runs' energy that a counter or sampled power gave (0 when every
+    figure was estimated)."""
+    by_provenance = energy_shares(runs)["by_provenance"]
+    return float(sum(by_provenance.get(p) or 0.0 for p in ("measured", "sampled")))

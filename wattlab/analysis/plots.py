@@ -443,12 +443,14 @@ def plot_codecarbon_parity(runs: pd.DataFrame, out_dir: Path, context: str) -> F
     ax.set_xlim(lim)
     ax.set_ylim(lim)
     ax.set_aspect("equal")
-    ax.set_xlabel(f"direct measurement ({unit})")
+    estimated = cc.get("reference") == "wattlab's estimate"
+    ax.set_xlabel(f"wattlab, {'estimated' if estimated else 'measured'} ({unit})")
     ax.set_ylabel(f"CodeCarbon ({unit})")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="upper left")
     title = (
-        f"CodeCarbon vs direct energy per run (median error {cc['median']:+.2%}, "
+        f"CodeCarbon vs {'estimated' if estimated else 'direct'} energy per run (median error "
+        f"{cc['median']:+.2%}, "
         f"median |error| {cc['median_abs']:.2%}, n = {cc['n']})"
     )
     return _save(fig, out_dir, "codecarbon_parity", title, context)

@@ -163,7 +163,7 @@ def write_report(
     else:
         blocks.append(sections.scaling_table(scaling))
     blocks += [
-        Heading("CodeCarbon vs direct measurement"),
+        Heading("CodeCarbon vs wattlab"),
         *sections.codecarbon_blocks(data["codecarbon"]),
     ]
     blocks += scheduler_energy_blocks(runs, scheduler_jobs, windows, data)

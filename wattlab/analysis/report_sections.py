@@ -141,7 +141,7 @@ def findings(
     cc = data["codecarbon"]
     if cc.get("measured"):
         items.append(
-            f"CodeCarbon vs direct measurement over {cc['n']} run(s): median error "
+            f"CodeCarbon vs {codecarbon_reference(cc)} over {cc['n']} run(s): median error "
             f"{pct(cc['median'])}, median |error| {pct(cc['median_abs'], False)} (IQR "
             f"{pct(cc['q1'])} to {pct(cc['q3'])})."
         )
@@ -293,9 +293,21 @@ def scaling_table(scaling: pd.DataFrame) -> Table:
     )
 
 
+def codecarbon_reference(cc: dict[str, Any]) -> str:
+    """What CodeCarbon was compared with, in words, e.g. "direct measurement (96.3 % of the
+    energy measured)" or "wattlab's estimate (no energy counter was read)"."""
+    share = cc.get("reference_measured_share")
+    if cc.get("reference") == "wattlab's estimate":
+        return "wattlab's estimate (no energy counter was read)"
+    if share is None or share >= 0.9995:
+        return "direct measurement"
+    return f"direct measurement ({share:.1%} of the energy measured, the rest estimated)"
+
+
 def codecarbon_blocks(cc: dict[str, Any]) -> list[Block]:
     if not cc.get("measured"):
         return [Para("CodeCarbon: not measured (no run was made with CodeCarbon alongside).")]
+    estimated_only = cc.get("reference") == "wattlab's estimate"
     rows = [
         [
             "total",
@@ -323,10 +335,21 @@ def codecarbon_blocks(cc: dict[str, Any]) -> list[Block]:
         Table(
             ["Part", "Runs", "Median error", "Median |error|", "IQR", "Min", "Max"],
             rows,
-            "Error = (CodeCarbon - direct) / direct per run. Components compare CodeCarbon's "
-            "gpu/cpu/ram energy with ours (gpu, cpu, DRAM or RAM estimate).",
+            "Error = (CodeCarbon - wattlab) / wattlab per run, against "
+            f"{codecarbon_reference(cc)}. Components compare CodeCarbon's gpu/cpu/ram energy "
+            "with ours (gpu, cpu, DRAM or RAM estimate).",
         )
     ]
+    if estimated_only:
+        blocks.insert(
+            0,
+            Para(
+                "No energy counter was read for these runs, so this compares CodeCarbon's model "
+                "with wattlab's model (both estimates), not CodeCarbon with a measurement; the "
+                "difference says how far two estimates disagree, not which is right.",
+                warning=True,
+            ),
+        )
     by_label: dict[str, list[float]] = {}
     for r in cc["runs"]:
         by_label.setdefault(r["label"], []).append(r["rel_error"])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from wattlab.carbon import joules_to_kwh
@@ -102,10 +103,25 @@ def run_summary_line(row: dict) -> str:
     if row.get("accuracy") is not None:
         parts.append(f"acc {row['accuracy']:.3f}")
     if row.get("codecarbon_rel_error") is not None:
-        parts.append(f"CodeCarbon {row['codecarbon_rel_error']:+.1%}")
+        versus = "" if _measured_any(row) else " vs our estimate"
+        parts.append(f"CodeCarbon {row['codecarbon_rel_error']:+.1%}{versus}")
     if row.get("projection_error") is not None:
         parts.append(f"STEP {row['projection_error']:+.1%}")
     return " ".join(parts)
+
+
+def _measured_any(row: dict) -> bool:
+    """Whether any of the run's energy came from a counter or sampled power (else every figure
+    was estimated, and CodeCarbon is being compared with another estimate)."""
+    comps = row.get("components_json") or {}
+    if isinstance(comps, str):
+        comps = json.loads(comps)
+    if not comps:
+        return row.get("provenance") in ("measured", "sampled")
+    return any(
+        c.get("provenance") in ("measured", "sampled") and (c.get("energy_j") or 0) > 0
+        for c in comps.values()
+    )
 
 
 def print_run_row(row: dict) -> None:
@@ -144,7 +160,7 @@ def print_run_row(row: dict) -> None:
         table.add_row(
             "CodeCarbon energy",
             f"{fmt_energy(row['codecarbon_energy_j'])} ({row['codecarbon_rel_error']:+.2%} vs "
-            "direct)",
+            + ("ours)" if _measured_any(row) else "our estimate)"),
         )
     if row.get("projected_energy_j") is not None:
         err = row.get("projection_error")

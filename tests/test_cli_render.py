@@ -1,0 +1,28 @@
+"""The one line a sweep prints per run says what CodeCarbon was compared with."""
+
+from __future__ import annotations
+
+import json
+
+from wattlab.cli.render import run_summary_line
+
+ROW = {
+    "status": "ok", "label": "m 1xCPU fp32 bs16", "duration_s": 8.1, "energy_total_j": 61.8,
+    "provenance": "estimated", "co2e_kg": 3.4e-6, "co2e_low_kg": 1.7e-6, "co2e_high_kg": 5.1e-6,
+    "codecarbon_rel_error": 2.69,
+}  # fmt: skip
+
+
+def test_codecarbon_against_an_estimate_says_so():
+    parts = {"cpu:estimated": {"energy_j": 61.8, "provenance": "estimated"}}
+    line = run_summary_line({**ROW, "components_json": parts})
+    assert "CodeCarbon +269.0% vs our estimate" in line
+
+
+def test_codecarbon_against_a_partly_measured_run_is_a_comparison_with_ours():
+    parts = {
+        "gpu:0": {"energy_j": 60.0, "provenance": "measured"},
+        "cpu:estimated": {"energy_j": 1.8, "provenance": "estimated"},
+    }
+    line = run_summary_line({**ROW, "components_json": json.dumps(parts)})
+    assert "CodeCarbon +269.0%" in line and "estimate" not in line.split("CodeCarbon")[1]
