@@ -66,6 +66,8 @@ def held_out(runs: pd.DataFrame, protocol: str, search_iter: int) -> pd.DataFram
 
 
 def summarise(table: pd.DataFrame) -> dict:
+    from wattlab.estimate.evaluate import coverage_interval
+
     if table.empty:
         return {"n": 0}
     error = table["predicted_j"] / table["measured_j"] - 1
@@ -79,6 +81,8 @@ def summarise(table: pd.DataFrame) -> dict:
             (table["predicted_s"] / table["measured_s"] - 1).abs().mean() * 100
         ),
         "coverage_90": float(covered.mean()),
+        # how far a coverage seen on this few runs can be trusted (Clopper-Pearson, 95 %)
+        "coverage_90_ci": coverage_interval(int(covered.sum()), len(table)),
         "median_width": float((table["high_j"] / table["low_j"]).median()),
     }
 
@@ -115,12 +119,14 @@ def main() -> None:
                     f"{s['bias_percent']:+.1f} %",
                     f"{s['rmse_kj']:.2f}",
                     f"{s['time_mape_percent']:.1f} %",
-                    f"{s['coverage_90']:.0%}",
+                    f"{s['coverage_90']:.0%} ({s['coverage_90_ci'][0]:.0%}-"
+                    f"{s['coverage_90_ci'][1]:.0%})",
                     f"x{s['median_width']:.2f}",
                     f"{time.perf_counter() - t0:.0f}",
                 ]
             )
-    header = ["left out", "runs", "MAPE", "bias", "RMSE kJ", "time MAPE", "90% cover", "width", "s"]
+    header = ["left out", "runs", "MAPE", "bias", "RMSE kJ", "time MAPE", "90% cover (95% CI)",
+              "width", "s"]  # fmt: skip
     print_table("PRE on held-out runs (energy = predicted power x predicted time)", header, rows)
     every = pd.concat(results, ignore_index=True) if results else pd.DataFrame()
     if not every.empty:

@@ -360,6 +360,8 @@ def test_score_counts_interval_coverage() -> None:
     result = score(rows)
     assert result["interval_runs"] == 3
     assert result["coverage_percent"] == pytest.approx(200 / 3)
+    low, high = result["coverage_ci_percent"]  # 2 of 3 covered: anything from 9 % to 99 %
+    assert low == pytest.approx(9.43, abs=0.01) and high == pytest.approx(99.16, abs=0.01)
     assert result["bias_percent"] == pytest.approx(np.mean([0, -100 / 11, 25, -20]))
 
 
@@ -609,3 +611,15 @@ def test_cli_scores_the_paper_target_under_one_protocol(tmp_path: Path) -> None:
 def test_cli_bad_flags_exit_2(tmp_path: Path, flag: str, value: str, message: str) -> None:
     done = _cli("--data", str(default_reference_path()), flag, value, cwd=tmp_path)
     assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_coverage_comes_with_how_far_few_runs_can_be_trusted() -> None:
+    from wattlab.estimate.evaluate import coverage_interval
+
+    # Clopper-Pearson by hand: 13 of 13 covered -> lower bound 0.025 ** (1 / 13)
+    assert coverage_interval(13, 13) == pytest.approx((0.025 ** (1 / 13), 1.0))
+    low, high = coverage_interval(12, 13)
+    assert low < 0.90 < high  # 12 of 13 is consistent with a calibrated 90 % interval
+    assert coverage_interval(0, 5) == pytest.approx((0.0, 1 - 0.025 ** (1 / 5)))
+    with pytest.raises(ValueError):
+        coverage_interval(3, 2)

@@ -193,6 +193,7 @@ def score(rows: pd.DataFrame) -> dict[str, Any]:
             "mdape_percent": None,
             "bias_percent": None,
             "coverage_percent": None,
+            "coverage_ci_percent": None,
             "interval_runs": 0,
         }
     errors = predicted - measured
@@ -208,8 +209,27 @@ def score(rows: pd.DataFrame) -> dict[str, Any]:
         "mdape_percent": float(np.median(np.abs(percent))),
         "bias_percent": float(np.mean(percent)),
         "coverage_percent": float(inside.mean() * 100.0) if has.any() else None,
+        "coverage_ci_percent": (
+            [100.0 * x for x in coverage_interval(int(inside.sum()), int(has.sum()))]
+            if has.any()
+            else None
+        ),
         "interval_runs": int(has.sum()),
     }
+
+
+def coverage_interval(covered: int, runs: int, level: float = 0.95) -> tuple[float, float]:
+    """The Clopper-Pearson interval (fractions) of an interval's true coverage, given that it
+    covered ``covered`` of ``runs`` held-out runs: how far a coverage measured on few runs can be
+    trusted. 13 of 13 gives (0.75, 1.0): it cannot tell a 90 % interval from a wider one."""
+    from scipy.stats import beta
+
+    if not 0 <= covered <= runs or runs <= 0:
+        raise ValueError(f"need 0 <= covered <= runs and runs > 0, got {covered} of {runs}")
+    tail = (1.0 - level) / 2.0
+    low = 0.0 if covered == 0 else float(beta.ppf(tail, covered, runs - covered + 1))
+    high = 1.0 if covered == runs else float(beta.ppf(1.0 - tail, covered + 1, runs - covered))
+    return low, high
 
 
 # ---------------------------------------------------------------------------------------------
@@ -794,8 +814,12 @@ def evaluation_markdown(result: EvaluationResult) -> str:
             m = table["methods"][method]
             own = m["own"]
             coverage = m.get("coverage_percent")
+            ci = m.get("coverage_ci_percent")
             coverage_text = (
-                "no interval" if coverage is None else (f"{coverage:.0f} % of {m['interval_runs']}")
+                "no interval"
+                if coverage is None
+                else f"{coverage:.0f} % of {m['interval_runs']}"
+                + (f" (95 % CI {ci[0]:.0f}-{ci[1]:.0f} %)" if ci else "")
             )
             lines.append(
                 f"| {METHOD_LABELS[method]} | {covers(method, target)} | {m['n']} | "
