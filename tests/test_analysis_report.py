@@ -294,3 +294,17 @@ def test_a_sweep_specs_baseline_is_the_reports_baseline_and_says_so():
     _, data = analyze_runs(runs, spec=_spec(None))
     assert data["baseline"]["label"] == "resnet50 1xGPU fp32 bs256"
     assert data["baseline"]["source"].startswith("default")
+
+
+def test_the_other_column_is_the_median_of_other_energy_not_a_residual_of_medians():
+    from wattlab.analysis.plots import component_medians
+
+    # medians of three runs, each with other = 0: the median total (61.79) is not the median
+    # cpu (56.78) + the median ram (4.71); the 0.29 J between them is no component's energy
+    summary = pd.DataFrame(
+        {"energy_total_j": [61.79], "energy_gpu_j": [0.0], "energy_cpu_j": [56.78],
+         "energy_dram_j": [4.71], "energy_other_j": [0.0]}, index=["c"],
+    )  # fmt: skip
+    assert component_medians(summary).loc["c", "other"] == 0.0
+    older = summary.drop(columns="energy_other_j")  # tables without the column: the residual
+    assert component_medians(older).loc["c", "other"] == pytest.approx(0.3)

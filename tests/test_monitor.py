@@ -374,3 +374,20 @@ def test_no_utilisation_interval_reads_none():
     assert gpu.reads == 0 and window.gpu_utilization() == (None, 0, 0)
     with pytest.raises(ConfigError, match="utilisation interval"):
         EnergyMonitor([gpu], utilization_interval_s=0)
+
+
+def test_other_energy_is_the_other_components_not_a_residual():
+    from wattlab.monitor import Measurement
+
+    def measurement(parts: dict[str, float]) -> Measurement:
+        return Measurement(
+            name="w", started_at="", duration_s=1.0, energy_j=parts,
+            provenance={c: Provenance.ESTIMATED for c in parts},
+            uncertainty_j={c: 0.0 for c in parts}, in_total={c: True for c in parts},
+        )  # fmt: skip
+
+    # energies whose residual total - cpu - ram is 1e-15-ish in floating point
+    plain = measurement({"cpu:estimated": 56.78082290438979, "ram:estimated": 5.008062538970965})
+    assert plain.other_energy_j == 0.0
+    fan = measurement({"gpu:0": 100.0, "cpu:package-0": 10.0, "fan:0": 0.7})
+    assert fan.other_energy_j == 0.7

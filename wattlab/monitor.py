@@ -115,7 +115,13 @@ class Measurement:
 
     @property
     def other_energy_j(self) -> float:
-        return self.total_energy_j - self.gpu_energy_j - self.cpu_energy_j - self.dram_energy_j
+        """Summed components that are none of GPU, CPU, DRAM/RAM (not a residual of the
+        total, which would leave rounding noise of +-1e-15 J behind)."""
+        return sum(
+            e
+            for c, e in self.energy_j.items()
+            if self.in_total.get(c, True) and _component_kind(c) not in (GPU, CPU, DRAM, RAM)
+        )
 
     @property
     def total_provenance(self) -> Provenance:

@@ -261,13 +261,18 @@ def component_provenance(runs: pd.DataFrame, config_hash: str) -> dict[str, str]
 
 
 def component_medians(summary: pd.DataFrame) -> pd.DataFrame:
-    """Median energy per component (J): gpu, cpu, dram and other = total minus the three
-    (clipped at 0), so each stack adds up to the total."""
+    """Median energy per component (J) over each configuration's runs: gpu, cpu, dram and
+    other (the runs' ``energy_other_j``; for tables without it, total minus the three). Each is
+    its own median, so a stack can differ slightly from the median total: the residual of
+    medians is not energy of any component, and is never shown as "other"."""
     gpu = np.nan_to_num(numeric(summary["energy_gpu_j"]))
     cpu = np.nan_to_num(numeric(summary["energy_cpu_j"]))
     dram = np.nan_to_num(numeric(summary["energy_dram_j"]))
     total = np.nan_to_num(numeric(summary["energy_total_j"]))
-    other = total - gpu - cpu - dram
+    if "energy_other_j" in summary and summary["energy_other_j"].notna().any():
+        other = np.nan_to_num(numeric(summary["energy_other_j"]))
+    else:
+        other = total - gpu - cpu - dram
     other = np.where(other > 1e-9 * np.abs(total), other, 0.0)  # rounding noise is not energy
     return pd.DataFrame({"gpu": gpu, "cpu": cpu, "dram": dram, "other": other}, index=summary.index)
 
