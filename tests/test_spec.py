@@ -300,3 +300,48 @@ def test_resume_reproduces_the_recorded_order(tmp_path: Path) -> None:
     changed = again_spec.with_overrides(train_samples=2048)
     with open_store(db) as store, pytest.raises(ConfigError, match="different spec"):
         store.register_sweep(changed.name, changed.as_dict(), changed.spec_hash(), None)
+
+
+ADJUST = """
+adjust:
+  - when: {precision: fp32}
+    set: {epochs: 2}
+  - when: {precision: [fp32], power_limit_w: 200}
+    set: {epochs: 3, lr: 0.1}
+"""
+
+
+def test_adjust_sets_what_some_grid_points_need(tmp_path: Path) -> None:
+    spec = load_spec(str(write(tmp_path, GOOD + ADJUST)))
+    by_point = {
+        (p["precision"], p["power_limit_w"]): spec.run_config(p)
+        for p in spec.points()
+        if p["gpus"] == 1
+    }
+    assert by_point[("amp-bf16", 300.0)].epochs == 1  # no rule: the base
+    assert by_point[("fp32", 300.0)].epochs == 2  # the first rule
+    assert by_point[("fp32", 200.0)].epochs == 3 and by_point[("fp32", 200.0)].lr == 0.1
+    assert by_point[("fp32", 300.0)].lr == by_point[("amp-bf16", 300.0)].lr  # later rules win
+    # the rules are part of what the sweep measures; an empty list is no rule at all
+    plain = load_spec(str(write(tmp_path, GOOD)))
+    assert spec.spec_hash() != plain.spec_hash()
+    empty = load_spec(str(write(tmp_path, GOOD + "adjust: []\n", "empty.yaml")))
+    assert empty.spec_hash() == plain.spec_hash()
+    assert SweepSpec.from_dict(spec.as_dict()).spec_hash() == spec.spec_hash()  # round trip
+
+
+@pytest.mark.parametrize(
+    ("rules", "expected"),
+    [
+        ("[{when: {model: resnet18}, set: {epochs: 2}}]", "adjust[0].when.model: 'model' is not"),
+        ("[{when: {precision: tf32}, set: {epochs: 2}}]", "'tf32' is not among grid.precision"),
+        ("[{when: {precision: fp32}, set: {gpus: 2}}]", "adjust[0].set.gpus: 'gpus' is a grid"),
+        ("[{when: {precision: fp32}}]", "adjust[0]: expected a mapping with the keys when and set"),
+        ("[{when: {}, set: {epochs: 2}}]", "adjust[0].when: expected a non-empty mapping."),
+        ("[{when: {precision: fp32}, set: {epochs: two}}]", "adjust[0].set.epochs: expected a"),
+        ("[{when: {precision: fp32}, set: {epoch: 2}}]", "unknown key 'epoch' in adjust[0].set"),
+        ("[{when: {precision: fp32}, set: {epochs: 0}}]", "epochs"),
+    ],
+)
+def test_bad_adjust_rules_name_the_path(tmp_path: Path, rules: str, expected: str) -> None:
+    assert expected in spec_error(tmp_path, GOOD + f"adjust: {rules}\n")

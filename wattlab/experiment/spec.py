@@ -13,6 +13,9 @@ A spec is a YAML file (or a preset shipped with wattlab)::
     cooldown_until_c: 45 # optional: end the pause early once every GPU is at or below 45 C
     codecarbon: true
     baseline: {gpus: 1, precision: fp32, power_limit_w: 300}
+    adjust:              # optional: settings for some grid points only, applied in order
+      - when: {precision: fp32}            # an axis value, or a list of them
+        set: {budget_samples: 65536}       # any base setting that is not a grid axis
 
 Every mistake is a ConfigError of one sentence naming the path in the YAML, such as
 ``grid.power_limit_w[1]: expected a number, got 'abc'.``
@@ -204,6 +207,8 @@ class SweepSpec(BaseModel):
     )
     codecarbon: bool = False
     baseline: dict[str, Any] | None = None
+    # settings for some grid points only: [{when: {axis: value or [values]}, set: {field: v}}]
+    adjust: list[dict[str, Any]] = Field(default_factory=list)
 
     # -- validation (ConfigError passes through pydantic unchanged) ------------------------
     @field_validator("name")
@@ -256,9 +261,69 @@ class SweepSpec(BaseModel):
             out[key] = checked
         return out
 
+    @field_validator("adjust")
+    @classmethod
+    def _check_adjust(cls, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out = []
+        for i, rule in enumerate(rules):
+            where = f"adjust[{i}]"
+            if not isinstance(rule, dict) or set(rule) != {"when", "set"}:
+                raise ConfigError(
+                    f"{where}: expected a mapping with the keys when and set, such as "
+                    "{when: {precision: fp32}, set: {budget_samples: 65536}}, got "
+                    f"{echo(rule)}."
+                )
+            when, settings = rule["when"], rule["set"]
+            for part, value in (("when", when), ("set", settings)):
+                if not isinstance(value, dict) or not value:
+                    raise ConfigError(f"{where}.{part}: expected a non-empty mapping.")
+            checked_when = {}
+            for key, value in when.items():
+                _check_run_key(key, f"{where}.when")
+                values = value if isinstance(value, list) else [value]
+                checked_when[key] = [
+                    _check_value(key, v, f"{where}.when.{key}[{j}]") for j, v in enumerate(values)
+                ]
+            checked_set = {}
+            for key, value in settings.items():
+                _check_run_key(key, f"{where}.set")
+                checked_set[key] = _check_value(key, value, f"{where}.set.{key}")
+            out.append({"when": checked_when, "set": checked_set})
+        return out
+
+    def _check_adjust_against_grid(self) -> None:
+        for i, rule in enumerate(self.adjust):
+            for key, values in rule["when"].items():
+                if key not in self.grid:
+                    raise ConfigError(
+                        f"adjust[{i}].when.{key}: {key!r} is not a grid axis; axes: "
+                        f"{', '.join(self.grid)}."
+                    )
+                for value in values:
+                    if value not in self.grid[key]:
+                        raise ConfigError(
+                            f"adjust[{i}].when.{key}: {echo(value)} is not among grid.{key} "
+                            f"values {echo(self.grid[key])}."
+                        )
+            for key in rule["set"]:
+                if key in self.grid:
+                    raise ConfigError(
+                        f"adjust[{i}].set.{key}: {key!r} is a grid axis; a rule may set only "
+                        "what the grid does not vary."
+                    )
+
+    def _adjusted(self, point: dict[str, Any]) -> dict[str, Any]:
+        """What the ``adjust`` rules set for this grid point (later rules win)."""
+        settings: dict[str, Any] = {}
+        for rule in self.adjust:
+            if all(point.get(k) in values for k, values in rule["when"].items()):
+                settings.update(rule["set"])
+        return settings
+
     @model_validator(mode="after")
     def _check_spec(self) -> SweepSpec:
         _check_run_count([len(v) for v in self.grid.values()], self.repetitions)
+        self._check_adjust_against_grid()
         for key in self.grid:
             if key in self.base:
                 raise ConfigError(f"grid.{key}: {key} is set in both base and grid; keep one.")
@@ -343,7 +408,13 @@ class SweepSpec(BaseModel):
 
     def run_config(self, point: dict[str, Any]) -> RunConfig:
         """The RunConfig of one grid point; a ConfigError naming the point when invalid."""
-        values = {**self.base, **point, "sweep": self.name, "codecarbon": self.codecarbon}
+        values = {
+            **self.base,
+            **self._adjusted(point),
+            **point,
+            "sweep": self.name,
+            "codecarbon": self.codecarbon,
+        }
         try:
             return RunConfig(**values)
         except ValidationError as error:
@@ -397,6 +468,8 @@ class SweepSpec(BaseModel):
         if data.get("cooldown_until_c") is None:  # hashes stay those of specs without it
             data.pop("cooldown_until_c", None)
             data["cooldown_until_idle"] = False
+        if not data.get("adjust"):  # likewise for specs without adjust rules
+            data.pop("adjust", None)
         data["base"] = {k: v for k, v in data["base"].items() if k != "data_dir"}
         blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
