@@ -9,9 +9,9 @@ of 1/16 of it, so every run has 16 epochs: enough for the paper's STEP (>= 15 ep
 projects itself live from step-level marks after 20 % of its budget (``project_after=0.2``) and
 stores those marks, so STEP can be re-scored later at any fraction.
 
-It is driven through the CLI: one sweep spec per (pass, model, precision)
-(``h200-reference-p<pass>-<model>-<precision>``, written next to the database from the template
-``bench/h200-reference.yaml``), run by ``wattlab sweep``; sweeps resume by themselves, so a part
+It is driven through the CLI: one sweep spec per pass and model (``h200-reference-p<pass>-<model>``,
+written next to the database from the template ``bench/h200-reference.yaml``, its per-precision
+budgets as ``adjust`` rules), run by ``wattlab sweep``; sweeps resume by themselves, so a part
 cut short by ``--max-minutes`` (or a lost machine) continues where it stopped on the next call.
 Then ``wattlab export`` writes the tables and this script turns them into the reference CSV with
 a ``# key: value`` header saying how it was measured and how much of the grid it covers.
@@ -76,32 +76,37 @@ SWEEP_PREFIX = "h200-reference"
 TEMPLATE = Path(__file__).resolve().parent / "h200-reference.yaml"
 
 
-def sweep_name(pass_no: int, model: str, precision: str) -> str:
-    return f"{SWEEP_PREFIX}-p{pass_no}-{model}-{precision}"
+def sweep_name(pass_no: int, model: str) -> str:
+    return f"{SWEEP_PREFIX}-p{pass_no}-{model}"
 
 
-def spec_for(model: str, precision: str, args: argparse.Namespace) -> dict:
-    """One (model, precision) part of one pass: bench/h200-reference.yaml with the model, its
-    budget, a training set of 1/16 of it and the command line's choices filled in."""
-    spec = yaml.safe_load(TEMPLATE.read_text())
-    spec["name"] = sweep_name(args.pass_no, model, precision)
-    spec["description"] = spec["description"].replace("MODEL", f"{model} {precision}")
+def _budget_settings(model: str, precision: str, args: argparse.Namespace) -> dict:
     budget = args.budget_samples or budget_samples(model, precision)
+    train = args.train_samples or max(budget // EPOCHS_PER_RUN, max(args.batch_sizes))
+    return {"budget_samples": budget, "train_samples": train}
+
+
+def spec_for(model: str, args: argparse.Namespace) -> dict:
+    """One model's part of one pass: bench/h200-reference.yaml with the model, the grid of
+    precisions x batch sizes, and one ``adjust`` rule per precision giving its budget and a
+    training set of 1/16 of it (so one sweep, one warm worker, per model)."""
+    spec = yaml.safe_load(TEMPLATE.read_text())
+    spec["name"] = sweep_name(args.pass_no, model)
+    spec["description"] = spec["description"].replace("MODEL", model)
+    first = _budget_settings(model, args.precisions[0], args)
     base = spec["base"]
-    base.update(
-        model=model,
-        budget_samples=budget,
-        train_samples=args.train_samples or max(budget // EPOCHS_PER_RUN, max(args.batch_sizes)),
-        device=args.device,
-        project_after=0.2,
-    )
+    base.update(model=model, **first, device=args.device, project_after=0.2)
+    spec["adjust"] = [
+        {"when": {"precision": precision}, "set": _budget_settings(model, precision, args)}
+        for precision in args.precisions
+    ]
     if args.test_samples:
         base["test_samples"] = args.test_samples
     for item in args.set or []:
         key, _, value = item.partition("=")
         base[key] = yaml.safe_load(value)
     grid = spec["grid"]
-    grid.update(precision=[precision], batch_size=list(args.batch_sizes))
+    grid.update(precision=list(args.precisions), batch_size=list(args.batch_sizes))
     if args.device != "cuda":
         grid.pop("gpus", None)
     spec.update(repetitions=1, cooldown_s=args.cooldown_s)
@@ -153,8 +158,8 @@ def header_lines(runs, args: argparse.Namespace, grid_size: int) -> list[str]:
     dates = sorted(str(x)[:10] for x in ok.get("started_at", []) if isinstance(x, str))
     return [
         "wattlab reference runs: measured training runs for PRE and STEP",
-        "source: bench/collect_reference.py (one `wattlab sweep` per pass, model and precision, "
-        "then `wattlab export`)",
+        "source: bench/collect_reference.py (one `wattlab sweep` per pass and model, then "
+        "`wattlab export`)",
         f"hardware: {gpus or args.device}; driver {drivers or 'n/a'}",
         f"dates: {dates[0] if dates else 'n/a'} to {dates[-1] if dates else 'n/a'}",
         "data: synthetic CIFAR-shaped images (32x32, 10 classes), CIFAR stems, a training set of "
@@ -217,13 +222,15 @@ def main(argv: list[str] | None = None) -> int:
     deadline = time.monotonic() + (args.max_minutes or 1e9) * 60
     if not args.convert_only:
         for model in args.models:
-            for precision in args.precisions:
-                name = sweep_name(args.pass_no, model, precision)
-                spec_path = args.db.parent / f"{name}.yaml"
-                spec = spec_for(model, precision, args)
-                spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
-                status = run_part(spec_path, args.db, deadline)
-                print(f"{name} (budget {spec['base']['budget_samples']}): {status}", flush=True)
+            name = sweep_name(args.pass_no, model)
+            spec_path = args.db.parent / f"{name}.yaml"
+            spec = spec_for(model, args)
+            spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
+            status = run_part(spec_path, args.db, deadline)
+            budgets = ", ".join(
+                f"{r['when']['precision']} {r['set']['budget_samples']}" for r in spec["adjust"]
+            )
+            print(f"{name} (budgets {budgets}): {status}", flush=True)
     path = convert(args.db, args.csv, args)
     covers = next(line for line in path.read_text().splitlines() if line.startswith("# covers"))
     print(f"wrote {path} ({covers[2:]}) at {dt.datetime.now(dt.timezone.utc):%H:%M} UTC")

@@ -353,24 +353,26 @@ def test_collect_reference_writes_specs_from_the_template(tmp_path) -> None:
         precisions=list(collect.PRECISIONS), batch_sizes=[128, 256, 512], pass_no=2,
         cooldown_s=1.0,
     )  # fmt: skip
-    spec = collect.spec_for("resnet50", "amp-bf16", args)
-    assert spec["name"] == "h200-reference-p2-resnet50-amp-bf16" and spec["repetitions"] == 1
-    base = spec["base"]
-    assert base["model"] == "resnet50" and base["project_after"] == 0.2
-    # ~7 s at the guessed rate, in whole units of 16 epochs x 512 images
-    budget = base["budget_samples"]
-    assert budget % (16 * 512) == 0
-    assert budget == pytest.approx(collect.RATE_IMAGES_PER_S["resnet50"]["amp-bf16"] * 7, rel=0.1)
-    assert base["train_samples"] * 16 == budget  # 16 epochs per run: enough for paper STEP
-    assert collect.budget_samples("resnet50", "fp32") < budget  # fp32 is slower: fewer samples
-    assert spec["grid"]["precision"] == ["amp-bf16"]
+    spec = collect.spec_for("resnet50", args)
+    assert spec["name"] == "h200-reference-p2-resnet50" and spec["repetitions"] == 1
+    assert spec["base"]["model"] == "resnet50" and spec["base"]["project_after"] == 0.2
+    assert spec["grid"]["precision"] == ["fp32", "tf32", "amp-bf16", "amp-fp16"]
     assert spec["grid"]["batch_size"] == [128, 256, 512] and spec["grid"]["gpus"] == [1]
     assert collect.FULL_GRID == 84
     from wattlab.experiment.spec import load_spec
 
     path = tmp_path / "part.yaml"
     path.write_text(collect.yaml.safe_dump(spec))
-    assert load_spec(str(path)).n_runs == 3  # a valid sweep: three batch sizes, one repetition
+    sweep = load_spec(str(path))  # a valid sweep: 4 precisions x 3 batch sizes, one repetition
+    assert sweep.n_runs == 12
+    configs = {(p["precision"], p["batch_size"]): sweep.run_config(p) for p in sweep.points()}
+    rate = collect.RATE_IMAGES_PER_S["resnet50"]
+    for (precision, _), config in configs.items():
+        # ~7 s at the guessed rate, in whole units of 16 epochs x 512 images
+        assert config.budget_samples % (16 * 512) == 0
+        assert abs(config.budget_samples - rate[precision] * 7) <= 16 * 512 / 2
+        assert config.train_samples * 16 == config.budget_samples  # 16 epochs: paper STEP
+    assert configs[("fp32", 256)].budget_samples < configs[("amp-bf16", 256)].budget_samples
 
 
 @pytest.mark.slow
