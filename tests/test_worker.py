@@ -14,6 +14,7 @@ from wattlab.train.config import RunConfig
 
 
 def _m(name: str, duration_s: float, energy: dict[str, float], prov=Provenance.MEASURED):
+    gpus = [c for c in energy if c.startswith("gpu")]
     return Measurement(
         name=name,
         started_at="2026-12-02T00:00:00+00:00",
@@ -22,6 +23,9 @@ def _m(name: str, duration_s: float, energy: dict[str, float], prov=Provenance.M
         provenance={c: prov for c in energy},
         uncertainty_j={c: 1.0 for c in energy},
         in_total={c: True for c in energy},
+        # each GPU's sampled utilisation: gpu:0 busier than gpu:1, 20 readings each
+        utilization_percent={c: 90.0 if c == "gpu:0" else 70.0 for c in gpus},
+        utilization_readings={c: 20 for c in gpus},
     )
 
 
@@ -35,7 +39,6 @@ def _payload(host: str, rank_energy: dict[str, float], gpu: str, details: dict) 
         },
         "samples": {"budget": 1024, "epoch:1": 512, "run": 0},
         "meters": [{"component": gpu, "details": details}],
-        "utilization": [90.0],
         "trace": [(0.5, gpu, 300.0)],
         "problems": [],
     }
@@ -48,6 +51,7 @@ def test_two_ranks_sum_their_gpus_and_count_the_host_once():
     rank0 = _payload(
         "h", {"gpu:0": 3000.0, "cpu:estimated": 400.0, "ram:estimated": 50.0}, "gpu:0", details
     )
+    rank0["meters"].append({"component": "ram:estimated", "details": {"ram_measure": "process"}})
     rank1 = _payload("h", {"gpu:1": 2800.0}, "gpu:1", {**details, "uuid": "GPU-b"})
     result = SimpleNamespace(
         epochs_completed=1.0, samples=1024, accuracy=0.5, f1_macro=0.4, train_loss=1.0, params=1
@@ -69,6 +73,13 @@ def test_two_ranks_sum_their_gpus_and_count_the_host_once():
     epoch = next(w for w in windows if w["name"] == "epoch")
     assert epoch["epoch"] == 1 and epoch["energy_total_j"] == pytest.approx(3125.0)
     assert len(trace) == 2
+    # Green Algorithms' utilisation: the budget window's sampled mean over both GPUs
+    assert row["gpu_utilization_percent"] == pytest.approx(80.0)
+    assert row["gpu_utilization_basis"] == (
+        "sampled: 40 NVML readings over the 10.0 s budget window (2 GPUs)"
+    )
+    # which memory the RAM estimate counted travels with its component
+    assert row["components_json"]["ram:estimated"]["ram_measure"] == "process"
 
 
 def test_a_component_metered_twice_is_refused():
