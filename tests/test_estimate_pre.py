@@ -385,7 +385,7 @@ def test_collect_reference_end_to_end_with_a_tiny_cpu_sweep(tmp_path) -> None:
         [
             "--db", str(tmp_path / "ref.db"), "--csv", str(csv), "--device", "cpu",
             "--only-models", "mobilenet_v3_small", "--precisions", "fp32",
-            "--batch-sizes", "32", "--budget-samples", "64", "--train-samples", "128",
+            "--batch-sizes", "32", "--budget-samples", "1024", "--train-samples", "128",
             "--test-samples", "32", "--cooldown-s", "0",
             "--set", "warmup_steps=1",
         ]
@@ -396,5 +396,20 @@ def test_collect_reference_end_to_end_with_a_tiny_cpu_sweep(tmp_path) -> None:
     assert all(":" in line for line in header)  # `key: value` lines
     runs, windows = load_reference_csv(csv)
     assert len(runs) == 1 and runs.loc[0, "model"] == "mobilenet_v3_small"
-    assert runs.loc[0, "samples"] == 64 and runs.loc[0, "energy_total_j"] > 0
-    assert len(windows) >= 1
+    assert runs.loc[0, "samples"] == 1024 and runs.loc[0, "energy_total_j"] > 0
+    assert len(windows) == 8  # 1024 samples over a training set of 128: 8 epochs
+    # the run projected itself live after 20 % from step-level marks and stored every mark,
+    # which replay to the same projection
+    import json
+
+    from wattlab.step_projection import replay_marks
+
+    marks = json.loads(runs.loc[0, "step_marks_json"])
+    assert marks["samples"][0] == 0 and marks["samples"][-1] == 1024
+    assert len(marks["samples"]) == len(marks["time_s"]) == len(marks["energy_j"]) == 33
+    replayed = replay_marks(marks["samples"], marks["time_s"], marks["energy_j"], 1024, 0.2)
+    live = runs.loc[0, "projected_energy_j"]
+    if replayed.ok:
+        assert replayed.energy_j == pytest.approx(live, rel=1e-5)  # marks kept to 7 digits
+    else:
+        assert live != live  # NaN: no live projection either
