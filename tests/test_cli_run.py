@@ -181,6 +181,10 @@ def test_monitor_runs_command_and_reports(tmp_path):
     assert data["co2e_kg"]["low"] <= data["co2e_kg"]["value"] <= data["co2e_kg"]["high"]
     assert (tmp_path / "t.csv").read_text().startswith("t_s,component,power_w")
     assert "energy" in done.stdout
+    # every meter says how it got its number; a RAM estimate says which memory it counted
+    assert set(data["meters"]) == set(data["energy_j"]) - {"total"}
+    ram = data["meters"].get("ram:estimated")
+    assert ram is None or "the whole system's used memory" in ram["how"]
 
 
 @pytest.mark.parametrize(

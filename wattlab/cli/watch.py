@@ -134,6 +134,11 @@ def monitor_command(
             {"component": p.component, "reason": p.reason, "fix": p.fix, "fallback": p.fallback}
             for p in problems
         ]
+        # how each estimated component was modelled (e.g. which memory the RAM estimate counts)
+        data["meters"] = {
+            m.info.component: {"provenance": m.info.provenance.value, "how": m.info.description}
+            for m in mon.meters
+        }
         if error is not None:
             data["error"] = error
         dump_json(data, json_path)
