@@ -14,9 +14,12 @@ import pytest
 pytest.importorskip("mlflow")
 from mlflow.tracking import MlflowClient  # noqa: E402
 
-from wattlab.experiment.store import open_store  # noqa: E402
+from wattlab.experiment.store import (
+    open_store,  # noqa: E402
+    window_row,  # noqa: E402
+)
 from wattlab.integrations.mlflow import export_store  # noqa: E402
-from wattlab.integrations.session import run_row, window_row  # noqa: E402
+from wattlab.integrations.session import run_row  # noqa: E402
 from wattlab.monitor import EnergyMonitor  # noqa: E402
 
 WATTLAB = [sys.executable, "-m", "wattlab.cli"]

@@ -23,11 +23,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
 from wattlab.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    from wattlab.monitor import Measurement
 
 SCHEMA_VERSION = 3
 # Columns version 2 added to `runs` (the migration from version 1 adds them, all NULL).
@@ -808,3 +811,22 @@ class Store:
         with self._sql():
             frame = pd.read_sql_query(sql, self._conn, params=params)
         return frame.reindex(columns=list(self._columns[table]))
+
+
+def window_row(name: str, epoch: int | None, m: Measurement, samples: int | None) -> dict:
+    """One ``windows`` row (durations in s, energies in J, power in W) of a measurement."""
+    return {
+        "name": name,
+        "epoch": epoch,
+        "start_s": m.start_offset_s,
+        "duration_s": m.duration_s,
+        "samples": samples,
+        "energy_total_j": m.total_energy_j,
+        "energy_gpu_j": m.gpu_energy_j,
+        "energy_cpu_j": m.cpu_energy_j,
+        "energy_dram_j": m.dram_energy_j,
+        "energy_other_j": m.other_energy_j,
+        "mean_power_w": m.mean_power_w,
+        "provenance": m.total_provenance.value,
+        "short_window": int(m.is_short),
+    }

@@ -245,6 +245,8 @@ def build_run_row(
     projection: Any,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[tuple[float, str, float]]]:
     """Combine every rank's windows into the `runs` row, `windows` rows and trace rows."""
+    from wattlab.experiment.store import window_row
+
     keys = list(payloads[0]["results"].keys())
     combined: dict[str, Measurement] = {}
     for key in keys:
@@ -337,23 +339,7 @@ def build_run_row(
     for key, m in combined.items():
         name, _, epoch = key.partition(":")
         samples = sum(p["samples"].get(key, 0) for p in payloads[:1])
-        windows.append(
-            {
-                "name": name,
-                "epoch": int(epoch) if epoch else None,
-                "start_s": m.start_offset_s,
-                "duration_s": m.duration_s,
-                "samples": samples,
-                "energy_total_j": m.total_energy_j,
-                "energy_gpu_j": m.gpu_energy_j,
-                "energy_cpu_j": m.cpu_energy_j,
-                "energy_dram_j": m.dram_energy_j,
-                "energy_other_j": m.other_energy_j,
-                "mean_power_w": m.mean_power_w,
-                "provenance": m.total_provenance.value,
-                "short_window": int(m.is_short),
-            }
-        )
+        windows.append(window_row(name, int(epoch) if epoch else None, m, samples))
     trace = sorted(s for p in payloads for s in p["trace"])
     if len(trace) > MAX_TRACE_ROWS:
         step = -(-len(trace) // MAX_TRACE_ROWS)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from wattlab.experiment.store import window_row
 from wattlab.integrations import require
 from wattlab.integrations.session import (
     CallbackSettings,
@@ -30,7 +31,6 @@ from wattlab.integrations.session import (
     run_row,
     store_run,
     window_metrics,
-    window_row,
 )
 from wattlab.monitor import Measurement
 

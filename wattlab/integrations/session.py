@@ -292,24 +292,6 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def window_row(name: str, epoch: int | None, m: Measurement, samples: int | None) -> dict:
-    return {
-        "name": name,
-        "epoch": epoch,
-        "start_s": m.start_offset_s,
-        "duration_s": m.duration_s,
-        "samples": samples,
-        "energy_total_j": m.total_energy_j,
-        "energy_gpu_j": m.gpu_energy_j,
-        "energy_cpu_j": m.cpu_energy_j,
-        "energy_dram_j": m.dram_energy_j,
-        "energy_other_j": m.other_energy_j,
-        "mean_power_w": m.mean_power_w,
-        "provenance": m.total_provenance.value,
-        "short_window": int(m.is_short),
-    }
-
-
 def run_row(
     *,
     config: dict[str, Any],

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from wattlab.errors import WattlabError
+from wattlab.experiment.store import window_row
 from wattlab.integrations import require
 from wattlab.integrations.session import (
     CallbackSettings,
@@ -33,7 +34,6 @@ from wattlab.integrations.session import (
     run_row,
     store_run,
     window_metrics,
-    window_row,
 )
 from wattlab.monitor import Measurement
 
