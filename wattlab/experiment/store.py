@@ -460,20 +460,7 @@ class Store:
                 [_plain(c, run[c]) for c in run_cols],
             )
             run_id = int(cursor.lastrowid)
-            for window in window_rows:
-                cols = list(window)
-                conn.execute(
-                    f"INSERT INTO windows (run_id, {', '.join(cols)}) "
-                    f"VALUES (?, {', '.join('?' for _ in cols)})",
-                    [run_id, *(_plain(c, window[c]) for c in cols)],
-                )
-            conn.executemany(
-                "INSERT INTO trace (run_id, t_s, component, power_w) VALUES (?, ?, ?, ?)",
-                (
-                    (run_id, _plain("t_s", t_s), component, _plain("power_w", power_w))
-                    for t_s, component, power_w in trace
-                ),
-            )
+            self._insert_children(run_id, window_rows, trace)
             if job is not None:
                 conn.execute(
                     f"INSERT INTO {_JOBS_TABLE} (run_id, {', '.join(job_cols)}) "
