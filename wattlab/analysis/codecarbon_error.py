@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from wattlab.analysis.energy_shares import energy_shares
+from wattlab.analysis.energy_shares import measured_share
 from wattlab.analysis.runs_table import as_float, numeric, ok_runs, parse_json_cell
 
 
@@ -109,11 +109,11 @@ def codecarbon_errors(runs: pd.DataFrame) -> dict[str, Any]:
             rec[f"{name}_rel_error"] = (theirs - ours) / ours
             comp_errors[name].append((theirs - ours) / ours)
         per_run.append(rec)
-    measured_share = _measured_share(ok.iloc[np.flatnonzero(use)])
+    share = measured_share(row for _, row in ok.iloc[np.flatnonzero(use)].iterrows())
     return {
         "measured": True,
-        "reference": "direct measurement" if measured_share > 0 else "wattlab's estimate",
-        "reference_measured_share": measured_share,
+        "reference": "direct measurement" if share > 0 else "wattlab's estimate",
+        "reference_measured_share": share,
         **_spread(np.asarray(errors)),
         "runs": per_run,
         "components": {
@@ -121,10 +121,3 @@ def codecarbon_errors(runs: pd.DataFrame) -> dict[str, Any]:
         },
         "mismatches": mismatches,
     }
-
-
-def _measured_share(runs: pd.DataFrame) -> float:
-    """The share of these runs' energy that a counter or sampled power gave (0 when every
-    figure was estimated)."""
-    by_provenance = energy_shares(runs)["by_provenance"]
-    return float(sum(by_provenance.get(p) or 0.0 for p in ("measured", "sampled")))

@@ -10,6 +10,7 @@ component with the run's own ``energy_total_j`` and ``provenance``.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pandas as pd
@@ -37,8 +38,8 @@ def _provenance(value: object) -> str:
     return value if isinstance(value, str) and value in PROVENANCES else "unknown"
 
 
-def _run_parts(row: pd.Series) -> list[tuple[str, str, float]]:
-    """(kind, provenance, energy_j) of one run's components."""
+def _run_parts(row: Mapping[str, Any]) -> list[tuple[str, str, float]]:
+    """(kind, provenance, energy_j) of one run's components (a runs-table row or a dict)."""
     parts: list[tuple[str, str, float]] = []
     for name, info in (parse_json_cell(row.get("components_json")) or {}).items():
         if not isinstance(info, dict) or info.get("in_total") is False:
@@ -52,6 +53,18 @@ def _run_parts(row: pd.Series) -> list[tuple[str, str, float]]:
     if math.isfinite(total_j) and total_j >= 0:
         return [("total", _provenance(row.get("provenance")), total_j)]
     return []
+
+
+MEASURED_PROVENANCES = ("measured", "sampled")  # from a counter or from sampled power
+
+
+def measured_share(rows: Iterable[Mapping[str, Any]]) -> float:
+    """The share of these runs' energy that a counter or sampled power gave (0 when every
+    figure was estimated, or there is no energy). ``rows``: runs-table rows or dicts."""
+    parts = [p for row in rows for p in _run_parts(row)]
+    total_j = sum(e for _, _, e in parts)
+    measured_j = sum(e for _, prov, e in parts if prov in MEASURED_PROVENANCES)
+    return measured_j / total_j if total_j > 0 else 0.0
 
 
 def energy_shares(runs: pd.DataFrame) -> dict[str, Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from wattlab.carbon import joules_to_kwh
@@ -113,15 +112,9 @@ def run_summary_line(row: dict) -> str:
 def _measured_any(row: dict) -> bool:
     """Whether any of the run's energy came from a counter or sampled power (else every figure
     was estimated, and CodeCarbon is being compared with another estimate)."""
-    comps = row.get("components_json") or {}
-    if isinstance(comps, str):
-        comps = json.loads(comps)
-    if not comps:
-        return row.get("provenance") in ("measured", "sampled")
-    return any(
-        c.get("provenance") in ("measured", "sampled") and (c.get("energy_j") or 0) > 0
-        for c in comps.values()
-    )
+    from wattlab.analysis.energy_shares import measured_share
+
+    return measured_share([row]) > 0
 
 
 def print_run_row(row: dict) -> None:

@@ -634,7 +634,11 @@ class _LiveMarks:
         """Every mark of the budget (samples done; s and J since the budget began), so STEP
         can be re-run and judged later at any fraction (``runs.step_marks_json``)."""
         p = self.projector
-        return {"samples": list(p.samples), "time_s": list(p.times_s), "energy_j": p.energies_j[:]}
+        return {
+            "samples": list(p.samples),
+            "time_s": list(p.times_s),
+            "energy_j": list(p.energies_j),
+        }
 
     def mark(self, samples_done: int, budget_samples: int) -> None:
         now, energy = time.perf_counter(), self._energy_j()
