@@ -366,13 +366,22 @@ def test_collect_reference_writes_specs_from_the_template(tmp_path) -> None:
     sweep = load_spec(str(path))  # a valid sweep: 4 precisions x 3 batch sizes, one repetition
     assert sweep.n_runs == 12
     configs = {(p["precision"], p["batch_size"]): sweep.run_config(p) for p in sweep.points()}
-    rate = collect.RATE_IMAGES_PER_S["resnet50"]
-    for (precision, _), config in configs.items():
-        # ~7 s at the guessed rate, in whole units of 16 epochs x 512 images
+    for (precision, batch), config in configs.items():
+        # at least TARGET_BUDGET_S at the guessed rate of its own precision and batch size, in
+        # whole units of 16 epochs x 512 images (so at most one unit more)
+        rate = collect.guessed_rate("resnet50", precision, batch)
         assert config.budget_samples % (16 * 512) == 0
-        assert abs(config.budget_samples - rate[precision] * 7) <= 16 * 512 / 2
+        assert 0 <= config.budget_samples - rate * collect.TARGET_BUDGET_S < 16 * 512
         assert config.train_samples * 16 == config.budget_samples  # 16 epochs: paper STEP
     assert configs[("fp32", 256)].budget_samples < configs[("amp-bf16", 256)].budget_samples
+    # a launch-bound network gets twice the images at twice the batch; a compute-bound one not
+    assert configs[("amp-bf16", 512)].budget_samples > configs[("amp-bf16", 128)].budget_samples
+    assert collect.guessed_rate("mobilenet_v2", "fp32", 512) == pytest.approx(
+        2 * collect.guessed_rate("mobilenet_v2", "fp32", 256)
+    )
+    assert collect.guessed_rate("resnet50", "fp32", 512) < 1.1 * collect.guessed_rate(
+        "resnet50", "fp32", 256
+    )
 
 
 @pytest.mark.slow
