@@ -25,7 +25,9 @@ Collect in parts within 9-minute device calls, for example::
     python bench/collect_reference.py --db ref.db --convert-only \
         --csv wattlab/data/h200-reference.csv
 
-``--convert-only`` runs nothing and writes the CSV from what the database holds. A tiny CPU
+``--convert-only`` runs nothing and writes the CSV from what the database holds; ``--add-db``
+adds the reference runs of other databases (a part measured on another machine), each run a
+further repetition of its configuration. A tiny CPU
 check of the whole path: ``--device cpu --only-models mobilenet_v3_small --precisions fp32
 --batch-sizes 32 --budget-samples 512``.
 """
@@ -180,13 +182,15 @@ def header_lines(runs, args: argparse.Namespace, grid_size: int) -> list[str]:
     gpus = ", ".join(sorted({str(g) for g in ok.get("gpu_name", []) if isinstance(g, str)}))
     drivers = ", ".join(sorted({str(d) for d in ok.get("driver", []) if isinstance(d, str)}))
     models = ", ".join(sorted(set(ok.get("model", []))))
+    uuids = {str(u) for u in ok.get("gpu_uuids", []) if isinstance(u, str)}
+    cards = f" ({len(uuids)} cards)" if len(uuids) > 1 else ""
     limits = sorted({float(x) for x in ok.get("power_limit_w", []) if x == x})  # NaN-free
     dates = sorted(str(x)[:10] for x in ok.get("started_at", []) if isinstance(x, str))
     return [
         "wattlab reference runs: measured training runs for PRE and STEP",
         "source: bench/collect_reference.py (one `wattlab sweep` per pass and model, then "
         "`wattlab export`)",
-        f"hardware: {gpus or args.device}; driver {drivers or 'n/a'}",
+        f"hardware: {gpus or args.device}{cards}; driver {drivers or 'n/a'}",
         f"dates: {dates[0] if dates else 'n/a'} to {dates[-1] if dates else 'n/a'}",
         "data: synthetic CIFAR-shaped images (32x32, 10 classes), CIFAR stems, a training set of "
         f"1/{EPOCHS_PER_RUN} of the budget (train_size), so {EPOCHS_PER_RUN} epochs per run",
@@ -211,17 +215,45 @@ def header_lines(runs, args: argparse.Namespace, grid_size: int) -> list[str]:
     ]
 
 
-def convert(db: Path, csv: Path, args: argparse.Namespace) -> Path:
-    """Export ``db`` and write the reference CSV of its reference sweeps' runs."""
-    from wattlab.estimate.reference import write_reference_csv
-
-    out = db.parent / f"{db.stem}-export"
-    runs, windows = export(db, out)
+def _reference_runs(db: Path) -> tuple:
+    """The ok runs of ``db``'s reference sweeps and their windows."""
+    runs, windows = export(db, db.parent / f"{db.stem}-export")
     mine = runs["sweep"].astype(str).str.startswith(SWEEP_PREFIX)
     runs = runs[mine & (runs["status"] == "ok")].reset_index(drop=True)
+    return runs, windows[windows["run_id"].isin(runs["id"])]
+
+
+def convert(db: Path, csv: Path, args: argparse.Namespace) -> Path:
+    """Export ``db`` (and each of ``args.add_db``) and write the reference CSV of their
+    reference sweeps' runs. Runs of an added database get run ids after the previous ones, and
+    every run's ``repetition`` counts its configuration's runs in the order of the databases."""
+    import pandas as pd
+
+    from wattlab.estimate.reference import write_reference_csv
+
+    all_runs, all_windows, parts = [], [], []
+    next_id = 1
+    for part in [db, *(getattr(args, "add_db", None) or [])]:
+        runs, windows = _reference_runs(part)
+        new_ids = {old: next_id + i for i, old in enumerate(runs["id"])}
+        next_id += len(runs)
+        runs = runs.assign(id=runs["id"].map(new_ids))
+        windows = windows.assign(run_id=windows["run_id"].map(new_ids))
+        cards = sorted({str(u) for u in runs.get("gpu_uuids", []) if isinstance(u, str)})
+        parts.append(
+            f"{part.name}: {len(runs)} ok runs, {runs['config_hash'].nunique()} configurations"
+            + (f", GPU {', '.join(cards)}" if cards else "")
+        )
+        all_runs.append(runs)
+        all_windows.append(windows)
+    runs = pd.concat(all_runs, ignore_index=True)
+    windows = pd.concat(all_windows, ignore_index=True)
+    runs["repetition"] = runs.groupby("config_hash").cumcount()
     grid = len(args.models) * len(args.precisions) * len(args.batch_sizes)
-    windows = windows[windows["run_id"].isin(runs["id"])]
-    return write_reference_csv(runs, windows, csv, header_lines(runs, args, grid))
+    header = header_lines(runs, args, grid)
+    if len(parts) > 1:
+        header.append("databases (in run-id order): " + "; ".join(parts))
+    return write_reference_csv(runs, windows, csv, header)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -240,6 +272,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-minutes", type=float, default=None, help="Stop starting parts.")
     parser.add_argument("--set", nargs="*", help="KEY=VALUE added to every run's config.")
     parser.add_argument("--convert-only", action="store_true", help="Run nothing; write CSV.")
+    parser.add_argument(
+        "--add-db",
+        nargs="+",
+        type=Path,
+        default=[],
+        help="More databases whose reference runs join the CSV (a part measured elsewhere).",
+    )
     args = parser.parse_args(argv)
     unknown = [m for m in args.models if m not in MODELS]
     if unknown:

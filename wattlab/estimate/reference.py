@@ -59,6 +59,7 @@ RUN_COLUMNS = (
     "projected_energy_j",
     "projection_error",
     "step_marks_json",
+    "gpu_uuids",  # which physical card (a set measured on several cards says so)
 )
 LIST_COLUMNS = ("epoch_energy_j", "epoch_duration_s")
 # Optional per-epoch components (written when the windows have them), so every target
@@ -92,6 +93,7 @@ _TEXT_COLUMNS = {
     "precision",
     "device",
     "gpu_name",
+    "gpu_uuids",
     "provenance",
     "gpu_utilization_basis",
     "step_marks_json",
