@@ -196,8 +196,7 @@ def header_lines(runs, args: argparse.Namespace, grid_size: int) -> list[str]:
         f"1/{EPOCHS_PER_RUN} of the budget (train_size), so {EPOCHS_PER_RUN} epochs per run",
         "budget: per model, precision and batch size, budget_samples in the rows' `samples` "
         f"(sized for ~{TARGET_BUDGET_S:g} s on an H200 at a guessed rate; duration_s says what it "
-        "took), after "
-        "10 warm-up steps",
+        "took), after a warm-up of at most 10 steps (until the step time is steady)",
         "STEP: every run projected itself live after 20 % of its budget (projected_energy_j, "
         "projection_error); step_marks_json holds its step-level marks",
         "power limit: the default (no GPU setting changed); limits seen "

@@ -422,3 +422,41 @@ def test_collect_reference_end_to_end_with_a_tiny_cpu_sweep(tmp_path) -> None:
         assert replayed.energy_j == pytest.approx(live, rel=1e-5)  # marks kept to 7 digits
     else:
         assert live != live  # NaN: no live projection either
+
+    # a part measured on another machine joins with --add-db: its runs get the next ids and
+    # count as the next repetition of their configuration (a copy of the database stands in)
+    import shutil
+
+    other = tmp_path / "elsewhere" / "ref.db"
+    other.parent.mkdir()
+    shutil.copy(tmp_path / "ref.db", other)
+    merged = tmp_path / "merged.csv"
+    assert (
+        collect.main(
+            [
+                "--db",
+                str(tmp_path / "ref.db"),
+                "--add-db",
+                str(other),
+                "--convert-only",
+                "--csv",
+                str(merged),
+                "--only-models",
+                "mobilenet_v3_small",
+                "--precisions",
+                "fp32",
+                "--batch-sizes",
+                "32",
+            ]
+        )  # fmt: skip
+        == 0
+    )
+    runs2, windows2 = load_reference_csv(merged)
+    assert list(runs2["run_id"]) == [1, 2] and list(runs2["repetition"]) == [0, 1]
+    assert len(windows2) == 16 and set(windows2["run_id"]) == {1, 2}
+    header2 = read_reference_header(merged)
+    assert any(line.startswith("covers: 1 of 84 configurations") for line in header2)
+    assert any(line.endswith("2 ok runs, 2-2 repetitions each") for line in header2)
+    assert any(
+        line.startswith("databases (in run-id order): ref.db: 1 ok runs") for line in header2
+    )
