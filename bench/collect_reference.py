@@ -137,7 +137,7 @@ def spec_for(model: str, args: argparse.Namespace) -> dict:
     grid.update(precision=list(args.precisions), batch_size=list(args.batch_sizes))
     if args.device != "cuda":
         grid.pop("gpus", None)
-    spec.update(repetitions=1, cooldown_s=args.cooldown_s)
+    spec.update(repetitions=getattr(args, "repetitions", 1), cooldown_s=args.cooldown_s)
     return spec
 
 
@@ -268,6 +268,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-samples", type=int, default=None, help="Default: budget/16.")
     parser.add_argument("--test-samples", type=int, default=None)
     parser.add_argument("--cooldown-s", type=float, default=1.0)
+    parser.add_argument(
+        "--repetitions",
+        type=int,
+        default=1,
+        help="Repetitions per configuration in this pass: one sweep per model runs them all, "
+        "so the repeats find cuDNN's choices made (its autotuning is most of a run's overhead).",
+    )
     parser.add_argument("--max-minutes", type=float, default=None, help="Stop starting parts.")
     parser.add_argument("--set", nargs="*", help="KEY=VALUE added to every run's config.")
     parser.add_argument("--convert-only", action="store_true", help="Run nothing; write CSV.")
@@ -279,6 +286,8 @@ def main(argv: list[str] | None = None) -> int:
         help="More databases whose reference runs join the CSV (a part measured elsewhere).",
     )
     args = parser.parse_args(argv)
+    if args.repetitions < 1:
+        parser.error(f"--repetitions must be >= 1, got {args.repetitions}")
     unknown = [m for m in args.models if m not in MODELS]
     if unknown:
         parser.error(f"unknown models {unknown}; choose from {', '.join(MODELS)}")

@@ -355,6 +355,9 @@ def test_collect_reference_writes_specs_from_the_template(tmp_path) -> None:
     )  # fmt: skip
     spec = collect.spec_for("resnet50", args)
     assert spec["name"] == "h200-reference-p2-resnet50" and spec["repetitions"] == 1
+    args.repetitions = 2  # --repetitions: both in the one sweep per model
+    assert collect.spec_for("resnet50", args)["repetitions"] == 2
+    del args.repetitions
     assert spec["base"]["model"] == "resnet50" and spec["base"]["project_after"] == 0.2
     assert spec["grid"]["precision"] == ["fp32", "tf32", "amp-bf16", "amp-fp16"]
     assert spec["grid"]["batch_size"] == [128, 256, 512] and spec["grid"]["gpus"] == [1]
