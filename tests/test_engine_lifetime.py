@@ -155,3 +155,116 @@ def test_kill_9_of_a_sweep_leaves_nothing_running_and_resume_runs_each_once(tmp_
     errors = [e for (e,) in con.execute("SELECT error FROM runs WHERE error IS NOT NULL")]
     assert not any("AlreadyStored" in e for e in errors)
     assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+IGNORES_SIGTERM = """
+import signal, subprocess, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+print(child.pid, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_child_that_ignores_a_forwarded_stop_is_killed_with_its_group_after_the_grace():
+    from wattlab.experiment.lifetime import wait_stopping
+
+    child = subprocess.Popen(
+        [sys.executable, "-c", IGNORES_SIGTERM],
+        stdout=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert child.stdout is not None
+        grandchild = int(child.stdout.readline())
+        os.killpg(child.pid, signal.SIGTERM)  # what the runner forwards; both ignore or outlive it
+        code = wait_stopping(child, [signal.SIGTERM], grace_s=0.5)
+        assert code == -signal.SIGKILL
+        deadline = time.time() + 10
+        while not _gone(grandchild) and time.time() < deadline:
+            time.sleep(0.1)
+        assert _gone(grandchild)  # the whole group, not only the leader
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    # with no stop asked for, it just waits and returns the exit code
+    done = subprocess.Popen([sys.executable, "-c", "raise SystemExit(3)"], start_new_session=True)
+    assert wait_stopping(done, [], grace_s=0.0) == 3
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_run_whose_other_node_never_comes(tmp_path):
+    """A node whose partner never comes: SIGTERM to its runner, while torchrun's agent waits in
+    the rendezvous, stops the run (forwarded to the agent's group, which is killed if it has
+    not stopped after ``STOP_GRACE_S``), stores it as failed and leaves nothing running."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    db = tmp_path / "w.db"
+    runner = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "wattlab.cli",
+            "run",
+            "--device",
+            "cpu",
+            "--model",
+            "mobilenet_v3_small",
+            "--stem",
+            "imagenet",
+            "--train-samples",
+            "128",
+            "--test-samples",
+            "64",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "64",
+            "--nnodes",
+            "2",
+            "--node-rank",
+            "0",
+            "--rdzv-endpoint",
+            f"127.0.0.1:{port}",
+            "--db",
+            str(db),
+        ],  # fmt: skip
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    try:
+        import psutil
+
+        deadline = time.time() + 120
+        agent = None
+        while agent is None and time.time() < deadline and runner.poll() is None:
+            for process in psutil.Process(runner.pid).children(recursive=True):
+                try:
+                    if "torch.distributed.run" in " ".join(process.cmdline()):
+                        agent = process.pid
+                except psutil.NoSuchProcess:
+                    pass
+            time.sleep(0.2)
+        assert agent is not None, "torchrun's agent never started"
+        time.sleep(3)  # into the rendezvous, waiting for node 1
+        left = _descendants(runner.pid)
+        runner.send_signal(signal.SIGTERM)
+        _, err = runner.communicate(timeout=120)  # not the rendezvous' own 15-minute timeout
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.wait()
+    assert runner.returncode != 0
+    deadline = time.time() + 10
+    while any(not _gone(pid) for pid in left) and time.time() < deadline:
+        time.sleep(0.1)
+    assert all(_gone(pid) for pid in left), err.decode()[-2000:]
+    with sqlite3.connect(db) as con:
+        rows = con.execute("SELECT status, error FROM runs").fetchall()
+    assert rows == [("failed", "interrupted by signal 15 before the run was stored")]

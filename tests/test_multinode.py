@@ -10,6 +10,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -76,23 +77,32 @@ def test_two_torchrun_agents_posing_as_two_nodes(tmp_path):
         "--test-samples", "64", "--epochs", "1", "--batch-size", "64", "--warmup-steps", "1",
         "--nnodes", "2", "--rdzv-endpoint", endpoint,
     ]  # fmt: skip
-    agents = []
+    agents, logs = [], []
     # node 1 starts first: node ranks must follow --node-rank, not the order of arrival
     for rank, host in reversed(list(enumerate(("node-a", "node-b")))):
         env = {**os.environ, "WATTLAB_HOSTNAME": host, "OMP_NUM_THREADS": "1"}
+        env["PYTHONFAULTHANDLER"] = "1"  # a crashing rank says where
         argv = [*common, "--node-rank", str(rank), "--db", str(tmp_path / f"{host}.db")]
-        agents.append(
-            subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        )
+        log = tmp_path / f"{host}.log"
+        logs.append(log)
+        with log.open("wb") as out:
+            agents.append(subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT))
     try:
-        outputs = [a.communicate(timeout=600) for a in agents]
+        deadline = time.monotonic() + 600
+        while any(a.poll() is None for a in agents) and time.monotonic() < deadline:
+            if any(a.poll() not in (None, 0) for a in agents):
+                for a in agents:  # one node failed: the other would wait for it in vain
+                    if a.poll() is None:
+                        a.terminate()
+                        a.wait(timeout=60)
+            time.sleep(0.2)
     finally:
         for a in agents:
             if a.poll() is None:
                 a.kill()
                 a.wait()
-    for agent, (_, err) in zip(agents, outputs, strict=True):
-        assert agent.returncode == 0, err.decode()[-3000:]
+    for agent, log in zip(agents, logs, strict=True):
+        assert agent.returncode == 0, log.read_text(errors="replace")[-3000:]
 
     assert not (tmp_path / "node-b.db").exists()  # only global rank 0 stores the run
     con = sqlite3.connect(tmp_path / "node-a.db")

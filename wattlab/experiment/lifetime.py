@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -21,6 +22,7 @@ from wattlab.processes import pid_alive
 
 PR_SET_PDEATHSIG = 1
 PARENT_WATCH_PERIOD_S = 0.5
+STOP_GRACE_S = 10.0  # after a forwarded SIGINT/SIGTERM, how long a child may take to stop
 ENV_PARENT_PID = "WATTLAB_PARENT_PID"  # the pid a child must outlive no longer than
 
 
@@ -77,3 +79,27 @@ def die_with_parent() -> None:
         pid = int(expected)
         if pid != os.getppid():
             watch_parent(pid)
+
+
+def wait_stopping(
+    child: subprocess.Popen, received: list[int], grace_s: float = STOP_GRACE_S
+) -> int:
+    """Wait for ``child`` (a process-group leader) and return its exit code. Once a stop signal
+    has been forwarded to it (``received`` is not empty), give it ``grace_s`` seconds to store
+    its run as failed and exit, then SIGKILL its whole process group: a torchrun agent blocked
+    in a rendezvous whose other node is gone never runs its Python signal handler, and would
+    otherwise keep us waiting until its rendezvous timed out."""
+    deadline: float | None = None
+    while True:
+        try:
+            return child.wait(timeout=0.2)
+        except subprocess.TimeoutExpired:
+            pass
+        if received and deadline is None:
+            deadline = time.monotonic() + grace_s
+        if deadline is not None and time.monotonic() >= deadline:
+            try:
+                os.killpg(child.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            return child.wait()

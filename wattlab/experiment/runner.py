@@ -266,7 +266,7 @@ def _launch(
     node_rank: int,
     rdzv_endpoint: str | None,
 ) -> RunOutcome:
-    from wattlab.experiment.lifetime import ENV_PARENT_PID, preexec_pdeathsig
+    from wattlab.experiment.lifetime import ENV_PARENT_PID, preexec_pdeathsig, wait_stopping
     from wattlab.train.distributed import torchrun_command
 
     started_at = utc_now_iso()
@@ -306,7 +306,7 @@ def _launch(
 
         previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
         try:
-            code = child.wait()
+            code = wait_stopping(child, received)
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
