@@ -394,7 +394,12 @@ def phase_columns(
 
 
 def execute(
-    cfg: RunConfig, opts: WorkerOptions, *, dataset: Any = None, claim: bool = True
+    cfg: RunConfig,
+    opts: WorkerOptions,
+    *,
+    dataset: Any = None,
+    claim: bool = True,
+    leave_group_open: bool = False,
 ) -> RunResult:
     """Run training under the monitor in this process (one rank); rank 0 stores the run.
 
@@ -403,6 +408,11 @@ def execute(
     training, so any failure finishes the claim as 'failed'. Returns a RunResult (rank 0: the
     stored row; other ranks: no row). A SIGINT/SIGTERM (KeyboardInterrupt, Interrupted) is
     stored as failed and re-raised. ``dataset`` reuses data a warm worker already holds.
+
+    Distributed, every rank meets at a last barrier once rank 0 has stored the run, and then
+    leaves the process group, or with ``leave_group_open`` (the torchrun worker's ``main``,
+    which ends the process with ``os._exit`` right after) does not: gloo's teardown can abort a
+    process whose peer is tearing down at the same moment.
     """
     from wattlab.experiment.store import open_store
 
@@ -415,13 +425,14 @@ def execute(
     discovery = None
     monitor = None
     run_id = opts.run_id
+    finished_together = False  # every rank passed the last barrier
     try:
         if is_main:
             store = open_store(opts.db_path)
             if run_id is None and claim:
                 run_id = store.claim_run(claim_row(cfg, opts, started_at))
         from wattlab.meters.discover import discover_meters
-        from wattlab.train.distributed import gather_objects, init_distributed
+        from wattlab.train.distributed import barrier, gather_objects, init_distributed
         from wattlab.train.loop import run_training
 
         dist = init_distributed(cfg.device)
@@ -468,6 +479,8 @@ def execute(
         payload = _local_payload(windows, monitor)
         payloads = gather_objects(payload, dist)
         if not dist.is_main:
+            barrier(dist)  # rank 0 has stored the run
+            finished_together = True
             return RunResult(None, "ok")
         assert store is not None and payloads is not None
         row, window_rows, trace = build_run_row(
@@ -488,6 +501,8 @@ def execute(
         else:
             store.finish_run(run_id, row, window_rows, trace)
         _write_result_file(opts.result_file, {"run_id": run_id, "status": "ok"})
+        barrier(dist)
+        finished_together = True
         return RunResult(run_id, "ok", {"id": run_id, **row})
     except BaseException as error:
         message = _failure_message(error)
@@ -520,7 +535,7 @@ def execute(
     finally:
         if store is not None:
             store.close()
-        if dist is not None and dist.distributed:
+        if dist is not None and dist.distributed and not (finished_together and leave_group_open):
             from wattlab.train.distributed import shutdown_distributed
 
             shutdown_distributed()
@@ -757,13 +772,33 @@ def main(argv: list[str] | None = None) -> int:
     cfg = RunConfig(**json.loads(Path(args.config_json).read_text()))
     opts = WorkerOptions.from_json(json.loads(Path(args.options_json).read_text()))
     try:
-        result = execute(cfg, opts)
+        result = execute(cfg, opts, leave_group_open=True)
     except Interrupted as stop:
         return 128 + stop.signum
     except Exception:
         traceback.print_exc()
         return 1
-    return 0 if result.status == "ok" else 1
+    code = 0 if result.status == "ok" else 1
+    if _group_left_open():
+        _exit_without_teardown(code)
+    return code
+
+
+def _group_left_open() -> bool:
+    import torch.distributed as tdist
+
+    return tdist.is_available() and tdist.is_initialized()
+
+
+def _exit_without_teardown(code: int) -> None:
+    """End a rank whose run is done and stored (every rank passed the last barrier) without
+    destroying the gloo/NCCL process group or finalising the interpreter: gloo's teardown
+    aborts now and then ("terminate called without an active exception", then SIGABRT or
+    SIGSEGV) while its peer tears down too, which failed a finished run and left the other
+    node waiting for minutes. The files are closed; only the streams need flushing."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def _terminate_as_interrupt() -> None:
