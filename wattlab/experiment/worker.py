@@ -411,8 +411,8 @@ def execute(
 
     Distributed, every rank meets at a last barrier once rank 0 has stored the run, and then
     leaves the process group, or with ``leave_group_open`` (the torchrun worker's ``main``,
-    which ends the process with ``os._exit`` right after) does not: gloo's teardown can abort a
-    process whose peer is tearing down at the same moment.
+    which ends the process with ``os._exit`` right after, whatever happened) does not: gloo's
+    teardown can abort a process whose peer is tearing down at the same moment.
     """
     from wattlab.experiment.store import open_store
 
@@ -425,7 +425,6 @@ def execute(
     discovery = None
     monitor = None
     run_id = opts.run_id
-    finished_together = False  # every rank passed the last barrier
     try:
         if is_main:
             store = open_store(opts.db_path)
@@ -480,7 +479,6 @@ def execute(
         payloads = gather_objects(payload, dist)
         if not dist.is_main:
             barrier(dist)  # rank 0 has stored the run
-            finished_together = True
             return RunResult(None, "ok")
         assert store is not None and payloads is not None
         row, window_rows, trace = build_run_row(
@@ -501,8 +499,7 @@ def execute(
         else:
             store.finish_run(run_id, row, window_rows, trace)
         _write_result_file(opts.result_file, {"run_id": run_id, "status": "ok"})
-        barrier(dist)
-        finished_together = True
+        _last_barrier(dist)  # the run is stored: a rank lost now cannot fail it
         return RunResult(run_id, "ok", {"id": run_id, **row})
     except BaseException as error:
         message = _failure_message(error)
@@ -535,7 +532,7 @@ def execute(
     finally:
         if store is not None:
             store.close()
-        if dist is not None and dist.distributed and not (finished_together and leave_group_open):
+        if dist is not None and dist.distributed and not leave_group_open:
             from wattlab.train.distributed import shutdown_distributed
 
             shutdown_distributed()
@@ -782,6 +779,21 @@ def main(argv: list[str] | None = None) -> int:
     if _group_left_open():
         _exit_without_teardown(code)
     return code
+
+
+def _last_barrier(dist: Any) -> None:
+    """Rank 0's meeting with the other ranks after storing the run. A rank lost by now (its
+    process died at the end) is said on stderr; the stored run stays as it is."""
+    from wattlab.train.distributed import barrier
+
+    try:
+        barrier(dist)
+    except Exception as error:  # noqa: BLE001 - gloo/NCCL raise RuntimeError subclasses
+        print(
+            f"wattlab: the run is stored; a rank was lost after it ({error})",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def _group_left_open() -> bool:
