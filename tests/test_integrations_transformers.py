@@ -172,7 +172,9 @@ result = {
 (out / f"rank{trainer.args.process_index}.json").write_text(json.dumps(result))
 # what every DDP script must do (the Trainer does not): a gloo group left to interpreter
 # shutdown can abort the process with SIGABRT (pytorch/pytorch#190489)
+# and meet first: ranks tearing gloo down at different moments can abort one of them too
 import torch.distributed
+torch.distributed.barrier()
 torch.distributed.destroy_process_group()
 """
 
