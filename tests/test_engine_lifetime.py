@@ -205,35 +205,15 @@ def test_sigterm_stops_a_run_whose_other_node_never_comes(tmp_path):
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
     db = tmp_path / "w.db"
+    argv = [
+        sys.executable, "-m", "wattlab.cli", "run", "--device", "cpu",
+        "--model", "mobilenet_v3_small", "--stem", "imagenet", "--train-samples", "128",
+        "--test-samples", "64", "--epochs", "1", "--batch-size", "64",
+        "--nnodes", "2", "--node-rank", "0", "--rdzv-endpoint", f"127.0.0.1:{port}",
+        "--db", str(db),
+    ]  # fmt: skip
     runner = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "wattlab.cli",
-            "run",
-            "--device",
-            "cpu",
-            "--model",
-            "mobilenet_v3_small",
-            "--stem",
-            "imagenet",
-            "--train-samples",
-            "128",
-            "--test-samples",
-            "64",
-            "--epochs",
-            "1",
-            "--batch-size",
-            "64",
-            "--nnodes",
-            "2",
-            "--node-rank",
-            "0",
-            "--rdzv-endpoint",
-            f"127.0.0.1:{port}",
-            "--db",
-            str(db),
-        ],  # fmt: skip
+        argv,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
