@@ -175,7 +175,8 @@ def header_lines(runs, args: argparse.Namespace, grid_size: int) -> list[str]:
     ok = runs[runs["status"] == "ok"]
     per_config = ok.groupby("config_hash").size() if len(ok) else ok
     configs = len(per_config)
-    reps = f"{per_config.min()}-{per_config.max()}" if configs else "0"
+    spread = per_config.value_counts().sort_index(ascending=False) if configs else {}
+    reps = ", ".join(f"{n} with {k} repetition{'s' if k > 1 else ''}" for k, n in spread.items())
     gpus = ", ".join(sorted({str(g) for g in ok.get("gpu_name", []) if isinstance(g, str)}))
     drivers = ", ".join(sorted({str(d) for d in ok.get("driver", []) if isinstance(d, str)}))
     models = ", ".join(sorted(set(ok.get("model", []))))
@@ -204,7 +205,7 @@ def header_lines(runs, args: argparse.Namespace, grid_size: int) -> list[str]:
         f"{len(args.batch_sizes)} batch sizes requested = {grid_size} configurations; the full "
         f"reference grid is {FULL_GRID}",
         f"covers: {configs} of {FULL_GRID} configurations of the full grid "
-        f"({configs} of {grid_size} requested), {len(ok)} ok runs, {reps} repetitions each",
+        f"({configs} of {grid_size} requested), {len(ok)} ok runs: {reps or 'none'}",
         f"models: {models or 'none'}",
         "columns: those of wattlab's `runs` table; epoch_energy_j / epoch_duration_s list the "
         "per-epoch windows (J, s), epoch 1 first",

@@ -459,7 +459,7 @@ def test_collect_reference_end_to_end_with_a_tiny_cpu_sweep(tmp_path) -> None:
     assert len(windows2) == 16 and set(windows2["run_id"]) == {1, 2}
     header2 = read_reference_header(merged)
     assert any(line.startswith("covers: 1 of 84 configurations") for line in header2)
-    assert any(line.endswith("2 ok runs, 2-2 repetitions each") for line in header2)
+    assert any(line.endswith("2 ok runs: 1 with 2 repetitions") for line in header2)
     assert any(
         line.startswith("databases (in run-id order): ref.db: 1 ok runs") for line in header2
     )
