@@ -5,12 +5,18 @@ with the budget energy the run measured. Runs on a CPU.
 
     python bench/evaluate_step.py                               # the shipped reference data
     python bench/evaluate_step.py --data ref.csv --fractions 0.05 0.1 0.2 --tolerance 0.03
+    python bench/evaluate_step.py --write-calibration wattlab/data/step-calibration.csv
 
 Target (issue 11): |error| < 3 % after 20 % of the budget on >= 90 % of the runs. A run the
 rule finds no steady window for counts as a miss (STEP says so instead of guessing). Where a
 run also stored its live projection (``projected_energy_j``, made at ``--live-fraction``, 0.2 for
 bench/collect_reference.py), the replay at that fraction must reproduce it: the "live = replay"
 column checks that the stored marks are what the run used.
+
+STEP's calibrated interval (``wattlab.step_calibration``) is judged here too: at each fraction,
+split-conformal bounds on the relative error, and how often they hold for a model's (a
+precision's) runs when fitted on the other models' (precisions') runs only. ``--write-calibration``
+writes the bounds fitted on every run: the table a live run's interval comes from.
 """
 
 from __future__ import annotations
@@ -64,12 +70,18 @@ def score(
             at_live = abs(fraction - live_fraction) < 1e-12  # the fraction the run projected at
             if at_live and projection.ok and live == live and live is not None:  # NaN-free
                 live_checks.append(abs(projection.energy_j - float(live)) <= 1e-6 * abs(live))
+            band = None
+            if projection.ok:
+                band = bool(projection.energy_low_j <= measured <= projection.energy_high_j)
             per_run.append(
                 {
                     "fraction": fraction,
                     "run_id": int(run["run_id"]),
                     "label": run.get("label"),
+                    "model": run.get("model"),
+                    "precision": run.get("precision"),
                     "error": error,
+                    "band_covers": band,
                     "status": projection.status,
                     "note": projection.error or projection.describe(),
                 }
@@ -94,15 +106,100 @@ def score(
     return per_run, summary
 
 
+def write_calibration(per_run: list[dict], args: argparse.Namespace, data: Path, runs) -> Path:
+    """STEP's calibration table from every projected run, with a header saying how."""
+    from wattlab.step_calibration import fit_step_calibration, write_step_calibration
+
+    errors: dict[float, list[float]] = {}
+    for r in per_run:
+        if r["error"] is not None:
+            errors.setdefault(r["fraction"], []).append(r["error"])
+    gpus = sorted({str(g) for g in runs.get("gpu_name", []) if isinstance(g, str)})
+    seconds = runs["duration_s"].astype(float)
+    calibration = fit_step_calibration(
+        errors,
+        level=args.level,
+        source=f"{len(runs)} {'/'.join(gpus) or 'reference'} runs of "
+        f"{seconds.min():.0f}-{seconds.max():.0f} s ({Path(data).name})",
+    )
+    return write_step_calibration(
+        calibration,
+        args.write_calibration,
+        [
+            "made by: bench/evaluate_step.py --write-calibration (replays each run's stored "
+            "step-level marks at each fraction)",
+            "columns: fraction of the budget seen; runs projected there; split-conformal "
+            "bounds on (projected - measured) / measured",
+            "use: measured total in [E / (1 + error_high), E / (1 + error_low)] for a "
+            "projection E made after at least that fraction",
+        ],
+    )
+
+
+def interval_check(per_run: list[dict], level: float) -> list[dict]:
+    """Per fraction, STEP's calibrated interval (``wattlab.step_calibration``): its bounds
+    fitted on every projected run, and its coverage where nobody calibrated, each model's runs
+    scored by bounds fitted on the other models' runs; the band's coverage beside it."""
+    from wattlab.errors import DataError
+    from wattlab.estimate.evaluate import coverage_interval
+    from wattlab.step_calibration import conformal_bounds
+
+    rows = []
+    for fraction in sorted({r["fraction"] for r in per_run}):
+        scored = [r for r in per_run if r["fraction"] == fraction and r["error"] is not None]
+        try:
+            low, high = conformal_bounds([r["error"] for r in scored], level)
+        except DataError:
+            continue
+        row = {"fraction": fraction, "runs": len(scored), "error_low": low, "error_high": high}
+        for key in ("model", "precision"):
+            covered = held = 0
+            for group in sorted({r[key] for r in scored}):
+                others = [r["error"] for r in scored if r[key] != group]
+                try:
+                    lo, hi = conformal_bounds(others, level)
+                except DataError:
+                    continue
+                mine = [r["error"] for r in scored if r[key] == group]
+                covered += sum(lo <= e <= hi for e in mine)
+                held += len(mine)
+            ci = coverage_interval(covered, held) if held else (float("nan"), float("nan"))
+            row[f"{key}_out_runs"] = held
+            row[f"{key}_out_coverage"] = covered / held if held else float("nan")
+            row[f"{key}_out_coverage_ci"] = list(ci)
+        band = [r["band_covers"] for r in scored]
+        row["band_coverage"] = sum(band) / len(band) if band else float("nan")
+        rows.append(row)
+    return rows
+
+
+def _coverage_cell(check: dict, key: str) -> str:
+    low, high = check[f"{key}_out_coverage_ci"]
+    return f"{check[f'{key}_out_coverage']:.0%} ({low:.0%}-{high:.0%})"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=None, help="A reference CSV (default: the shipped one).")
-    parser.add_argument("--fractions", nargs="+", type=float, default=[0.1, 0.2, 0.3])
+    parser.add_argument(
+        "--fractions", nargs="+", type=float, default=[0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5]
+    )
     parser.add_argument("--tolerance", type=float, default=0.03, help="|error| counted as a hit.")
     parser.add_argument(
         "--live-fraction", type=float, default=0.2, help="The runs' --project-after fraction."
     )
+    parser.add_argument("--level", type=float, default=0.9, help="The calibrated interval's level.")
+    parser.add_argument(
+        "--write-calibration",
+        type=Path,
+        default=None,
+        help="Write STEP's calibration table here (wattlab/data/step-calibration.csv ships it).",
+    )
     args = parser.parse_args(argv)
+    if not 0 < args.level < 1:
+        parser.error(f"--level must be in (0, 1), got {args.level}")
+    if not all(0 < f < 1 for f in args.fractions):
+        parser.error(f"--fractions must lie in (0, 1), got {args.fractions}")
     from wattlab.estimate.reference import default_reference_path, load_reference_csv
 
     path = args.data or default_reference_path()
@@ -134,7 +231,23 @@ def main(argv: list[str] | None = None) -> int:
               "none" if r["error"] is None else f"{r['error']:+.2%}", r["note"][:90]]
              for r in worst],
         )  # fmt: skip
-    out = write_json("evaluate_step", {"data": str(path), "summary": summary, "runs": per_run})
+    checks = interval_check(per_run, args.level)
+    print_table(
+        f"STEP's calibrated {args.level:.0%} interval: bounds on (projected - measured) / "
+        "measured from all runs; coverage with each model's (precision's) runs held out of the fit",
+        ["after", "runs", "error bounds", "coverage, model held out (95% CI)",
+         "precision held out", "band coverage"],
+        [[f"{c['fraction']:.0%}", c["runs"], f"{c['error_low']:+.1%} .. {c['error_high']:+.1%}",
+          _coverage_cell(c, "model"), _coverage_cell(c, "precision"),
+          f"{c['band_coverage']:.0%}"] for c in checks],
+    )  # fmt: skip
+    if args.write_calibration:
+        written = write_calibration(per_run, args, path, runs)
+        print(f"wrote {written}")
+    out = write_json(
+        "evaluate_step",
+        {"data": str(path), "summary": summary, "interval": checks, "runs": per_run},
+    )
     print(f"\nwrote {out}")
     return 0
 

@@ -67,6 +67,53 @@ def test_data_without_marks_says_so(tmp_path, capsys):
     assert "holds no step-level marks" in capsys.readouterr().out
 
 
+def test_calibrated_interval_is_judged_with_whole_models_and_precisions_held_out(tmp_path):
+    import argparse
+
+    import numpy as np
+
+    from wattlab.step_calibration import load_step_calibration
+
+    bench = _bench()
+    rng = np.random.default_rng(3)
+    per_run = []
+    for i in range(120):
+        model, precision = f"m{i % 4}", ("fp32", "amp-bf16")[i % 2]
+        spread = 0.05 if model == "m3" else 0.02  # one model's runs drift more than the rest
+        per_run.append(
+            {
+                "fraction": 0.2,
+                "model": model,
+                "precision": precision,
+                "error": float(rng.normal(0, spread)),
+                "band_covers": i % 4 == 0,
+            }
+        )
+    per_run.append({"fraction": 0.2, "model": "m0", "precision": "fp32", "error": None,
+                    "band_covers": None})  # not steady: no projection, no interval  # fmt: skip
+    (check,) = bench.interval_check(per_run, 0.9)
+    assert check["runs"] == 120 and check["model_out_runs"] == 120
+    assert check["band_coverage"] == pytest.approx(0.25)
+    # fitted without m3, the bounds miss most of m3's wider errors: coverage held out falls
+    # below the level, which an in-sample check would not show
+    m3 = [r["error"] for r in per_run if r["model"] == "m3"]
+    low, high = np.quantile([r["error"] for r in per_run[:-1] if r["model"] != "m3"], [0.05, 0.95])
+    assert np.mean([low <= e <= high for e in m3]) < 0.8
+    assert check["model_out_coverage"] < 0.9
+    lo, hi = check["model_out_coverage_ci"]
+    assert lo < check["model_out_coverage"] < hi
+    assert 0.8 < check["precision_out_coverage"] < 1.0  # precisions alike here
+
+    runs = pd.DataFrame({"gpu_name": ["NVIDIA H200"] * 2, "duration_s": [6.2, 9.8]})
+    args = argparse.Namespace(level=0.9, write_calibration=tmp_path / "cal.csv")
+    written = bench.write_calibration(per_run, args, Path("ref.csv"), runs)
+    cal = load_step_calibration(written)
+    assert cal.fractions == (0.2,) and cal.runs == (120,)
+    assert cal.error_low[0] == pytest.approx(check["error_low"], abs=1e-6)
+    assert cal.source == "2 NVIDIA H200 runs of 6-10 s (ref.csv)"
+    assert "use: measured total in [E / (1 + error_high)" in written.read_text()
+
+
 @pytest.fixture(autouse=True)
 def _restore_path():
     before = list(sys.path)

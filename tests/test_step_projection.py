@@ -388,3 +388,37 @@ def test_live_marks_read_the_meters_and_project_once(monkeypatch) -> None:
     assert live.projection is not None and live.projection.ok
     assert live.projection.energy_j == pytest.approx(truth_j, rel=0.02)
     assert len(notes) == 1 and notes[0].startswith("STEP: projected")
+    # the live projection carries the shipped calibration's interval, which holds the truth
+    import re
+
+    p = live.projection
+    assert p.interval_low_j < p.energy_j < p.interval_high_j
+    assert p.interval_low_j <= truth_j <= p.interval_high_j
+    assert re.search(
+        r"90% interval from the errors of \d+ reference runs projected after", notes[0]
+    )
+
+
+def test_live_marks_without_a_calibration_keep_the_band_and_say_why(monkeypatch) -> None:
+    from types import SimpleNamespace
+
+    import wattlab.experiment.worker as worker
+    import wattlab.step_calibration as calibration
+    from wattlab.errors import DataError
+
+    def unreadable(path=None):
+        raise DataError("cannot read the STEP calibration x.csv: No such file or directory.")
+
+    monkeypatch.setattr(calibration, "load_step_calibration", unreadable)
+    clock = {"j": 0.0}
+    meter = SimpleNamespace(info=SimpleNamespace(details={}), energy_j=lambda: clock["j"])
+    notes: list[str] = []
+    live = worker._LiveMarks(0.2, SimpleNamespace(meters=[meter]), notes.append)
+    samples, times, energies, _ = marks_of_a_run(counter_period_s=1e-6)
+    for s, t, e in zip(samples, times, energies, strict=True):
+        clock["j"] = e
+        monkeypatch.setattr(worker.time, "perf_counter", lambda t=t: t)
+        live.mark(s, samples[-1])
+    assert live.projection.ok and live.projection.interval_low_j is None
+    assert notes[0].startswith("STEP: no calibrated interval (cannot read the STEP calibration")
+    assert "(band " in notes[1]

@@ -28,11 +28,15 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from wattlab.errors import ConfigError, DataError
+
+if TYPE_CHECKING:
+    from wattlab.step_calibration import StepCalibration
 
 STABLE = "projected"
 NOT_STABLE = "not stable"
@@ -415,6 +419,9 @@ class RateProjection(_Projected):
     time_per_sample_s: float | None = None
     mean_power_w: float | None = None
     error: str | None = None
+    interval_low_j: float | None = None  # calibrated (wattlab.step_calibration), when given
+    interval_high_j: float | None = None
+    interval_basis: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -424,15 +431,38 @@ class RateProjection(_Projected):
     def fraction_seen(self) -> float:
         return self.samples_seen / self.total_samples if self.total_samples else 0.0
 
+    def with_interval(self, calibration: StepCalibration | None) -> RateProjection:
+        """This projection with ``calibration``'s interval for its fraction seen (or the reason
+        there is none in ``interval_basis``); unchanged when it projected nothing."""
+        if not self.ok or calibration is None:
+            return self
+        bounds = calibration.interval(float(self.energy_j), self.fraction_seen)
+        low, high = bounds if bounds is not None else (None, None)
+        return replace(
+            self,
+            interval_low_j=low,
+            interval_high_j=high,
+            interval_basis=calibration.basis(self.fraction_seen),
+        )
+
     def describe(self) -> str:
         """One line for people."""
         if not self.ok:
             return f"STEP: {self.error}"
+        if self.interval_low_j is not None and self.interval_high_j is not None:
+            spread = (
+                f"{self.interval_low_j / 1e3:.2f}-{self.interval_high_j / 1e3:.2f} kJ: "
+                f"{self.interval_basis}"
+            )
+        else:
+            spread = f"band {self.energy_low_j / 1e3:.2f}-{self.energy_high_j / 1e3:.2f} kJ"
+            if self.interval_basis:
+                spread += f"; {self.interval_basis}"
         return (
-            f"STEP: projected {self.energy_j / 1e3:.2f} kJ (band {self.energy_low_j / 1e3:.2f}-"
-            f"{self.energy_high_j / 1e3:.2f} kJ) and {self.duration_s:.1f} s for "
-            f"{self.total_samples} samples, after {self.fraction_seen:.0%} of the budget, from "
-            f"a steady rate since sample {self.steady_from_samples} at {self.mean_power_w:.0f} W"
+            f"STEP: projected {self.energy_j / 1e3:.2f} kJ ({spread}) and "
+            f"{self.duration_s:.1f} s for {self.total_samples} samples, after "
+            f"{self.fraction_seen:.0%} of the budget, from a steady rate since sample "
+            f"{self.steady_from_samples} at {self.mean_power_w:.0f} W"
         )
 
 

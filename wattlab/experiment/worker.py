@@ -659,8 +659,22 @@ class _LiveMarks:
         t0, e0 = self.origin
         result = self.projector.add_mark(samples_done, budget_samples, now - t0, energy - e0)
         if result is not None:
+            result = result.with_interval(_step_calibration(self.note))
             self.projection = result
             self.note(result.describe())
+
+
+def _step_calibration(note: Any) -> Any:
+    """The shipped STEP calibration (wattlab/data/step-calibration.csv), or None with a note
+    saying why the projection has only its band."""
+    from wattlab.errors import DataError
+    from wattlab.step_calibration import load_step_calibration
+
+    try:
+        return load_step_calibration()
+    except DataError as exc:
+        note(f"STEP: no calibrated interval ({exc})")
+        return None
 
 
 def _make_projector(cfg: RunConfig, dist: Any, monitor: Any = None, note: Any = None) -> Any:
