@@ -597,6 +597,10 @@ def test_cli_scores_the_paper_target_under_one_protocol(tmp_path: Path) -> None:
             < runs.set_index("id").loc[prediction["run_id"], "energy_total_j"]
         )
     assert data["methods"]["flops"]["predictions"][0]["measured_j"] > 0
+    # step-level marks add up the run's total, so they are not scored on GPU + RAM, and say so
+    marks = data["methods"]["step-marks"]
+    assert not marks["predictions"] and len(marks["excluded_runs"]) == len(runs)
+    assert "target total only" in json.dumps(marks["excluded_runs"][0])
 
 
 @pytest.mark.parametrize(
@@ -604,7 +608,7 @@ def test_cli_scores_the_paper_target_under_one_protocol(tmp_path: Path) -> None:
     [
         ("--target", "cpu", "--target must be one of total, gpu, paper"),
         ("--protocol", "lono", "--protocol must be one of loco, lomo, lopo or all"),
-        ("--step-method", "magic", "--step-method must be one of wattlab, paper, both"),
+        ("--step-method", "magic", "--step-method must be one of wattlab, paper, marks, both"),
         ("--step-start", "ten", "--step-start must be an epoch number >= 1 or fluss"),
     ],
 )

@@ -856,7 +856,8 @@ def estimate_evaluate(
         str,
         typer.Option(
             "--step-method",
-            help="STEP rule: wattlab | paper (FLUSS, s and w as published) | both.",
+            help="STEP rule: wattlab (epochs) | paper (FLUSS, s and w as published) | marks "
+            "(step-level, the live rule, with a held-out calibrated interval) | both (all).",
         ),
     ] = "wattlab",
     step_start: Annotated[

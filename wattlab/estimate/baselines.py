@@ -43,6 +43,7 @@ METHOD_LABELS = {
     "flops": "FLOPs-based",
     "step": "STEP",
     "step-power": "STEP (power-based)",
+    "step-marks": "STEP (step-level marks, live rule)",
     "step-paper": "STEP (published rule)",
     "step-paper-power": "STEP (published rule, power-based)",
     "pre": "PRE",

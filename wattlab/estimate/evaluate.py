@@ -7,16 +7,20 @@ protocols (``evaluate_methods``, ``evaluation_markdown``, ``write_evaluation``).
   the target; Green Algorithms drops its RAM term for ``gpu``. ML CO2 Impact and the FLOPs
   estimate model the GPU only, whatever the target (``covers`` says what each prediction
   includes).
-- **Protocols** (``PROTOCOLS``): PRE, the one method that learns from other runs, is fitted
-  without the held-out run's configuration (``loco``), model (``lomo``) or precision
-  (``lopo``). The other methods do not learn across runs, so their predictions are the same
-  under every protocol, and they are scored on the same rows as PRE.
+- **Protocols** (``PROTOCOLS``): PRE, which learns from other runs, is fitted without the
+  held-out run's configuration (``loco``), model (``lomo``) or precision (``lopo``); so is the
+  calibrated interval of step-level STEP (``step-marks``), whose point estimate does not learn.
+  The other methods do not learn across runs, so their predictions are the same under every
+  protocol, and they are scored on the same rows as PRE.
 - **Common runs**: each protocol's headline metrics are over the runs that every method with
   at least one prediction could handle, and the count is reported. Each method's metrics over
   all the runs it could handle are kept beside them ("own").
-- **STEP**: ``step_method`` "wattlab" (default: ``wattlab.step_projection``'s rule), "paper"
-  (``wattlab.estimate.step_paper``: s and w as published) or "both". Each has its power-based
-  twin, the paper's formula: window mean power of the target x the run's measured duration.
+- **STEP**: ``step_method`` "wattlab" (default: ``wattlab.step_projection``'s epoch rule),
+  "paper" (``wattlab.estimate.step_paper``: s and w as published), "marks" (the live
+  step-level rule replayed from stored marks after ``marks_fraction`` of the budget,
+  ``wattlab.estimate.step_marks``) or "both" (all of them). The epoch rules have their
+  power-based twin, the paper's formula: window mean power of the target x the run's measured
+  duration.
 
 Metrics: RMSE (J), MAPE, median APE and mean signed error (bias) in %, and the coverage of the
 stated interval (the share of runs with an interval whose measured value lies inside it).
@@ -60,6 +64,7 @@ EVALUATED_METHODS = (
     "flops",
     "step",
     "step-power",
+    "step-marks",
     "step-paper",
     "step-paper-power",
     "pre",
@@ -80,7 +85,8 @@ PROTOCOLS = {
 STEP_METHODS = {
     "wattlab": ("step", "step-power"),
     "paper": ("step-paper", "step-paper-power"),
-    "both": ("step", "step-power", "step-paper", "step-paper-power"),
+    "marks": ("step-marks",),
+    "both": ("step", "step-power", "step-marks", "step-paper", "step-paper-power"),
 }
 ONLINE = "all"  # the protocol column of predictions that do not depend on the protocol
 
@@ -619,6 +625,7 @@ def evaluate_methods(
     pre_families: tuple[str, ...] = FAMILIES,
     pre_min_configs: int = 4,
     target_column: str | None = None,
+    marks_fraction: float = 0.2,
 ) -> EvaluationResult:
     """Each method's prediction of each measured ok run's budget energy, and its errors.
 
@@ -628,8 +635,12 @@ def evaluate_methods(
     and ``tolerance``: wattlab's STEP rule (window and stability tolerance).
     ``paper_stable_epoch`` (s; None: from FLUSS on the trace) and ``paper_window_epochs`` (w):
     the published rule. ``traces_df``: the ``trace`` table (run_id, t_s, component, power_w),
-    for FLUSS. Units: J.
+    for FLUSS. ``marks_fraction``: the share of the budget after which ``step-marks`` (the
+    live step-level rule, ``wattlab.estimate.step_marks``) projects from the stored marks; its
+    calibrated interval is fitted without the run's group under each protocol. Units: J.
     """
+    if not (isinstance(marks_fraction, (int, float)) and 0 < marks_fraction < 1):
+        raise ConfigError(f"the marks fraction must be in (0, 1), got {marks_fraction!r}.")
     if target_column is not None:
         by_column = {cols[0]: name for name, (cols, _) in TARGETS.items() if len(cols) == 1}
         if target_column not in by_column:
@@ -682,6 +693,7 @@ def evaluate_methods(
         "methods": list(methods),
         "step_window_epochs": project_after,
         "step_tolerance": tolerance,
+        "marks_fraction": marks_fraction,
         "paper_stable_epoch": paper_stable_epoch,
         "paper_window_epochs": paper_window_epochs,
         "flops_utilization": flops_utilization,
@@ -691,7 +703,7 @@ def evaluate_methods(
             {str(p) for p in runs.get("provenance", pd.Series(dtype=object)).dropna()}
         ),
     }
-    step_wanted = tuple(m for m in methods if m.startswith("step"))
+    step_wanted = tuple(m for m in methods if m.startswith("step") and m != "step-marks")
     prediction_rows: list[dict[str, Any]] = []
     excluded_rows: list[dict[str, Any]] = []
 
@@ -721,7 +733,40 @@ def evaluate_methods(
         estimates += _step_estimates(run, run_epochs, columns, step_wanted, settings, run_trace)
         for estimate in estimates:
             record(run, run_id, ONLINE, estimate, measured)
+    marks = None
+    if "step-marks" in methods:
+        from wattlab.estimate import step_marks
+
+        if target == "total":
+            marks = step_marks.replayed(runs, marks_fraction)
+        else:
+            reason = (
+                "the step-level marks add up every meter in the run's total, so they project "
+                "the target total only"
+            )
+            for _, series in runs.iterrows():
+                record(
+                    series.to_dict(),
+                    series[id_column],
+                    ONLINE,
+                    cannot_apply("step-marks", reason),
+                    1.0,
+                )
     for protocol in chosen_protocols:
+        if marks is not None:
+            column, what = PROTOCOLS[protocol]
+            groups = runs[column] if column in runs and runs[column].notna().all() else None
+            held = step_marks.held_out_estimates(
+                marks, measured_by_index, groups, f"its {column}" if groups is not None else "none"
+            )
+            for index, series in runs.iterrows():
+                record(
+                    series.to_dict(),
+                    series[id_column],
+                    protocol,
+                    held[index],
+                    float(measured_by_index.loc[index]),
+                )
         pre, pre_excluded = _pre_held_out(
             runs, columns, protocol, pre_search_iter, tuple(pre_families), pre_min_configs
         )
@@ -841,8 +886,10 @@ def evaluation_markdown(result: EvaluationResult) -> str:
         f"{settings.get('step_tolerance', 0.05):.0%}; STEP (published rule) projects from a "
         f"window of w = {settings.get('paper_window_epochs')} epochs starting at s = "
         f"{'the FLUSS stable epoch' if stable is None else stable}; each power-based twin is "
-        "the window's mean power x the measured duration; PRE is fitted without the held-out "
-        "run's group. Bias is the mean signed error.",
+        "the window's mean power x the measured duration; STEP (step-level marks) replays the "
+        f"run's stored marks after {settings.get('marks_fraction', 0.2):.0%} of the budget, "
+        "with a 90 % split-conformal interval from the other groups' errors; PRE is fitted "
+        "without the held-out run's group. Bias is the mean signed error.",
     ]
     if len(result.excluded):
         lines += [
@@ -884,7 +931,7 @@ def write_evaluation(result: EvaluationResult, out_dir: str | Path) -> dict[str,
     first = result.settings.get("protocols", ["loco"])[0]
     predictions = result.predictions[result.predictions["protocol"].isin([ONLINE, first])]
     fig, ax = plt.subplots(figsize=(6.5, 6.0))
-    markers = dict(zip(EVALUATED_METHODS, "os^DvP<>", strict=True))
+    markers = dict(zip(EVALUATED_METHODS, "os^xDvP<>", strict=True))
     if predictions.empty:
         ax.text(
             0.5, 0.5, "no predictions to plot", ha="center", va="center", transform=ax.transAxes
