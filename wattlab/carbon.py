@@ -39,6 +39,15 @@ def joules_to_kwh(energy_j: float) -> float:
     return energy_j / J_PER_KWH
 
 
+def fmt_energy(energy_j: float) -> str:
+    """An energy for people: J below 1 kJ, kJ below 1 kWh, kWh above."""
+    if energy_j >= 3.6e6:
+        return f"{joules_to_kwh(energy_j):.3f} kWh"
+    if energy_j >= 1e3:
+        return f"{energy_j / 1e3:.2f} kJ"
+    return f"{energy_j:.1f} J"
+
+
 @dataclass(frozen=True)
 class CarbonSettings:
     """How energy becomes CO2e. Units: kgCO2e per kWh; PUE is a unitless factor >= 1."""

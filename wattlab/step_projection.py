@@ -449,17 +449,19 @@ class RateProjection(_Projected):
         """One line for people."""
         if not self.ok:
             return f"STEP: {self.error}"
+        from wattlab.carbon import fmt_energy
+
         if self.interval_low_j is not None and self.interval_high_j is not None:
             spread = (
-                f"{self.interval_low_j / 1e3:.2f}-{self.interval_high_j / 1e3:.2f} kJ: "
+                f"{fmt_energy(self.interval_low_j)} to {fmt_energy(self.interval_high_j)}: "
                 f"{self.interval_basis}"
             )
         else:
-            spread = f"band {self.energy_low_j / 1e3:.2f}-{self.energy_high_j / 1e3:.2f} kJ"
+            spread = f"band {fmt_energy(self.energy_low_j)} to {fmt_energy(self.energy_high_j)}"
             if self.interval_basis:
                 spread += f"; {self.interval_basis}"
         return (
-            f"STEP: projected {self.energy_j / 1e3:.2f} kJ ({spread}) and "
+            f"STEP: projected {fmt_energy(self.energy_j)} ({spread}) and "
             f"{self.duration_s:.1f} s for {self.total_samples} samples, after "
             f"{self.fraction_seen:.0%} of the budget, from a steady rate since sample "
             f"{self.steady_from_samples} at {self.mean_power_w:.0f} W"

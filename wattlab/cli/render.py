@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from wattlab.carbon import joules_to_kwh
+from wattlab.carbon import fmt_energy, joules_to_kwh
 from wattlab.meters.base import MeterProblem
 from wattlab.monitor import Measurement
 
@@ -19,14 +19,6 @@ def make_console(**kwargs: object):
     stream = kwargs.get("file") or sys.stdout
     width = None if getattr(stream, "isatty", lambda: False)() else 160
     return Console(highlight=False, width=width, **kwargs)  # type: ignore[arg-type]
-
-
-def fmt_energy(energy_j: float) -> str:
-    if energy_j >= 3.6e6:
-        return f"{joules_to_kwh(energy_j):.3f} kWh"
-    if energy_j >= 1e3:
-        return f"{energy_j / 1e3:.2f} kJ"
-    return f"{energy_j:.1f} J"
 
 
 def fmt_co2e(kg: float) -> str:
