@@ -26,3 +26,18 @@ def test_codecarbon_against_a_partly_measured_run_is_a_comparison_with_ours():
     }
     line = run_summary_line({**ROW, "components_json": json.dumps(parts)})
     assert "CodeCarbon +269.0%" in line and "estimate" not in line.split("CodeCarbon")[1]
+
+
+def test_the_run_table_says_whether_steps_interval_held(capsys):
+    from wattlab.cli.render import print_run_row
+
+    row = {**ROW, "samples": 1000, "energy_uncertainty_j": 1.0, "pue": 1.0,
+           "intensity_kg_per_kwh": 0.2, "projected_energy_j": 60.0, "projection_error": -0.029,
+           "projected_energy_low_j": 55.0, "projected_energy_high_j": 64.0}  # fmt: skip
+    print_run_row(row)
+    assert "90 % interval 55.0 J to 64.0 J, held" in capsys.readouterr().out
+    print_run_row({**row, "projected_energy_high_j": 61.0})
+    assert "90 % interval 55.0 J to 61.0 J, missed" in capsys.readouterr().out
+    print_run_row({**row, "projected_energy_low_j": None, "projected_energy_high_j": None})
+    out = capsys.readouterr().out
+    assert "-2.90% vs measured" in out and "interval" not in out

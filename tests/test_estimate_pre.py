@@ -423,6 +423,9 @@ def test_collect_reference_end_to_end_with_a_tiny_cpu_sweep(tmp_path) -> None:
     live = runs.loc[0, "projected_energy_j"]
     if replayed.ok:
         assert replayed.energy_j == pytest.approx(live, rel=1e-5)  # marks kept to 7 digits
+        # the shipped calibration's interval was stored with it, and brackets it
+        low, high = runs.loc[0, "projected_energy_low_j"], runs.loc[0, "projected_energy_high_j"]
+        assert low < live < high
     else:
         assert live != live  # NaN: no live projection either
 

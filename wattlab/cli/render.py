@@ -149,10 +149,17 @@ def print_run_row(row: dict) -> None:
         )
     if row.get("projected_energy_j") is not None:
         err = row.get("projection_error")
+        low, high = row.get("projected_energy_low_j"), row.get("projected_energy_high_j")
+        interval = ""
+        if low is not None and high is not None:
+            held = low <= row["energy_total_j"] <= high
+            interval = f"; 90 % interval {fmt_energy(low)} to {fmt_energy(high)}, " + (
+                "held" if held else "missed"
+            )
         table.add_row(
             "STEP projection",
             f"{fmt_energy(row['projected_energy_j'])}"
-            + (f" ({err:+.2%} vs measured)" if err is not None else ""),
+            + (f" ({err:+.2%} vs measured{interval})" if err is not None else ""),
         )
     if row.get("power_limit_w") is not None:
         table.add_row("power limit in force", f"{row['power_limit_w']:g} W per GPU")

@@ -60,6 +60,8 @@ RUN_COLUMNS = (
     "projection_error",
     "step_marks_json",
     "gpu_uuids",  # which physical card (a set measured on several cards says so)
+    "projected_energy_low_j",  # STEP's calibrated interval (schema version 4 on)
+    "projected_energy_high_j",
 )
 LIST_COLUMNS = ("epoch_energy_j", "epoch_duration_s")
 # Optional per-epoch components (written when the windows have them), so every target

@@ -63,7 +63,11 @@ CREATE TABLE IF NOT EXISTS runs (
   idle_temperature_c REAL,         -- hottest GPU just before the run (degrees C)
   idle_json TEXT,                  -- per GPU component: uuid, power_w, temperature_c
   gpu_utilization_basis TEXT,      -- v3: how gpu_utilization_percent was obtained
-  step_marks_json TEXT             -- v3: STEP's marks (samples, time_s, energy_j), with a fraction
+  step_marks_json TEXT,            -- v3: STEP's marks (samples, time_s, energy_j), with a fraction
+  -- schema version 4: STEP's calibrated interval (wattlab.step_calibration), when it had one
+  projected_energy_low_j REAL,
+  projected_energy_high_j REAL,
+  projection_interval_basis TEXT   -- what the interval rests on, or why there is none
 );
 CREATE INDEX IF NOT EXISTS runs_by_config ON runs (sweep, config_hash, repetition, status);
 

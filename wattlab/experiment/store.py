@@ -32,7 +32,7 @@ from wattlab.errors import ConfigError, DataError
 if TYPE_CHECKING:
     from wattlab.monitor import Measurement
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 # Columns version 2 added to `runs` (the migration from version 1 adds them, all NULL).
 _V2_RUN_COLUMNS = (
     ("pid", "INTEGER"),
@@ -51,8 +51,14 @@ _V2_RUN_COLUMNS = (
 )
 # Columns version 3 added to `runs`.
 _V3_RUN_COLUMNS = (("gpu_utilization_basis", "TEXT"), ("step_marks_json", "TEXT"))
+# Columns version 4 added to `runs`: STEP's calibrated interval.
+_V4_RUN_COLUMNS = (
+    ("projected_energy_low_j", "REAL"),
+    ("projected_energy_high_j", "REAL"),
+    ("projection_interval_basis", "TEXT"),
+)
 # version -> the run columns its successor added: opening an older database adds them (NULL)
-_ADDED_RUN_COLUMNS = {1: _V2_RUN_COLUMNS, 2: _V3_RUN_COLUMNS}
+_ADDED_RUN_COLUMNS = {1: _V2_RUN_COLUMNS, 2: _V3_RUN_COLUMNS, 3: _V4_RUN_COLUMNS}
 RUN_STATUSES = ("running", "ok", "failed", "abandoned")
 APP = "wattlab"
 BUSY_TIMEOUT_S = 60.0  # how long a writer waits for another process's transaction
@@ -281,8 +287,8 @@ def _ensure_jobs_table(conn: sqlite3.Connection) -> None:
 def _migrate(conn: sqlite3.Connection, from_version: int) -> None:
     """Bring a database from ``from_version`` to SCHEMA_VERSION by adding each later version's
     run columns (2: phases, idle readings, the claiming process; 3: how GPU utilisation was
-    obtained), in one transaction; a second process migrating the same file waits, then finds
-    it done."""
+    obtained, STEP's marks; 4: STEP's calibrated interval), in one transaction; a second
+    process migrating the same file waits, then finds it done."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()

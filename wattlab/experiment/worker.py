@@ -335,6 +335,9 @@ def build_run_row(
         row["projected_duration_s"] = getattr(projection, "duration_s", None)
         total = budget.total_energy_j
         row["projection_error"] = (projection.energy_j - total) / total if total > 0 else None
+        row["projected_energy_low_j"] = getattr(projection, "interval_low_j", None)
+        row["projected_energy_high_j"] = getattr(projection, "interval_high_j", None)
+        row["projection_interval_basis"] = getattr(projection, "interval_basis", None)
     windows = []
     for key, m in combined.items():
         name, _, epoch = key.partition(":")
