@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import numbers
 from typing import Any
 
 import pandas as pd
@@ -59,7 +60,7 @@ def replayed(runs: pd.DataFrame, fraction: float) -> dict[Any, RateProjection | 
             )
             continue
         samples = run.get("samples")
-        if samples is None or not (isinstance(samples, (int, float)) and samples > 0):
+        if not (isinstance(samples, numbers.Real) and samples > 0):  # numpy ints too; NaN not
             out[index] = "the run recorded no budget in samples"
             continue
         try:
