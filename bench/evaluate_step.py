@@ -22,7 +22,6 @@ writes the bounds fitted on every run: the table a live run's interval comes fro
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -33,26 +32,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import print_table, write_json  # noqa: E402
 
 
-def marks_of(cell: object) -> dict | None:
-    if isinstance(cell, dict):
-        return cell
-    if isinstance(cell, str) and cell.strip():
-        try:
-            value = json.loads(cell)
-        except ValueError:
-            return None
-        return value if isinstance(value, dict) else None
-    return None
-
-
 def score(
     runs, fractions: list[float], tolerance: float, live_fraction: float = 0.2
 ) -> tuple[list[dict], list[dict]]:
     """Per-run replays and one summary row per fraction."""
+    from wattlab.estimate.step_marks import parse_marks
     from wattlab.step_projection import replay_marks
 
     per_run, summary = [], []
-    usable = [(run, marks_of(run.get("step_marks_json"))) for _, run in runs.iterrows()]
+    usable = [(run, parse_marks(run.get("step_marks_json"))) for _, run in runs.iterrows()]
     usable = [(run, marks) for run, marks in usable if marks and marks.get("samples")]
     for fraction in fractions:
         errors, misses, live_checks = [], 0, []
@@ -140,29 +128,25 @@ def interval_check(per_run: list[dict], level: float) -> list[dict]:
     """Per fraction, STEP's calibrated interval (``wattlab.step_calibration``): its bounds
     fitted on every projected run, and its coverage where nobody calibrated, each model's runs
     scored by bounds fitted on the other models' runs; the band's coverage beside it."""
-    from wattlab.errors import DataError
     from wattlab.estimate.evaluate import coverage_interval
-    from wattlab.step_calibration import conformal_bounds
+    from wattlab.step_calibration import held_out_bounds
 
     rows = []
     for fraction in sorted({r["fraction"] for r in per_run}):
         scored = [r for r in per_run if r["fraction"] == fraction and r["error"] is not None]
-        try:
-            low, high = conformal_bounds([r["error"] for r in scored], level)
-        except DataError:
+        errors = {i: r["error"] for i, r in enumerate(scored)}
+        pooled = held_out_bounds(errors, None, level)["all"]
+        if isinstance(pooled, str):
             continue
+        low, high, _ = pooled
         row = {"fraction": fraction, "runs": len(scored), "error_low": low, "error_high": high}
         for key in ("model", "precision"):
-            covered = held = 0
-            for group in sorted({r[key] for r in scored}):
-                others = [r["error"] for r in scored if r[key] != group]
-                try:
-                    lo, hi = conformal_bounds(others, level)
-                except DataError:
-                    continue
-                mine = [r["error"] for r in scored if r[key] == group]
-                covered += sum(lo <= e <= hi for e in mine)
-                held += len(mine)
+            groups = {i: r[key] for i, r in enumerate(scored)}
+            bounds = held_out_bounds(errors, groups, level)
+            judged = [(e, bounds[str(groups[i])]) for i, e in errors.items()]
+            judged = [(e, b) for e, b in judged if not isinstance(b, str)]  # str: too few others
+            covered = sum(b[0] <= e <= b[1] for e, b in judged)
+            held = len(judged)
             ci = coverage_interval(covered, held) if held else (float("nan"), float("nan"))
             row[f"{key}_out_runs"] = held
             row[f"{key}_out_coverage"] = covered / held if held else float("nan")

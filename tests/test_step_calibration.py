@@ -95,3 +95,16 @@ def test_a_projection_carries_the_interval_for_its_fraction() -> None:
     none = projection.with_interval(early)
     assert none.interval_low_j is None and "no calibration before 50%" in none.describe()
     assert "(band " in none.describe()
+
+
+def test_held_out_bounds_fit_each_group_on_the_others_only() -> None:
+    from wattlab.step_calibration import held_out_bounds
+
+    errors = {i: i / 100 for i in range(40)}
+    groups = {i: "low" if i < 20 else "high" for i in range(40)}
+    bounds = held_out_bounds(errors, groups)
+    assert bounds["low"] == (*conformal_bounds([i / 100 for i in range(20, 40)]), 20)
+    assert bounds["high"] == (*conformal_bounds([i / 100 for i in range(20)]), 20)
+    assert held_out_bounds(errors, None)["all"] == (*conformal_bounds(list(errors.values())), 40)
+    few = held_out_bounds({0: 0.0, 1: 0.1}, {0: "a", 1: "b"})
+    assert few["a"] == "a 90% interval needs at least 19 calibration runs, got 1"

@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from wattlab.errors import ConfigError, DataError
 
@@ -54,6 +55,23 @@ def conformal_bounds(errors: Sequence[float], level: float = DEFAULT_LEVEL) -> t
         need = math.ceil(round(2 / alpha, 9)) - 1
         raise DataError(f"a {level:.0%} interval needs at least {need} calibration runs, got {n}.")
     return values[k_lo - 1], values[k_hi - 1]
+
+
+def held_out_bounds(
+    errors: Mapping[Any, float], groups: Mapping[Any, str] | None, level: float = DEFAULT_LEVEL
+) -> dict[str, tuple[float, float, int] | str]:
+    """Per group, conformal (low, high, runs) bounds fitted on the errors of the runs outside
+    it (``groups``: run -> group; None: one group "all", fitted on every run), or the reason
+    there are none: how an interval is judged where nobody calibrated it."""
+    group_of = (lambda run: "all") if groups is None else (lambda run: str(groups[run]))
+    out: dict[str, tuple[float, float, int] | str] = {}
+    for group in sorted({group_of(run) for run in errors}):
+        others = [e for run, e in errors.items() if groups is None or group_of(run) != group]
+        try:
+            out[group] = (*conformal_bounds(others, level), len(others))
+        except DataError as error:
+            out[group] = str(error).rstrip(".")
+    return out
 
 
 @dataclass(frozen=True)

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from wattlab.carbon import fmt_energy
 from wattlab.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
@@ -449,8 +450,6 @@ class RateProjection(_Projected):
         """One line for people."""
         if not self.ok:
             return f"STEP: {self.error}"
-        from wattlab.carbon import fmt_energy
-
         if self.interval_low_j is not None and self.interval_high_j is not None:
             spread = (
                 f"{fmt_energy(self.interval_low_j)} to {fmt_energy(self.interval_high_j)}: "

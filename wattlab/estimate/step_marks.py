@@ -24,14 +24,14 @@ import pandas as pd
 
 from wattlab.errors import DataError
 from wattlab.estimate.baselines import Estimate, cannot_apply, made
-from wattlab.step_calibration import DEFAULT_LEVEL, conformal_bounds
+from wattlab.step_calibration import DEFAULT_LEVEL, held_out_bounds
 from wattlab.step_projection import RateProjection, replay_marks
 
 METHOD = "step-marks"
 DEFAULT_FRACTION = 0.2  # the issue's target fraction, and the reference runs' live one
 
 
-def _marks(cell: Any) -> dict[str, list[float]] | None:
+def parse_marks(cell: Any) -> dict[str, list[float]] | None:
     if isinstance(cell, dict):
         value = cell
     elif isinstance(cell, str) and cell.strip():
@@ -41,6 +41,7 @@ def _marks(cell: Any) -> dict[str, list[float]] | None:
             return None
     else:
         return None
+    """A run's ``step_marks_json`` as a dict of lists, or None when it holds no usable marks."""
     keys = ("samples", "time_s", "energy_j")
     if not isinstance(value, dict) or not all(isinstance(value.get(k), list) for k in keys):
         return None
@@ -52,7 +53,7 @@ def replayed(runs: pd.DataFrame, fraction: float) -> dict[Any, RateProjection | 
     sentence saying why there is none."""
     out: dict[Any, RateProjection | str] = {}
     for index, run in runs.iterrows():
-        marks = _marks(run.get("step_marks_json"))
+        marks = parse_marks(run.get("step_marks_json"))
         if marks is None:
             out[index] = (
                 "the run stored no step-level marks (runs made with --project-after a fraction "
@@ -91,19 +92,14 @@ def held_out_estimates(
         for index, p in projections.items()
         if isinstance(p, RateProjection)
     }
+    group_of = None if groups is None else {index: groups.loc[index] for index in errors}
+    bounds_by_group = held_out_bounds(errors, group_of, level)
     out: dict[Any, Estimate] = {}
-    bounds_by_group: dict[str, tuple[float, float, int] | str] = {}
     for index, projection in projections.items():
         if not isinstance(projection, RateProjection):
             out[index] = cannot_apply(METHOD, projection)
             continue
         group = "all" if groups is None else str(groups.loc[index])
-        if group not in bounds_by_group:
-            others = [e for i, e in errors.items() if groups is None or str(groups.loc[i]) != group]
-            try:
-                bounds_by_group[group] = (*conformal_bounds(others, level), len(others))
-            except DataError as error:
-                bounds_by_group[group] = str(error).rstrip(".")
         bounds = bounds_by_group[group]
         seen = projection.fraction_seen
         note = (

@@ -637,6 +637,7 @@ class _LiveMarks:
         self.projector = MarkProjector(fraction)
         self.monitor = monitor
         self.note = note
+        self.calibration = _step_calibration(note)  # read now, not inside the budget window
         self.projection = None
         self.origin: tuple[float, float] | None = None
 
@@ -662,7 +663,7 @@ class _LiveMarks:
         t0, e0 = self.origin
         result = self.projector.add_mark(samples_done, budget_samples, now - t0, energy - e0)
         if result is not None:
-            result = result.with_interval(_step_calibration(self.note))
+            result = result.with_interval(self.calibration)
             self.projection = result
             self.note(result.describe())
 
