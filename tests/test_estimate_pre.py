@@ -387,6 +387,30 @@ def test_collect_reference_writes_specs_from_the_template(tmp_path) -> None:
     )
 
 
+def test_collect_reference_supersedes_runs_measured_at_an_old_budget() -> None:
+    import pandas as pd
+
+    collect = _collect_module()
+    key = next(iter(collect.MEASURED_RATE))
+    model, precision, batch = key
+    now = collect.budget_samples(*key)
+    # the measured rate sets the budget: >= TARGET_BUDGET_S at it, not at the guess
+    assert now >= collect.MEASURED_RATE[key] * collect.TARGET_BUDGET_S
+    assert collect.guessed_rate(*key) == collect.MEASURED_RATE[key]
+    runs = pd.DataFrame(
+        {
+            "model": [model, model, "resnet18", model],
+            "precision": [precision, precision, precision, "fp32"],
+            "batch_size": [batch, batch, batch, batch],
+            "samples": [now, now - 16 * 512, now - 16 * 512, now - 16 * 512],
+        }
+    )
+    # only the over-ridden configuration's run at another budget goes; a configuration without
+    # an over-ride keeps any budget (a --budget-samples check run)
+    assert collect.superseded(runs).tolist() == [False, True, False, False]
+    assert collect.superseded(runs.iloc[:0]).tolist() == []
+
+
 @pytest.mark.slow
 def test_collect_reference_end_to_end_with_a_tiny_cpu_sweep(tmp_path) -> None:
     from wattlab.estimate.reference import load_reference_csv, read_reference_header
