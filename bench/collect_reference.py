@@ -43,10 +43,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
 from wattlab.train.config import MODELS, PRECISIONS  # the reference grid is the whole workload
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 BATCH_SIZES = (128, 256, 512)
 FULL_GRID = len(MODELS) * len(PRECISIONS) * len(BATCH_SIZES)  # 84
@@ -223,7 +227,7 @@ def header_lines(runs, args: argparse.Namespace, grid_size: int) -> list[str]:
     ]
 
 
-def superseded(runs) -> "pd.Series":
+def superseded(runs: pd.DataFrame) -> pd.Series:
     """Runs of a MEASURED_RATE configuration at a budget other than the one it now has: measured
     with a budget too small, and measured again."""
     import pandas as pd

@@ -13,9 +13,9 @@ and a projection E made after that fraction gets
 with the stated level (90 %) over runs like the reference runs. A projection made after a share
 of the budget between two calibrated fractions uses the smaller one (never errors calibrated on
 more of the budget than the run has seen); one made before the smallest gets none. The shipped
-table (``wattlab/data/step-calibration.csv``) comes from short (4-11 s) H200 runs, whose speed
-drifts more than long runs do; its header says how it was made, and every interval names its
-basis.
+table (``wattlab/data/step-calibration.csv``) comes from short (5-12 s) H200 runs; eight runs of
+30-61 s drifted as much (docs/results-h200.md). Its header says how it was made, and every
+interval names its basis.
 
 Split-conformal bounds (Vovk et al.; Lei et al. 2018): with n calibration errors sorted, the
 lower bound is the k_lo-th smallest, k_lo = floor((n + 1) x alpha / 2), the upper the k_hi-th,
