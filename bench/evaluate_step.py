@@ -17,6 +17,12 @@ STEP's calibrated interval (``wattlab.step_calibration``) is judged here too: at
 split-conformal bounds on the relative error, and how often they hold for a model's (a
 precision's) runs when fitted on the other models' (precisions') runs only. ``--write-calibration``
 writes the bounds fitted on every run: the table a live run's interval comes from.
+
+Last, whether a run's own unsteadiness up to the live fraction foretells its error: if it did,
+an interval could be narrower for steady runs. Three measures of the marks the projection saw
+(the band's width, the spread of time per sample over 8 chunks of the steady window, the spread
+of time per sample from step to step), each ranked against |error| (Spearman's rho), with the
+share within the tolerance in the steadiest and the least steady quarter of runs.
 """
 
 from __future__ import annotations
@@ -157,6 +163,80 @@ def interval_check(per_run: list[dict], level: float) -> list[dict]:
     return rows
 
 
+CHUNKS = 8  # pieces of the steady window for the chunk spread
+
+
+def _spread(values: np.ndarray) -> float:
+    """Coefficient of variation (population std / mean); NaN for fewer than 2 values."""
+    return float(np.std(values) / np.mean(values)) if values.size >= 2 else float("nan")
+
+
+def unsteadiness(marks: dict, projection) -> dict[str, float]:
+    """How unsteady the marks a projection saw were (only those up to its samples seen):
+    ``band`` (its band's width over the projection), ``chunk_spread`` (the coefficient of
+    variation of time per sample over CHUNKS equal pieces of the steady window) and
+    ``step_spread`` (the same from one mark to the next)."""
+    s, t = np.asarray(marks["samples"], float), np.asarray(marks["time_s"], float)
+    seen = (s <= projection.samples_seen) & (s >= projection.steady_from_samples)
+    s, t = s[seen], t[seen]
+    edges = np.unique(np.linspace(0, s.size - 1, CHUNKS + 1).astype(int))
+    chunks = np.diff(t[edges]) / np.diff(s[edges]) if edges.size >= 2 else np.zeros(0)
+    steps = np.diff(t) / np.diff(s) if s.size >= 2 else np.zeros(0)
+    return {
+        "band": (projection.energy_high_j - projection.energy_low_j) / projection.energy_j,
+        "chunk_spread": _spread(chunks),
+        "step_spread": _spread(steps),
+    }
+
+
+def rank_correlation(x: list[float], y: list[float]) -> float:
+    """Spearman's rho (ties get their mean rank); NaN for fewer than 3 pairs."""
+    import pandas as pd
+
+    if len(x) < 3:
+        return float("nan")
+    return float(pd.Series(x).rank().corr(pd.Series(y).rank()))
+
+
+def variability_check(runs, fraction: float, tolerance: float) -> list[dict]:
+    """Per measure of unsteadiness: Spearman's rho with |error| after ``fraction``, and the share
+    within ``tolerance`` in the steadiest and the least steady quarter of the runs."""
+    from wattlab.estimate.step_marks import parse_marks
+    from wattlab.step_projection import replay_marks
+
+    rows = []
+    for _, run in runs.iterrows():
+        marks = parse_marks(run.get("step_marks_json"))
+        if not marks:
+            continue
+        samples = marks["samples"], marks["time_s"], marks["energy_j"]
+        projection = replay_marks(*samples, int(run["samples"]), fraction)
+        if not projection.ok:
+            continue
+        error = abs(projection.relative_error(float(run["energy_total_j"])))
+        rows.append({"error": error, **unsteadiness(marks, projection)})
+    out = []
+    for measure in ("band", "chunk_spread", "step_spread"):
+        pairs = sorted((r[measure], r["error"]) for r in rows if r[measure] == r[measure])
+        quarter = len(pairs) // 4
+        steady, unsteady = pairs[:quarter], pairs[len(pairs) - quarter :]
+        out.append(
+            {
+                "fraction": fraction,
+                "measure": measure,
+                "runs": len(pairs),
+                "spearman_rho": rank_correlation([m for m, _ in pairs], [e for _, e in pairs]),
+                "within_steadiest_quarter": _share(steady, tolerance),
+                "within_least_steady_quarter": _share(unsteady, tolerance),
+            }
+        )
+    return out
+
+
+def _share(pairs: list[tuple[float, float]], tolerance: float) -> float:
+    return sum(e < tolerance for _, e in pairs) / len(pairs) if pairs else float("nan")
+
+
 def _coverage_cell(check: dict, key: str) -> str:
     low, high = check[f"{key}_out_coverage_ci"]
     return f"{check[f'{key}_out_coverage']:.0%} ({low:.0%}-{high:.0%})"
@@ -225,12 +305,27 @@ def main(argv: list[str] | None = None) -> int:
           _coverage_cell(c, "model"), _coverage_cell(c, "precision"),
           f"{c['band_coverage']:.0%}"] for c in checks],
     )  # fmt: skip
+    variability = variability_check(runs, args.live_fraction, args.tolerance)
+    print_table(
+        f"Does a run's own unsteadiness up to {args.live_fraction:.0%} foretell its error? "
+        f"(Spearman's rho with |error|; share within {args.tolerance:.0%} by quarter)",
+        ["measure", "runs", "rho", "steadiest quarter", "least steady quarter"],
+        [[v["measure"], v["runs"], f"{v['spearman_rho']:+.2f}",
+          f"{v['within_steadiest_quarter']:.0%}", f"{v['within_least_steady_quarter']:.0%}"]
+         for v in variability],
+    )  # fmt: skip
     if args.write_calibration:
         written = write_calibration(per_run, args, path, runs)
         print(f"wrote {written}")
     out = write_json(
         "evaluate_step",
-        {"data": str(path), "summary": summary, "interval": checks, "runs": per_run},
+        {
+            "data": str(path),
+            "summary": summary,
+            "interval": checks,
+            "own_variability": variability,
+            "runs": per_run,
+        },
     )
     print(f"\nwrote {out}")
     return 0

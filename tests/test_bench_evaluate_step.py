@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -119,3 +120,43 @@ def _restore_path():
     before = list(sys.path)
     yield
     sys.path[:] = before
+
+
+def _jittery_run(run_id: int, jitter: float, error: float) -> dict:
+    """A steady run whose steps alternate (1 + jitter) and (1 - jitter) x 10 ms per 100 samples
+    at 500 W, measured ``error`` below what its marks project after 20 %."""
+    from wattlab.step_projection import replay_marks
+
+    samples = list(range(0, 40_001, 100))
+    steps = [0.01 * (1 + jitter * (-1) ** i) for i in range(len(samples) - 1)]
+    times = [0.0, *np.cumsum(steps).tolist()]
+    energies = [500.0 * t for t in times]
+    projected = replay_marks(samples, times, energies, samples[-1], 0.2).energy_j
+    return {
+        "run_id": run_id, "samples": samples[-1], "energy_total_j": projected / (1 + error),
+        "step_marks_json": json.dumps({"samples": samples, "time_s": times, "energy_j": energies}),
+    }  # fmt: skip
+
+
+def test_own_unsteadiness_is_measured_and_ranked_against_the_error():
+    bench = _bench()
+    from wattlab.step_projection import replay_marks
+
+    run = _jittery_run(1, 0.2, 0.0)
+    marks = json.loads(run["step_marks_json"])
+    projection = replay_marks(marks["samples"], marks["time_s"], marks["energy_j"], 40_000, 0.2)
+    measured = bench.unsteadiness(marks, projection)
+    assert measured["step_spread"] == pytest.approx(0.2, rel=0.02)  # +-20 % from step to step
+    assert measured["chunk_spread"] < 0.01  # the alternation averages out within a chunk
+    assert measured["band"] >= 0
+    assert bench.rank_correlation([1, 2, 3, 4], [10, 20, 30, 40]) == pytest.approx(1.0)
+    assert bench.rank_correlation([1, 2, 3, 4], [4, 3, 2, 1]) == pytest.approx(-1.0)
+
+    # runs whose error grows with their step-to-step jitter: the step spread ranks them exactly,
+    # and the steadiest quarter is within 3 % while the least steady is not
+    jitters = [0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35]
+    runs = pd.DataFrame([_jittery_run(i, j, j / 5) for i, j in enumerate(jitters)])
+    rows = {r["measure"]: r for r in bench.variability_check(runs, 0.2, 0.03)}
+    step = rows["step_spread"]
+    assert step["runs"] == 8 and step["spearman_rho"] == pytest.approx(1.0)
+    assert step["within_steadiest_quarter"] == 1.0 and step["within_least_steady_quarter"] == 0.0

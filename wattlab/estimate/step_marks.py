@@ -32,6 +32,7 @@ DEFAULT_FRACTION = 0.2  # the issue's target fraction, and the reference runs' l
 
 
 def parse_marks(cell: Any) -> dict[str, list[float]] | None:
+    """A run's ``step_marks_json`` as a dict of lists, or None when it holds no usable marks."""
     if isinstance(cell, dict):
         value = cell
     elif isinstance(cell, str) and cell.strip():
@@ -41,7 +42,6 @@ def parse_marks(cell: Any) -> dict[str, list[float]] | None:
             return None
     else:
         return None
-    """A run's ``step_marks_json`` as a dict of lists, or None when it holds no usable marks."""
     keys = ("samples", "time_s", "energy_j")
     if not isinstance(value, dict) or not all(isinstance(value.get(k), list) for k in keys):
         return None
