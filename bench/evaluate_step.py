@@ -209,8 +209,8 @@ def variability_check(runs, fraction: float, tolerance: float) -> list[dict]:
         marks = parse_marks(run.get("step_marks_json"))
         if not marks:
             continue
-        samples = marks["samples"], marks["time_s"], marks["energy_j"]
-        projection = replay_marks(*samples, int(run["samples"]), fraction)
+        series = marks["samples"], marks["time_s"], marks["energy_j"]
+        projection = replay_marks(*series, int(run["samples"]), fraction)
         if not projection.ok:
             continue
         error = abs(projection.relative_error(float(run["energy_total_j"])))

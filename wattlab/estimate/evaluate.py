@@ -38,6 +38,7 @@ import numpy as np
 import pandas as pd
 
 from wattlab.errors import ConfigError, DataError, WattlabError
+from wattlab.estimate import step_marks
 from wattlab.estimate.baselines import (
     DEFAULT_FLOPS_UTILIZATION,
     METHOD_LABELS,
@@ -625,7 +626,7 @@ def evaluate_methods(
     pre_families: tuple[str, ...] = FAMILIES,
     pre_min_configs: int = 4,
     target_column: str | None = None,
-    marks_fraction: float = 0.2,
+    marks_fraction: float = step_marks.DEFAULT_FRACTION,
 ) -> EvaluationResult:
     """Each method's prediction of each measured ok run's budget energy, and its errors.
 
@@ -735,8 +736,6 @@ def evaluate_methods(
             record(run, run_id, ONLINE, estimate, measured)
     marks = None
     if "step-marks" in methods:
-        from wattlab.estimate import step_marks
-
         if target == "total":
             marks = step_marks.replayed(runs, marks_fraction)
         else:
@@ -876,6 +875,7 @@ def evaluation_markdown(result: EvaluationResult) -> str:
             names = ", ".join(METHOD_LABELS[m] for m in table["unscored_methods"])
             lines += ["", f"Not in the common set (no run it could handle): {names}."]
     stable = settings.get("paper_stable_epoch")
+    marks_fraction = settings.get("marks_fraction", step_marks.DEFAULT_FRACTION)
     lines += [
         "",
         "How: ML CO2 Impact and Green Algorithms use each run's measured duration and recorded "
@@ -887,7 +887,7 @@ def evaluation_markdown(result: EvaluationResult) -> str:
         f"window of w = {settings.get('paper_window_epochs')} epochs starting at s = "
         f"{'the FLUSS stable epoch' if stable is None else stable}; each power-based twin is "
         "the window's mean power x the measured duration; STEP (step-level marks) replays the "
-        f"run's stored marks after {settings.get('marks_fraction', 0.2):.0%} of the budget, "
+        f"run's stored marks after {marks_fraction:.0%} of the budget, "
         "with a 90 % split-conformal interval from the other groups' errors; PRE is fitted "
         "without the held-out run's group. Bias is the mean signed error.",
     ]
