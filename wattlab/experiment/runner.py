@@ -279,7 +279,8 @@ def _run(
         if warm is not None and cfg.world_size == 1 and nnodes == 1:
             assert store is not None
             ctx = _claim(store, cfg, opts, replace(ctx, launcher="warm-worker"))
-            return warm.run(cfg, opts, ctx, store)  # type: ignore[no-any-return]
+            outcome: RunOutcome = warm.run(cfg, opts, ctx, store)
+            return outcome
         if not subprocess_launch:
             assert store is not None
             ctx = _claim(store, cfg, opts, ctx)
