@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from wattlab.carbon import CarbonSettings
+from wattlab.monitor.carbon import CarbonSettings
 
 
 @dataclass(frozen=True)

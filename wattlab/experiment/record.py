@@ -18,9 +18,9 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
-    from wattlab.carbon import CarbonSettings
     from wattlab.experiment.options import RunContext, WorkerOptions
     from wattlab.monitor import Measurement
+    from wattlab.monitor.carbon import CarbonSettings
     from wattlab.train.config import RunConfig
 
 MAX_TRACE_ROWS = 50_000
@@ -236,7 +236,7 @@ class EnergyColumns(ColumnGroup):
 
     @classmethod
     def of(cls, window: Measurement, wall_s: float | None = None) -> EnergyColumns:
-        from wattlab.carbon import window_co2e
+        from wattlab.monitor.carbon import window_co2e
 
         c = window_co2e(window)  # a traced intensity is weighted by the window's power
         return cls(
@@ -553,7 +553,7 @@ def phase_columns(
 def _codecarbon_group(
     codecarbon: Mapping[str, float], settings: CarbonSettings, compared: Measurement
 ) -> CodeCarbonColumns:
-    from wattlab.carbon import joules_to_kwh
+    from wattlab.monitor.carbon import joules_to_kwh
 
     cc_energy_j = codecarbon["energy_j"]
     total = compared.total_energy_j
@@ -593,9 +593,9 @@ def build_run_row(
     projection: Any,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[tuple[float, str, float]]]:
     """Combine every rank's windows into the `runs` row, `windows` rows and trace rows."""
-    from wattlab.carbon import window_co2e
     from wattlab.experiment.store import window_row
     from wattlab.monitor import combine_measurements
+    from wattlab.monitor.carbon import window_co2e
 
     keys = list(payloads[0]["results"].keys())
     combined: dict[str, Measurement] = {}
@@ -694,8 +694,8 @@ def callback_row(
     sweep: str | None = None,
 ) -> dict[str, Any]:
     """The `runs` row of a framework-driven run: the config as given, the train window's energy."""
-    from wattlab.carbon import window_co2e
     from wattlab.monitor import utc_now_iso
+    from wattlab.monitor.carbon import window_co2e
 
     gpus = sum(1 for comp in train.energy_j if comp.startswith("gpu:"))
     identity = CallbackColumns(
