@@ -1,4 +1,4 @@
-"""The layers point one way: meters <- monitor/carbon/step_projection/power_limits <- train <-
+"""The layers point one way: meters <- monitor/carbon/step/power_limits <- train <-
 experiment <- analysis/estimate <- cli. Nothing imports from a layer above its own, and the
 measuring core loads nothing heavy or high up."""
 
@@ -23,7 +23,7 @@ LAYERS: dict[str, float] = {
     "wattlab.meters": 0,
     "wattlab.monitor": 1,
     "wattlab.carbon": 1,
-    "wattlab.step_projection": 1,
+    "wattlab.step": 1,  # STEP: the worker projects live, so it sits below experiment
     "wattlab.power_limits": 1,
     "wattlab": 1,  # the package's __init__: re-exports the measuring API
     "wattlab.train": 2,
@@ -145,7 +145,14 @@ FORBIDDEN = ("torch", "wattlab.train", "wattlab.experiment", "wattlab.analysis",
 FORBIDDEN += ("wattlab.estimate",)
 
 
-@pytest.mark.parametrize("module", ["wattlab.meters", "wattlab.monitor", "wattlab"])
+@pytest.mark.parametrize(
+    "module",
+    ["wattlab.meters", "wattlab.monitor", "wattlab"]
+    + [
+        f"wattlab.step.{m}"
+        for m in ("epochs", "marks", "stored", "calibration", "paper", "schedule")
+    ],
+)
 def test_the_measuring_core_loads_nothing_from_above(module):
     code = f"import json, sys\nimport {module}\nprint(json.dumps(sorted(sys.modules)))\n"
     done = subprocess.run(

@@ -628,11 +628,11 @@ def failed_row(cfg: RunConfig, opts: WorkerOptions, started_at: str, error: str)
 
 
 class _LiveMarks:
-    """STEP from step-level marks (``--project-after`` a fraction): at each mark, the clock and
+    """STEP from step-level marks (``--project-after-fraction``): at each mark, the clock and
     the meters' cumulative energy since the budget began (single process only)."""
 
     def __init__(self, fraction: float, monitor: EnergyMonitor, note: Any) -> None:
-        from wattlab.step_projection import MarkProjector
+        from wattlab.step.marks import MarkProjector
 
         self.projector = MarkProjector(fraction)
         self.monitor = monitor
@@ -672,7 +672,7 @@ def _step_calibration(note: Any) -> Any:
     """The shipped STEP calibration (wattlab/data/step-calibration.csv), or None with a note
     saying why the projection has only its band."""
     from wattlab.errors import DataError
-    from wattlab.step_calibration import load_step_calibration
+    from wattlab.step.calibration import load_step_calibration
 
     try:
         return load_step_calibration()
@@ -682,11 +682,11 @@ def _step_calibration(note: Any) -> Any:
 
 
 def _make_projector(cfg: RunConfig, dist: Any, monitor: Any = None, note: Any = None) -> Any:
-    if cfg.project_after is None:
+    if cfg.project_after_fraction is not None:
+        return _LiveMarks(cfg.project_after_fraction, monitor, note or (lambda text: None))
+    if cfg.project_after_epochs is None:
         return None
-    if cfg.project_after < 1:
-        return _LiveMarks(cfg.project_after, monitor, note or (lambda text: None))
-    from wattlab.step_projection import StepProjector
+    from wattlab.step.epochs import StepProjector
 
     total_epochs = cfg.epochs if cfg.epochs is not None else None
     if total_epochs is None:
@@ -694,7 +694,7 @@ def _make_projector(cfg: RunConfig, dist: Any, monitor: Any = None, note: Any = 
 
     class _Live:
         def __init__(self) -> None:
-            self.projector = StepProjector(total_epochs, project_after=int(cfg.project_after))
+            self.projector = StepProjector(total_epochs, project_after=cfg.project_after_epochs)
             self.projection = None
 
     return _Live()
