@@ -7,8 +7,9 @@ setting is changed). Each (model, precision, batch size) has its own budget
 (``budget_samples()``), sized for ~6.3 s of training on an H200 at a guessed rate (>= 5 s with
 the guesses' error), and a training set
 of 1/16 of it, so every run has 16 epochs: enough for the paper's STEP (>= 15 epochs). Every run
-projects itself live from step-level marks after 20 % of its budget (``project_after=0.2``) and
-stores those marks, so STEP can be re-scored later at any fraction.
+projects itself live from step-level marks after 20 % of its budget
+(``project_after_fraction=0.2``) and stores those marks, so STEP can be re-scored later at any
+fraction.
 
 It is driven through the CLI: one sweep spec per pass and model (``h200-reference-p<pass>-<model>``,
 written next to the database from the template ``bench/h200-reference.yaml``, its per-precision
@@ -131,7 +132,7 @@ def spec_for(model: str, args: argparse.Namespace) -> dict:
     spec["description"] = spec["description"].replace("MODEL", model)
     first = _budget_settings(model, args.precisions[0], args.batch_sizes[0], args)
     base = spec["base"]
-    base.update(model=model, **first, device=args.device, project_after=0.2)
+    base.update(model=model, **first, device=args.device, project_after_fraction=0.2)
     spec["adjust"] = [
         {
             "when": {"precision": precision, "batch_size": batch},

@@ -1,5 +1,5 @@
 """STEP inside the first epoch, scored on stored runs: replay each run's step-level marks
-(``step_marks_json``, stored by runs made with ``--project-after`` a fraction) through the same
+(``step_marks_json``, stored by runs made with ``--project-after-fraction``) through the same
 projector the run used live, at several fractions of the budget, and compare the projection
 with the budget energy the run measured. Runs on a CPU.
 
@@ -13,7 +13,7 @@ run also stored its live projection (``projected_energy_j``, made at ``--live-fr
 bench/collect_reference.py), the replay at that fraction must reproduce it: the "live = replay"
 column checks that the stored marks are what the run used.
 
-STEP's calibrated interval (``wattlab.step_calibration``) is judged here too: at each fraction,
+STEP's calibrated interval (``wattlab.step.calibration``) is judged here too: at each fraction,
 split-conformal bounds on the relative error, and how often they hold for a model's (a
 precision's) runs when fitted on the other models' (precisions') runs only. ``--write-calibration``
 writes the bounds fitted on every run: the table a live run's interval comes from.
@@ -42,8 +42,8 @@ def score(
     runs, fractions: list[float], tolerance: float, live_fraction: float = 0.2
 ) -> tuple[list[dict], list[dict]]:
     """Per-run replays and one summary row per fraction."""
-    from wattlab.estimate.step_marks import parse_marks
-    from wattlab.step_projection import replay_marks
+    from wattlab.step.marks import replay_marks
+    from wattlab.step.stored import parse_marks
 
     per_run, summary = [], []
     usable = [(run, parse_marks(run.get("step_marks_json"))) for _, run in runs.iterrows()]
@@ -102,7 +102,7 @@ def score(
 
 def write_calibration(per_run: list[dict], args: argparse.Namespace, data: Path, runs) -> Path:
     """STEP's calibration table from every projected run, with a header saying how."""
-    from wattlab.step_calibration import fit_step_calibration, write_step_calibration
+    from wattlab.step.calibration import fit_step_calibration, write_step_calibration
 
     errors: dict[float, list[float]] = {}
     for r in per_run:
@@ -131,11 +131,11 @@ def write_calibration(per_run: list[dict], args: argparse.Namespace, data: Path,
 
 
 def interval_check(per_run: list[dict], level: float) -> list[dict]:
-    """Per fraction, STEP's calibrated interval (``wattlab.step_calibration``): its bounds
+    """Per fraction, STEP's calibrated interval (``wattlab.step.calibration``): its bounds
     fitted on every projected run, and its coverage where nobody calibrated, each model's runs
     scored by bounds fitted on the other models' runs; the band's coverage beside it."""
     from wattlab.estimate.evaluate import coverage_interval
-    from wattlab.step_calibration import held_out_bounds
+    from wattlab.step.calibration import held_out_bounds
 
     rows = []
     for fraction in sorted({r["fraction"] for r in per_run}):
@@ -201,8 +201,8 @@ def rank_correlation(x: list[float], y: list[float]) -> float:
 def variability_check(runs, fraction: float, tolerance: float) -> list[dict]:
     """Per measure of unsteadiness: Spearman's rho with |error| after ``fraction``, and the share
     within ``tolerance`` in the steadiest and the least steady quarter of the runs."""
-    from wattlab.estimate.step_marks import parse_marks
-    from wattlab.step_projection import replay_marks
+    from wattlab.step.marks import replay_marks
+    from wattlab.step.stored import parse_marks
 
     rows = []
     for _, run in runs.iterrows():
@@ -250,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--tolerance", type=float, default=0.03, help="|error| counted as a hit.")
     parser.add_argument(
-        "--live-fraction", type=float, default=0.2, help="The runs' --project-after fraction."
+        "--live-fraction", type=float, default=0.2, help="The runs' --project-after-fraction."
     )
     parser.add_argument("--level", type=float, default=0.9, help="The calibrated interval's level.")
     parser.add_argument(
@@ -270,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     runs, _ = load_reference_csv(path)
     if "step_marks_json" not in runs or runs["step_marks_json"].isna().all():
         print(
-            f"{path} holds no step-level marks (runs made with --project-after a fraction "
+            f"{path} holds no step-level marks (runs made with --project-after-fraction "
             "store them, schema version 3); nothing to replay."
         )
         return 2

@@ -34,7 +34,7 @@ case "$stage" in
     step "train_throughput" timeout 200 python3 bench/train_throughput.py --samples 150000
     for p in fp32 amp-bf16; do
       step "run $p" timeout 200 python3 -m wattlab.cli run --model resnet50 --stem cifar \
-        --epochs 2 --precision "$p" --codecarbon --project-after 2 --db "$OUT/runs.db" \
+        --epochs 2 --precision "$p" --codecarbon --project-after-epochs 2 --db "$OUT/runs.db" \
         --no-progress
     done
     ;;

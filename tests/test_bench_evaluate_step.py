@@ -13,7 +13,7 @@ import pytest
 
 from tests.test_step_projection import marks_of_a_run
 from wattlab.estimate.reference import write_reference_csv
-from wattlab.step_projection import MarkProjector
+from wattlab.step.marks import MarkProjector
 
 BENCH = Path(__file__).resolve().parents[1] / "bench"
 
@@ -73,7 +73,7 @@ def test_calibrated_interval_is_judged_with_whole_models_and_precisions_held_out
 
     import numpy as np
 
-    from wattlab.step_calibration import load_step_calibration
+    from wattlab.step.calibration import load_step_calibration
 
     bench = _bench()
     rng = np.random.default_rng(3)
@@ -125,7 +125,7 @@ def _restore_path():
 def _jittery_run(run_id: int, jitter: float, error: float) -> dict:
     """A steady run whose steps alternate (1 + jitter) and (1 - jitter) x 10 ms per 100 samples
     at 500 W, measured ``error`` below what its marks project after 20 %."""
-    from wattlab.step_projection import replay_marks
+    from wattlab.step.marks import replay_marks
 
     samples = list(range(0, 40_001, 100))
     steps = [0.01 * (1 + jitter * (-1) ** i) for i in range(len(samples) - 1)]
@@ -140,7 +140,7 @@ def _jittery_run(run_id: int, jitter: float, error: float) -> dict:
 
 def test_own_unsteadiness_is_measured_and_ranked_against_the_error():
     bench = _bench()
-    from wattlab.step_projection import replay_marks
+    from wattlab.step.marks import replay_marks
 
     run = _jittery_run(1, 0.2, 0.0)
     marks = json.loads(run["step_marks_json"])

@@ -31,7 +31,7 @@ def run_db(tmp_path_factory):
     """One real tiny run with CodeCarbon and STEP, shared by the assertions below."""
     cwd = tmp_path_factory.mktemp("run")
     done = wattlab(
-        "run", *TINY, "--epochs", "3", "--codecarbon", "--project-after", "2",
+        "run", *TINY, "--epochs", "3", "--codecarbon", "--project-after-epochs", "2",
         "--ram-measure", "process", "--db", "r.db", "--json", "run.json", cwd=cwd,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
@@ -109,6 +109,14 @@ def test_export_round_trips(run_db, tmp_path):
         ),
         (["--epochs", "1", "--power-limit", "250"], "power limits apply to GPUs"),
         (["--epochs", "1", "--interval", "-1"], "interval"),
+        (["--epochs", "3", "--project-after-epochs", "0"], "--project-after-epochs must be"),
+        (["--epochs", "3", "--project-after-fraction", "1.5"], "--project-after-fraction must"),
+        (["--epochs", "3", "--project-after", "1.5"], "--project-after must be a whole number"),
+        (
+            ["--epochs", "3", "--project-after-epochs", "2", "--project-after-fraction", "0.2"],
+            "not both",
+        ),
+        (["--epochs", "3", "--project-after", "2", "--project-after-epochs", "2"], "only one"),
     ],
 )
 def test_bad_input_is_one_sentence_exit_2_nothing_written(tmp_path, args, message):
@@ -119,6 +127,23 @@ def test_bad_input_is_one_sentence_exit_2_nothing_written(tmp_path, args, messag
     assert "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "x.db").exists()  # nothing written, not even an empty database
+
+
+def test_the_old_project_after_prints_one_deprecation_line_and_maps_to_the_new_flag(tmp_path):
+    # a fraction means --project-after-fraction, which needs one process: refused before training
+    base = [a for a in TINY if a not in ("--model", "mobilenet_v3_small")]
+    done = wattlab(
+        "run", *base, "--epochs", "3", "--nproc", "2", "--project-after", "0.2", "--db", "x.db",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    warning, error = done.stderr.strip().splitlines()
+    assert warning == (
+        "wattlab: warning: --project-after is deprecated; use --project-after-fraction 0.2 "
+        "(the same projection)."
+    )
+    assert "project_after_fraction (step-level STEP) needs a single process" in error
+    assert not (tmp_path / "x.db").exists()
 
 
 @pytest.mark.slow

@@ -358,7 +358,7 @@ def test_collect_reference_writes_specs_from_the_template(tmp_path) -> None:
     args.repetitions = 2  # --repetitions: both in the one sweep per model
     assert collect.spec_for("resnet50", args)["repetitions"] == 2
     del args.repetitions
-    assert spec["base"]["model"] == "resnet50" and spec["base"]["project_after"] == 0.2
+    assert spec["base"]["model"] == "resnet50" and spec["base"]["project_after_fraction"] == 0.2
     assert spec["grid"]["precision"] == ["fp32", "tf32", "amp-bf16", "amp-fp16"]
     assert spec["grid"]["batch_size"] == [128, 256, 512] and spec["grid"]["gpus"] == [1]
     assert collect.FULL_GRID == 84
@@ -438,7 +438,7 @@ def test_collect_reference_end_to_end_with_a_tiny_cpu_sweep(tmp_path) -> None:
     # which replay to the same projection
     import json
 
-    from wattlab.step_projection import replay_marks
+    from wattlab.step.marks import replay_marks
 
     marks = json.loads(runs.loc[0, "step_marks_json"])
     assert marks["samples"][0] == 0 and marks["samples"][-1] == 1024

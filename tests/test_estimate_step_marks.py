@@ -12,8 +12,9 @@ import pytest
 from tests.test_step_projection import marks_of_a_run
 from wattlab.estimate import step_marks
 from wattlab.estimate.evaluate import evaluate_methods
-from wattlab.step_calibration import conformal_bounds
-from wattlab.step_projection import replay_marks
+from wattlab.step import stored
+from wattlab.step.calibration import conformal_bounds
+from wattlab.step.marks import replay_marks
 
 
 def _runs(per_model: int = 10) -> pd.DataFrame:
@@ -39,7 +40,7 @@ def _runs(per_model: int = 10) -> pd.DataFrame:
 def test_the_interval_comes_from_the_other_groups_errors_only() -> None:
     runs = _runs()
     measured = runs["energy_total_j"]
-    projections = step_marks.replayed(runs, 0.2)
+    projections = stored.replayed(runs, 0.2)
     errors = {i: (p.energy_j - measured[i]) / measured[i] for i, p in projections.items() if p.ok}
     assert len(errors) == len(runs)
     held = step_marks.held_out_estimates(projections, measured, runs["model"], "its model")
@@ -75,7 +76,7 @@ def test_the_interval_comes_from_the_other_groups_errors_only() -> None:
 
 def test_too_few_other_runs_give_an_estimate_without_an_interval() -> None:
     runs = _runs(per_model=6)  # holding out one model leaves 12 runs: a 90 % interval needs 19
-    projections = step_marks.replayed(runs, 0.2)
+    projections = stored.replayed(runs, 0.2)
     held = step_marks.held_out_estimates(
         projections, runs["energy_total_j"], runs["model"], "its model"
     )

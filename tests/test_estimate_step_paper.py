@@ -1,4 +1,4 @@
-"""STEP as published (wattlab.estimate.step_paper) on traces whose answer is known by hand."""
+"""STEP as published (wattlab.step.paper) on traces whose answer is known by hand."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 
 from wattlab.errors import ConfigError, DataError
-from wattlab.estimate.step_paper import (
+from wattlab.step.epochs import step_project
+from wattlab.step.paper import (
     fluss_regime_change,
     fluss_stable_epoch,
     matrix_profile_index,
     step_paper_project,
 )
-from wattlab.step_projection import step_project
 
 
 def drifting(epochs: int = 30, drift: float = 0.02, settle: int = 9) -> np.ndarray:

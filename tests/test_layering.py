@@ -26,7 +26,9 @@ LAYERS: dict[str, float] = {
     "wattlab.monitor": 1,  # energy windows, carbon, the Prometheus exporter
     "wattlab.power_limits": 1,
     "wattlab": 1,  # the package's __init__: re-exports the measuring API
-    "wattlab.step_projection": 1,
+    "wattlab.step": 1,  # STEP: the worker projects live, so it sits below experiment
+    # which of the two settings a run projects after: plain checks any layer may use (RunConfig)
+    "wattlab.step.schedule": BASE,
     "wattlab.train": 1,
     "wattlab.experiment": 2,  # joins the two pillars
     "wattlab.analysis": 3,
@@ -199,7 +201,14 @@ FORBIDDEN = ("torch", "wattlab.train", "wattlab.experiment", "wattlab.analysis",
 FORBIDDEN += ("wattlab.estimate", "wattlab.integrations", "prometheus_client")
 
 
-@pytest.mark.parametrize("module", ["wattlab.meters", "wattlab.monitor", "wattlab"])
+@pytest.mark.parametrize(
+    "module",
+    ["wattlab.meters", "wattlab.monitor", "wattlab"]
+    + [
+        f"wattlab.step.{m}"
+        for m in ("epochs", "marks", "stored", "calibration", "paper", "schedule")
+    ],
+)
 def test_the_measuring_core_loads_nothing_from_above(module):
     code = f"import json, sys\nimport {module}\nprint(json.dumps(sorted(sys.modules)))\n"
     done = subprocess.run(

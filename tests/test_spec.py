@@ -345,3 +345,33 @@ def test_adjust_sets_what_some_grid_points_need(tmp_path: Path) -> None:
 )
 def test_bad_adjust_rules_name_the_path(tmp_path: Path, rules: str, expected: str) -> None:
     assert expected in spec_error(tmp_path, GOOD + f"adjust: {rules}\n")
+
+
+def test_the_old_project_after_is_renamed_and_keeps_the_spec_hash() -> None:
+    """``project_after`` (epochs when >= 1, a fraction when < 1) is a deprecated spelling: the
+    spec holds the explicit setting, and the hash is the one the old spelling had, so a sweep
+    registered before the rename resumes."""
+    grid = {"precision": ["fp32"]}
+    for old, new in (
+        ({"project_after": 2}, {"project_after_epochs": 2}),
+        ({"project_after": 0.2}, {"project_after_fraction": 0.2}),
+    ):
+        with pytest.warns(FutureWarning, match="base.project_after is deprecated"):
+            legacy = SweepSpec.from_dict({"name": "s", "base": {"epochs": 3, **old}, "grid": grid})
+        explicit = SweepSpec.from_dict({"name": "s", "base": {"epochs": 3, **new}, "grid": grid})
+        assert legacy.base == explicit.base == {"epochs": 3, **new}
+        assert legacy.spec_hash() == explicit.spec_hash()
+        (key,) = new
+        assert getattr(explicit.run_config({"precision": "fp32"}), key) == new[key]
+    rule = [{"when": {"precision": "fp32"}, "set": {"project_after": 3}}]
+    with pytest.warns(FutureWarning, match=r"adjust\[0\].set.project_after"):
+        adjusted = SweepSpec.from_dict({"name": "s", "base": {"epochs": 4}, "grid": grid,
+                                        "adjust": rule})  # fmt: skip
+    assert adjusted.adjust[0]["set"] == {"project_after_epochs": 3}
+    for base, match in (
+        ({"project_after": 1.5}, "base.project_after: expected a whole number of epochs"),
+        ({"project_after": 2, "project_after_epochs": 2}, "give only one of them"),
+        ({"project_after_fraction": 1.5}, "project_after_fraction"),
+    ):
+        with pytest.raises(ConfigError, match=match):
+            SweepSpec.from_dict({"name": "s", "base": {"epochs": 3, **base}, "grid": grid})

@@ -6,14 +6,14 @@ import numpy as np
 import pytest
 
 from wattlab.errors import ConfigError, DataError
-from wattlab.step_calibration import (
+from wattlab.step.calibration import (
     StepCalibration,
     conformal_bounds,
     fit_step_calibration,
     load_step_calibration,
     write_step_calibration,
 )
-from wattlab.step_projection import project_from_marks
+from wattlab.step.marks import project_from_marks
 
 
 def test_conformal_bounds_are_the_order_statistics_the_method_names() -> None:
@@ -98,7 +98,7 @@ def test_a_projection_carries_the_interval_for_its_fraction() -> None:
 
 
 def test_held_out_bounds_fit_each_group_on_the_others_only() -> None:
-    from wattlab.step_calibration import held_out_bounds
+    from wattlab.step.calibration import held_out_bounds
 
     errors = {i: i / 100 for i in range(40)}
     groups = {i: "low" if i < 20 else "high" for i in range(40)}

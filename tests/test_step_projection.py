@@ -8,16 +8,9 @@ import numpy as np
 import pytest
 
 from wattlab.errors import ConfigError, DataError
-from wattlab.step_projection import (
-    MarkProjector,
-    StepProjector,
-    detect_stable_epoch,
-    parse_project_after,
-    project_from_marks,
-    replay_marks,
-    steady_start,
-    step_project,
-)
+from wattlab.step.epochs import StepProjector, detect_stable_epoch, step_project
+from wattlab.step.marks import MarkProjector, project_from_marks, replay_marks, steady_start
+from wattlab.step.schedule import check_after_epochs, check_after_fraction, from_legacy
 
 # A 10-epoch run: one warm-up epoch (1400 J in 12.5 s), then 1000 J in 10 s per epoch.
 WARM_E = [1400.0] + [1000.0] * 9
@@ -293,16 +286,36 @@ def test_mark_projector_retries_later_and_gives_up_at_the_end() -> None:
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [(None, None), (2, ("epochs", 2.0)), ("3", ("epochs", 3.0)), (0.1, ("fraction", 0.1))],
+    [
+        (2, ("project_after_epochs", 2)),
+        ("3", ("project_after_epochs", 3)),
+        (4.0, ("project_after_epochs", 4)),
+        (0.1, ("project_after_fraction", 0.1)),
+    ],
 )
-def test_project_after_takes_epochs_or_a_fraction(value, expected) -> None:
-    assert parse_project_after(value) == expected
+def test_the_old_project_after_maps_to_epochs_or_a_fraction(value, expected) -> None:
+    key, number = from_legacy(value)
+    assert (key, number) == expected and type(number) is type(expected[1])
 
 
-@pytest.mark.parametrize("bad", [0, -1, 1.5, "x", 0.0])
-def test_project_after_rejects_other_values(bad) -> None:
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "x", 0.0, None, float("inf"), float("nan")])
+def test_the_old_project_after_rejects_other_values(bad) -> None:
     with pytest.raises(ConfigError, match="project-after"):
-        parse_project_after(bad)
+        from_legacy(bad)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True, float("inf")])
+def test_project_after_epochs_is_a_whole_number_from_one(bad) -> None:
+    assert check_after_epochs(3) == 3 and check_after_epochs(3.0) == 3
+    with pytest.raises(ConfigError, match="--project-after-epochs must be a whole number"):
+        check_after_epochs(bad)
+
+
+@pytest.mark.parametrize("bad", [0, 1, 1.5, -0.1, "0.2", float("nan")])
+def test_project_after_fraction_is_inside_zero_and_one(bad) -> None:
+    assert check_after_fraction(0.25) == 0.25
+    with pytest.raises(ConfigError, match=r"--project-after-fraction must be a fraction"):
+        check_after_fraction(bad)
 
 
 def test_marks_must_be_ordered_and_settings_checked() -> None:
@@ -348,16 +361,49 @@ def test_the_loop_marks_samples_without_changing_training() -> None:
     assert marked.train_loss == plain.train_loss  # the hook changes nothing in training
 
 
-def test_project_after_fraction_in_the_run_config() -> None:
+def test_project_after_epochs_or_fraction_in_the_run_config() -> None:
     from wattlab.train.config import make_run_config
 
     base = {"device": "cpu", "epochs": 2}
-    assert make_run_config(**base, project_after=0.1).project_after == 0.1
-    assert make_run_config(**base, project_after=3).project_after == 3
-    for bad, match in ((1.5, "whole number"), (0.2, "single process")):
-        extra = {"nproc": 2} if bad == 0.2 else {}
+    by_fraction = make_run_config(**base, project_after_fraction=0.1)
+    assert (by_fraction.project_after_fraction, by_fraction.project_after_epochs) == (0.1, None)
+    by_epochs = make_run_config(**base, project_after_epochs=3)
+    assert (by_epochs.project_after_epochs, by_epochs.project_after_fraction) == (3, None)
+    assert "project_after" not in by_epochs.model_dump()
+    bad_settings = (
+        ({"project_after_epochs": 0}, "whole number of epochs >= 1"),
+        ({"project_after_epochs": 1.5}, "project_after_epochs"),
+        ({"project_after_fraction": 1.0}, r"in \(0, 1\)"),
+        ({"project_after_fraction": 0.2, "nproc": 2}, "single process"),
+        ({"project_after_epochs": 2, "project_after_fraction": 0.2}, "not both"),
+    )
+    for extra, match in bad_settings:
         with pytest.raises(ConfigError, match=match):
-            make_run_config(**base, **extra, project_after=bad)
+            make_run_config(**base, **extra)
+    # neither setting changes what is measured: the hash is that of a run without STEP
+    assert (
+        by_epochs.config_hash()
+        == by_fraction.config_hash()
+        == make_run_config(**base).config_hash()
+    )
+
+
+def test_the_old_project_after_still_works_with_a_deprecation_warning() -> None:
+    from wattlab.train.config import make_run_config
+
+    base = {"device": "cpu", "epochs": 2}
+    with pytest.warns(
+        FutureWarning, match="project_after is deprecated; use project_after_fraction"
+    ):
+        assert make_run_config(**base, project_after=0.1).project_after_fraction == 0.1
+    with pytest.warns(FutureWarning, match="use project_after_epochs: 3"):
+        assert make_run_config(**base, project_after=3).project_after_epochs == 3
+    with pytest.raises(ConfigError, match="whole number of epochs"):
+        make_run_config(**base, project_after=1.5)  # neither meaning: no new spelling to offer
+    with pytest.raises(ConfigError, match="single process"), pytest.warns(FutureWarning):
+        make_run_config(**base, nproc=2, project_after=0.2)
+    with pytest.raises(ConfigError, match="give only one"):
+        make_run_config(**base, project_after=2, project_after_epochs=3)
 
 
 def test_live_marks_read_the_meters_and_project_once(monkeypatch) -> None:
@@ -403,7 +449,7 @@ def test_live_marks_without_a_calibration_keep_the_band_and_say_why(monkeypatch)
     from types import SimpleNamespace
 
     import wattlab.experiment.live_step as live_step
-    import wattlab.step_calibration as calibration
+    import wattlab.step.calibration as calibration
     from wattlab.errors import DataError
 
     def unreadable(path=None):

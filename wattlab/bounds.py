@@ -71,7 +71,9 @@ BOUNDS: dict[str, Bound] = {
     "node_rank": Bound(0, 99_999, integer=True),
     "power_limit_w": Bound(0, 10_000, low_open=True, unit=_W),
     "power_limit_fraction": Bound(0, 1, low_open=True),
-    "project_after": Bound(0, 100_000, low_open=True),  # K epochs, or a fraction (0, 1)
+    "project_after_epochs": Bound(1, 100_000, integer=True),
+    "project_after_fraction": Bound(0, 1, low_open=True),  # and < 1 (RunConfig says so)
+    "project_after": Bound(0, 100_000, low_open=True),  # deprecated: K epochs, or a fraction
     "run_id": Bound(1, 2**63 - 1, integer=True),
     # measuring
     "interval_s": Bound(0.001, 3600, unit=_S),

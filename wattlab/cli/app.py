@@ -52,6 +52,8 @@ from wattlab.cli.options import (
     PowerLimitFraction,
     Precision,
     ProjectAfter,
+    ProjectAfterEpochs,
+    ProjectAfterFraction,
     PrometheusPort,
     Pue,
     RamMeasure,
@@ -65,6 +67,7 @@ from wattlab.cli.options import (
     TrainSize,
     WarmupSteps,
     bounded,
+    project_after_settings,
 )
 from wattlab.errors import Interrupted, WattlabError
 
@@ -294,6 +297,8 @@ def run(
     codecarbon_country: Annotated[
         str, typer.Option("--codecarbon-country", help="ISO code for CodeCarbon's offline mode.")
     ] = "USA",
+    project_after_epochs: ProjectAfterEpochs = None,
+    project_after_fraction: ProjectAfterFraction = None,
     project_after: ProjectAfter = None,
     db: Db = "wattlab.db",
     interval: Interval = 0.1,
@@ -344,7 +349,7 @@ def run(
         power_limit_w=power_limit,
         power_limit_fraction=power_limit_fraction,
         codecarbon=codecarbon,
-        project_after=project_after,
+        **project_after_settings(project_after, project_after_epochs, project_after_fraction),
     )
     opts = WorkerOptions(
         db_path=db,

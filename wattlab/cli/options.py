@@ -11,13 +11,21 @@ by ``bounded(flag, field)``.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
 
 from wattlab.bounds import check_number
+from wattlab.errors import ConfigError
 from wattlab.jsonio import check_output_dir, check_writable
+from wattlab.step.schedule import (
+    check_after_epochs,
+    check_after_fraction,
+    deprecation_line,
+    from_legacy,
+)
 
 
 def bounded(flag: str, field: str) -> Callable[[Any], Any]:
@@ -196,15 +204,70 @@ PowerLimitFraction = Annotated[
         "Per-GPU power limit as a fraction of the default limit.",
     ),
 ]
-ProjectAfter = Annotated[
-    float | None,
-    _number(
-        "--project-after",
-        "project_after",
-        "STEP: project the total after K epochs (a whole number), or after a fraction of the "
-        "budget from step-level marks (e.g. 0.1).",
+
+
+def _after_epochs(value: int | None) -> int | None:
+    if value is not None:
+        check_number("project_after_epochs", check_after_epochs(value), "--project-after-epochs")
+    return value
+
+
+def _after_fraction(value: float | None) -> float | None:
+    return None if value is None else check_after_fraction(value)
+
+
+def _after_legacy(value: float | None) -> float | None:
+    if value is not None:
+        check_number("project_after", value, "--project-after")
+        from_legacy(value)
+    return value
+
+
+ProjectAfterEpochs = Annotated[
+    int | None,
+    typer.Option(
+        "--project-after-epochs",
+        help="STEP: project the total energy and time after K epochs (K >= the 2-epoch window).",
+        callback=_after_epochs,
     ),
 ]
+ProjectAfterFraction = Annotated[
+    float | None,
+    typer.Option(
+        "--project-after-fraction",
+        help="STEP: project the total after this fraction of the budget's samples, from "
+        "step-level marks (e.g. 0.1; one process).",
+        callback=_after_fraction,
+    ),
+]
+ProjectAfter = Annotated[
+    float | None,
+    typer.Option(
+        "--project-after",
+        help="Deprecated: use --project-after-epochs K or --project-after-fraction F.",
+        callback=_after_legacy,
+    ),
+]
+
+
+def project_after_settings(
+    legacy: float | None, epochs: int | None, fraction: float | None
+) -> dict[str, float | int | None]:
+    """The RunConfig fields of the STEP flags; the deprecated ``--project-after`` prints one
+    line on stderr and becomes the explicit flag it means."""
+    if epochs is not None and fraction is not None:
+        raise ConfigError("give --project-after-epochs or --project-after-fraction, not both.")
+    if legacy is not None:
+        if epochs is not None or fraction is not None:
+            raise ConfigError(
+                "--project-after is the old spelling of --project-after-epochs and "
+                "--project-after-fraction; give only one of them."
+            )
+        print(f"wattlab: warning: {deprecation_line(legacy)}", file=sys.stderr)
+        key, number = from_legacy(legacy)
+        return {key: number}
+    return {"project_after_epochs": epochs, "project_after_fraction": fraction}
+
 
 # --- the report --------------------------------------------------------------------------
 MinSaving = Annotated[

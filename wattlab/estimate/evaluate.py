@@ -15,8 +15,8 @@ protocols (``evaluate_methods``, ``evaluation_markdown``, ``write_evaluation``).
 - **Common runs**: each protocol's headline metrics are over the runs that every method with
   at least one prediction could handle, and the count is reported. Each method's metrics over
   all the runs it could handle are kept beside them ("own").
-- **STEP**: ``step_method`` "wattlab" (default: ``wattlab.step_projection``'s epoch rule),
-  "paper" (``wattlab.estimate.step_paper``: s and w as published), "marks" (the live
+- **STEP**: ``step_method`` "wattlab" (default: ``wattlab.step.epochs``' rule),
+  "paper" (``wattlab.step.paper``: s and w as published), "marks" (the live
   step-level rule replayed from stored marks after ``marks_fraction`` of the budget,
   ``wattlab.estimate.step_marks``) or "both" (all of them). The epoch rules have their
   power-based twin, the paper's formula: window mean power of the target x the run's measured
@@ -51,13 +51,10 @@ from wattlab.estimate.baselines import (
 )
 from wattlab.estimate.features import DEFAULT_IMAGE_SIZE
 from wattlab.estimate.pre import FAMILIES, fit_pre, training_table
-from wattlab.estimate.step_paper import (
-    PAPER_STABLE_EPOCH,
-    PAPER_WINDOW_EPOCHS,
-    step_paper_project,
-)
 from wattlab.jsonio import jsonable
-from wattlab.step_projection import StepProjector
+from wattlab.step import stored
+from wattlab.step.epochs import StepProjector
+from wattlab.step.paper import PAPER_STABLE_EPOCH, PAPER_WINDOW_EPOCHS, step_paper_project
 
 EVALUATED_METHODS = (
     "ml-co2-impact",
@@ -626,7 +623,7 @@ def evaluate_methods(
     pre_families: tuple[str, ...] = FAMILIES,
     pre_min_configs: int = 4,
     target_column: str | None = None,
-    marks_fraction: float = step_marks.DEFAULT_FRACTION,
+    marks_fraction: float = stored.DEFAULT_FRACTION,
 ) -> EvaluationResult:
     """Each method's prediction of each measured ok run's budget energy, and its errors.
 
@@ -737,7 +734,7 @@ def evaluate_methods(
     marks = None
     if "step-marks" in methods:
         if target == "total":
-            marks = step_marks.replayed(runs, marks_fraction)
+            marks = stored.replayed(runs, marks_fraction)
         else:
             reason = (
                 "the step-level marks add up every meter in the run's total, so they project "
@@ -875,7 +872,7 @@ def evaluation_markdown(result: EvaluationResult) -> str:
             names = ", ".join(METHOD_LABELS[m] for m in table["unscored_methods"])
             lines += ["", f"Not in the common set (no run it could handle): {names}."]
     stable = settings.get("paper_stable_epoch")
-    marks_fraction = settings.get("marks_fraction", step_marks.DEFAULT_FRACTION)
+    marks_fraction = settings.get("marks_fraction", stored.DEFAULT_FRACTION)
     lines += [
         "",
         "How: ML CO2 Impact and Green Algorithms use each run's measured duration and recorded "

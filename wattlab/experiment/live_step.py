@@ -23,7 +23,7 @@ class LiveMarks:
     the meters' cumulative energy since the budget began (single process only)."""
 
     def __init__(self, fraction: float, monitor: EnergyMonitor, note: Note) -> None:
-        from wattlab.step_projection import MarkProjector
+        from wattlab.step.marks import MarkProjector
 
         self.projector = MarkProjector(fraction)
         self.monitor = monitor
@@ -63,7 +63,7 @@ class LiveEpochs:
     """STEP from whole epochs (``--project-after`` N >= 1): projects once, after epoch N."""
 
     def __init__(self, total_epochs: int, project_after: int) -> None:
-        from wattlab.step_projection import StepProjector
+        from wattlab.step.epochs import StepProjector
 
         self.projector = StepProjector(total_epochs, project_after=project_after)
         self.projection: Any = None
@@ -73,7 +73,7 @@ def step_calibration(note: Note) -> Any:
     """The shipped STEP calibration (wattlab/data/step-calibration.csv), or None with a note
     saying why the projection has only its band."""
     from wattlab.errors import DataError
-    from wattlab.step_calibration import load_step_calibration
+    from wattlab.step.calibration import load_step_calibration
 
     try:
         return load_step_calibration()
@@ -86,13 +86,11 @@ def make_projector(
     cfg: RunConfig, monitor: Any = None, note: Note | None = None
 ) -> LiveMarks | LiveEpochs | None:
     """The run's live STEP projector, or None when the run projects nothing."""
-    if cfg.project_after is None:
+    if cfg.project_after_fraction is not None:
+        return LiveMarks(cfg.project_after_fraction, monitor, note or (lambda text: None))
+    if cfg.project_after_epochs is None or cfg.epochs is None:
         return None
-    if cfg.project_after < 1:
-        return LiveMarks(cfg.project_after, monitor, note or (lambda text: None))
-    if cfg.epochs is None:
-        return None
-    return LiveEpochs(cfg.epochs, int(cfg.project_after))
+    return LiveEpochs(cfg.epochs, cfg.project_after_epochs)
 
 
 def on_epoch(

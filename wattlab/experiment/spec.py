@@ -50,6 +50,7 @@ from pydantic import (
 
 from wattlab.bounds import BOUNDS, MAX_SWEEP_RUNS, check_number
 from wattlab.errors import ConfigError, echo
+from wattlab.step import schedule
 from wattlab.train.config import NOT_HASHED, RunConfig, format_validation_error
 
 PRESETS = ("paper-12", "quickstart", "h200-1gpu", "demo-gpu", "demo-cpu")
@@ -177,6 +178,55 @@ def _check_run_count(axis_lengths: list[int], repetitions: int) -> None:
 def _point_text(point: dict[str, Any]) -> str:
     shown = (f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in point.items())
     return "(" + ", ".join(shown) + ")"
+
+
+def _renamed_project_after(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` with the deprecated ``project_after`` (in base and in adjust rules' set) renamed
+    to ``project_after_epochs`` or ``project_after_fraction``, with one FutureWarning."""
+
+    def rename(section: Any, where: str) -> Any:
+        if not isinstance(section, dict) or schedule.LEGACY not in section:
+            return section
+        value = section[schedule.LEGACY]
+        try:
+            key, number = schedule.from_legacy(value)
+        except ConfigError:
+            raise ConfigError(
+                f"{where}.project_after: expected a whole number of epochs (>= 1) or a fraction "
+                f"of the budget in (0, 1), got {echo(value)}."
+            ) from None
+        if schedule.EPOCHS in section or schedule.FRACTION in section:
+            raise ConfigError(
+                f"{where}.project_after: the old spelling of project_after_epochs and "
+                "project_after_fraction; give only one of them."
+            )
+        schedule.warn_legacy(value, f"{where}.project_after", stacklevel=5)
+        renamed = {k: v for k, v in section.items() if k != schedule.LEGACY}
+        renamed[key] = number
+        return renamed
+
+    out = dict(data)
+    if "base" in out:
+        out["base"] = rename(out["base"], "base")
+    if isinstance(out.get("adjust"), list):
+        out["adjust"] = [
+            {**rule, "set": rename(rule.get("set"), f"adjust[{i}].set")}
+            if isinstance(rule, dict) and "set" in rule
+            else rule
+            for i, rule in enumerate(out["adjust"])
+        ]
+    return out
+
+
+def _legacy_project_after(section: dict[str, Any]) -> dict[str, Any]:
+    """For the spec hash: ``project_after_epochs`` / ``project_after_fraction`` spelled as the
+    one float ``project_after`` they replace (lossless: epochs are >= 1, fractions < 1), so a
+    sweep registered before the rename resumes."""
+    out = {k: v for k, v in section.items() if k not in (schedule.EPOCHS, schedule.FRACTION)}
+    for key in (schedule.EPOCHS, schedule.FRACTION):
+        if section.get(key) is not None:
+            out[schedule.LEGACY] = float(section[key])
+    return out
 
 
 # -- the spec ------------------------------------------------------------------------------
@@ -380,6 +430,7 @@ class SweepSpec(BaseModel):
         for key in data:
             if key not in allowed:
                 raise _unknown_key(key, "at top level", allowed)
+        data = _renamed_project_after(data)
         try:
             return cls.model_validate(data)
         except ValidationError as error:
@@ -470,7 +521,11 @@ class SweepSpec(BaseModel):
             data["cooldown_until_idle"] = False
         if not data.get("adjust"):  # likewise for specs without adjust rules
             data.pop("adjust", None)
-        data["base"] = {k: v for k, v in data["base"].items() if k != "data_dir"}
+        data["base"] = _legacy_project_after(
+            {k: v for k, v in data["base"].items() if k != "data_dir"}
+        )
+        for rule in data.get("adjust", []):
+            rule["set"] = _legacy_project_after(rule["set"])
         blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+import wattlab.step.schedule as schedule
 from wattlab.errors import ConfigError
 
 MODELS = (
@@ -32,10 +33,17 @@ FLOAT_FIELDS = (
     "label_smoothing",
     "power_limit_w",
     "power_limit_fraction",
+    "project_after_fraction",
 )
 
 # Fields that do not change what is measured, so they stay out of the config hash.
-NOT_HASHED = ("data_dir", "codecarbon", "project_after", "sweep")
+NOT_HASHED = (
+    "data_dir",
+    "codecarbon",
+    "project_after_epochs",
+    "project_after_fraction",
+    "sweep",
+)
 
 
 class RunConfig(BaseModel):
@@ -71,10 +79,31 @@ class RunConfig(BaseModel):
     power_limit_w: float | None = None  # per GPU
     power_limit_fraction: float | None = None  # of the default limit
     codecarbon: bool = False
-    # STEP: project the total after K epochs (a whole number >= 1) or after a fraction of the
-    # budget's samples (0 < f < 1, from step-level marks)
-    project_after: float | None = None
+    # STEP, live: project the total after K epochs (the epoch rule), or after a fraction
+    # 0 < f < 1 of the budget's samples (the step-level rule); at most one of the two.
+    # The deprecated ``project_after`` (epochs when >= 1, a fraction when < 1) maps to one.
+    project_after_epochs: int | None = None
+    project_after_fraction: float | None = None
     sweep: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_project_after(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or schedule.LEGACY not in data:
+            return data
+        data = dict(data)
+        value = data.pop(schedule.LEGACY)
+        if value is None:
+            return data
+        key, number = schedule.from_legacy(value)
+        if data.get(schedule.EPOCHS) is not None or data.get(schedule.FRACTION) is not None:
+            raise ConfigError(
+                "project_after is the old spelling of project_after_epochs and "
+                "project_after_fraction; give only one of them."
+            )
+        schedule.warn_legacy(value, stacklevel=6)
+        data[key] = number
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> RunConfig:
@@ -115,18 +144,22 @@ class RunConfig(BaseModel):
             raise ValueError("power limits apply to GPUs only; drop them with --device cpu")
         if self.dataset == "cifar10" and not self.data_dir:
             raise ValueError("--dataset cifar10 needs --data-dir DIR (the cifar-10-batches-py)")
-        if self.project_after is not None and not (
-            0 < self.project_after < 1
-            or (self.project_after >= 1 and self.project_after == int(self.project_after))
-        ):
+        if self.project_after_epochs is not None and self.project_after_fraction is not None:
+            raise ValueError("give --project-after-epochs or --project-after-fraction, not both")
+        if self.project_after_epochs is not None and self.project_after_epochs < 1:
             raise ValueError(
-                "project_after must be a whole number of epochs (>= 1) or a fraction of the "
-                f"budget in (0, 1), got {self.project_after}"
+                "project_after_epochs must be a whole number of epochs >= 1, got "
+                f"{self.project_after_epochs}"
             )
-        if self.project_after is not None and self.project_after < 1 and self.world_size > 1:
+        if self.project_after_fraction is not None and not 0 < self.project_after_fraction < 1:
             raise ValueError(
-                "a fractional project_after (step-level STEP) needs a single process; give a "
-                "whole number of epochs for multi-process runs"
+                "project_after_fraction must be a fraction of the budget in (0, 1), got "
+                f"{self.project_after_fraction}"
+            )
+        if self.project_after_fraction is not None and self.world_size > 1:
+            raise ValueError(
+                "project_after_fraction (step-level STEP) needs a single process; give "
+                "project_after_epochs for multi-process runs"
             )
         for name in ("train_samples", "test_samples"):
             value = getattr(self, name)
