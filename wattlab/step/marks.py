@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from wattlab.monitor.carbon import fmt_energy
 from wattlab.errors import ConfigError, DataError
+from wattlab.monitor.carbon import fmt_energy
 from wattlab.step.result import NOT_STABLE, STABLE, Projected
 
 if TYPE_CHECKING:
