@@ -101,7 +101,8 @@ def check_model(cfg: RunConfig) -> None:
     any model outside the reference study, or another image size is built on the CPU and fed
     one image (cached, so a sweep builds each model once)."""
     from wattlab.train.config import DEFAULT_IMAGE_SIZE, MODELS, NUM_CLASSES
-    from wattlab.train.models import check_model as check_built, check_model_name
+    from wattlab.train.models import check_model as check_built
+    from wattlab.train.models import check_model_name
 
     check_model_name(cfg.model)
     if cfg.model in MODELS and cfg.image_size == DEFAULT_IMAGE_SIZE:

@@ -41,7 +41,9 @@ _EXTRA_KWARGS: dict[str, dict[str, Any]] = {
     "googlenet": {"aux_logits": False, "init_weights": True},
     "inception_v3": {"aux_logits": False, "init_weights": True},
 }
-LIST_MODELS_HINT = "python -c 'import torchvision; print(torchvision.models.list_models(module=torchvision.models))'"
+LIST_MODELS_HINT = (
+    "python -c 'import torchvision as tv; print(tv.models.list_models(module=tv.models))'"
+)
 
 
 @functools.cache
