@@ -75,9 +75,9 @@ def test_a_factory_in_a_package_module(factories: Path, monkeypatch: pytest.Monk
     [
         ("nowhere/models.py:make", "model factory file 'nowhere/models.py' does not exist"),
         ("{file}:missing", "has no function 'missing'"),
-        ("{file}:NOT_CALLABLE", "is a int, not a callable"),
+        ("{file}:NOT_CALLABLE", "an object of type 'int', not a callable"),
         ("{file}:raises", "raised ValueError: no such width when called with num_classes=10"),
-        ("{file}:not_a_module", "returned a str, not a torch.nn.Module"),
+        ("{file}:not_a_module", "returned an object of type 'str', not a torch.nn.Module"),
         ("{file}:wrong_shape", r"returned shape \(1, 3\) .* needs logits of shape \(1, 10\)"),
         ("no_such_package_xyz.models:make", "module 'no_such_package_xyz.models' cannot be found"),
         ("{file}:", "must be FILE.py:FUNC or package.module:FUNC"),

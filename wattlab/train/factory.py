@@ -90,7 +90,10 @@ def load_factory(ref: str) -> Callable[..., object]:
     if factory is None:
         raise ConfigError(f"model factory {target!r} has no function {func!r}.")
     if not callable(factory):
-        raise ConfigError(f"model factory {ref!r} is a {type(factory).__name__}, not a callable.")
+        raise ConfigError(
+            f"model factory {ref!r} is an object of type {type(factory).__name__!r}, not a "
+            "callable."
+        )
     return factory
 
 
@@ -106,6 +109,7 @@ def build_from_factory(ref: str, *, num_classes: int) -> nn.Module:
         ) from None
     if not isinstance(model, nn.Module):
         raise ConfigError(
-            f"model factory {ref!r} returned a {type(model).__name__}, not a torch.nn.Module."
+            f"model factory {ref!r} returned an object of type {type(model).__name__!r}, not a "
+            "torch.nn.Module."
         )
     return model

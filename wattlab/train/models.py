@@ -156,7 +156,7 @@ def check_model(
         ) from None
     shape = tuple(out.shape) if isinstance(out, torch.Tensor) else None
     if shape != (1, num_classes):
-        got = f"shape {shape}" if shape is not None else f"a {type(out).__name__}"
+        got = f"shape {shape}" if shape is not None else f"type {type(out).__name__!r}"
         raise ConfigError(
             f"model {name!r} returned {got} for one 3x{image_size}x{image_size} image; "
             f"wattlab needs logits of shape (1, {num_classes})."
