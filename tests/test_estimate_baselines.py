@@ -211,10 +211,10 @@ def tiny_models(monkeypatch: pytest.MonkeyPatch):
     def count_parameters(model) -> int:
         return sum(p.numel() for p in model.parameters())
 
-    def profile_model(model, image_size: int = 32):
-        from wattlab.train.models import profile_model as real
+    from wattlab.train.models import profile_model as real_profile
 
-        return real(model, image_size)
+    def profile_model(model, image_size: int = 32):
+        return real_profile(model, image_size)
 
     module.build_model = build_model
     module.forward_flops_per_sample = forward_flops_per_sample
