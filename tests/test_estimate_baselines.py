@@ -193,7 +193,7 @@ def tiny_models(monkeypatch: pytest.MonkeyPatch):
     module = types.ModuleType("wattlab.train.models")
     module.builds = []
 
-    def build_model(name: str, *, stem: str = "cifar", num_classes: int = 10):
+    def build_model(name: str, *, stem: str = "cifar", num_classes: int = 10, image_size: int = 32):
         module.builds.append(name)
         if name == "tiny":
             return nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, num_classes))
@@ -211,8 +211,14 @@ def tiny_models(monkeypatch: pytest.MonkeyPatch):
     def count_parameters(model) -> int:
         return sum(p.numel() for p in model.parameters())
 
+    from wattlab.train.models import profile_model as real_profile
+
+    def profile_model(model, image_size: int = 32):
+        return real_profile(model, image_size)
+
     module.build_model = build_model
     module.forward_flops_per_sample = forward_flops_per_sample
+    module.profile_model = profile_model
     module.count_parameters = count_parameters
     monkeypatch.setitem(sys.modules, "wattlab.train.models", module)
     clear_model_cost_cache()

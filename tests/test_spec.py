@@ -70,7 +70,11 @@ def test_good_spec_loads(tmp_path: Path) -> None:
         ),
         (replace("grid:", "gird:"), "unknown key 'gird' at top level; did you mean 'grid'?"),
         (GOOD + "colour: blue\n", "unknown key 'colour' at top level; allowed: name,"),
-        (replace("model: resnet18", "model: resnet9000"), "base.model: expected 'resnet18'"),
+        # a well-formed unknown name (resnet9000) is refused by the pre-flight, with torchvision
+        (
+            replace("model: resnet18", "model: resnet 9000"),
+            "model must be a torchvision model name such as resnet50 (got 'resnet 9000')",
+        ),
         (replace("model: resnet18", "modle: resnet18"), "unknown key 'modle' in base; did you"),
         (replace("gpus: [1, 2]", "gpu: [1, 2]"), "unknown key 'gpu' in grid; did you mean 'gpus'"),
         (replace("gpus: [1, 2]", "gpus: [1, 2.5]"), "grid.gpus[1]: expected a whole number"),

@@ -55,6 +55,7 @@ _S = "s"
 BOUNDS: dict[str, Bound] = {
     # the run configuration
     "batch_size": Bound(1, 2**20, integer=True),
+    "image_size": Bound(1, 4096, integer=True),
     "epochs": Bound(1, 100_000, integer=True),
     "budget_samples": Bound(1, 10**12, integer=True),
     "train_samples": Bound(1, 10**9, integer=True),

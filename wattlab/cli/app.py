@@ -35,6 +35,7 @@ from wattlab.cli.options import (
     Gpus,
     GpuTdp,
     IdleBaseline,
+    ImageSize,
     IntensityRange,
     IntensityTrace,
     Interval,
@@ -44,6 +45,7 @@ from wattlab.cli.options import (
     MinSaving,
     Mlflow,
     Model,
+    ModelFactory,
     Nnodes,
     NodeRank,
     Nproc,
@@ -254,8 +256,10 @@ def _resolve_device(device: str | None) -> str:
 # --- run ---------------------------------------------------------------------------------
 @app.command()
 def run(
-    model: Model = "resnet18",
+    model: Model = None,
+    model_factory: ModelFactory = None,
     stem: Stem = "cifar",
+    image_size: ImageSize = 32,
     dataset: Annotated[
         str, typer.Option("--dataset", help="synthetic (offline default) | cifar10")
     ] = "synthetic",
@@ -329,7 +333,9 @@ def run(
         raise WattlabError(f"--node-rank must be below --nnodes {nnodes}, got {node_rank}.")
     cfg = make_run_config(
         model=model,
+        model_factory=model_factory,
         stem=stem,
+        image_size=image_size,
         dataset=dataset,
         data_dir=data_dir,
         train_samples=train_samples,
@@ -766,8 +772,10 @@ def _estimate_runs(db: str | None, data: str | None):
 @estimate_app.callback()
 def estimate(
     ctx: typer.Context,
-    model: Annotated[str | None, typer.Option("--model", help="Model name, e.g. resnet50.")] = None,
+    model: Model = None,
+    model_factory: ModelFactory = None,
     stem: Annotated[str, typer.Option("--stem", help="cifar | imagenet (ResNets).")] = "cifar",
+    image_size: ImageSize = 32,
     gpus: EstimateGpus = 1,
     precision: Precision = "fp32",
     epochs: EstimateEpochs = None,
@@ -797,8 +805,11 @@ def estimate(
     from wattlab.jsonio import dump_json
     from wattlab.monitor.carbon import settings_from_flags
 
-    if model is None or epochs is None:
-        raise WattlabError("give at least --model NAME and --epochs N (see --help).")
+    if (model is None and model_factory is None) or epochs is None:
+        raise WattlabError(
+            "give at least --model NAME (or --model-factory FILE.py:FUNC) and --epochs N "
+            "(see --help)."
+        )
     carbon = settings_from_flags(carbon_intensity, intensity_range, pue)
     runs_df = None
     pre_note = None
@@ -810,6 +821,8 @@ def estimate(
         pre_note = str(error)
     estimates = estimate_all(
         model=model,
+        model_factory=model_factory,
+        image_size=image_size,
         gpus=gpus,
         precision=precision,
         epochs=epochs,

@@ -158,10 +158,27 @@ IdleBaseline = Annotated[
 
 # --- the run configuration ---------------------------------------------------------------
 Model = Annotated[
-    str,
+    str | None,
     typer.Option(
         "--model",
-        help="resnet18|resnet34|resnet50|mobilenet_v2|mobilenet_v3_small|vgg16|efficientnet_b0",
+        help="Any torchvision classification model (resnet50, densenet121, convnext_tiny, "
+        "vit_b_16, ...; default resnet18).",
+    ),
+]
+ModelFactory = Annotated[
+    str | None,
+    typer.Option(
+        "--model-factory",
+        help="Your own model: FILE.py:FUNC or package.module:FUNC, called as "
+        "FUNC(num_classes=N), returning a fresh nn.Module for 3 x S x S images.",
+    ),
+]
+ImageSize = Annotated[
+    int,
+    _number(
+        "--image-size",
+        "image_size",
+        "Pixels per side the model sees (the 32x32 data are resized); ViT patches must divide it.",
     ),
 ]
 Stem = Annotated[

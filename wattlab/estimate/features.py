@@ -5,13 +5,22 @@ memory per sample at the run's precision, layer count), workload (image size, ba
 train-set size, epochs, samples), precision, GPU (count, TDP, peak rate at the precision, memory
 bandwidth, memory, CUDA cores from ``gpu_specs.csv``) and the power limit in force.
 
-Model cost is computed with ``wattlab.train.models`` (imported only when needed, so torch loads
-only when a model has to be built) and cached per (model, stem, image size, classes). Runs that
-already recorded ``model_gflops_per_sample`` and ``params`` use those; activation memory and
-layers are counted from the model (one forward pass with hooks, no FLOP counter). A model
-wattlab cannot build (a name outside ``wattlab.train.config.MODELS``) with recorded GFLOPs and
-parameters gets NaN for activation memory and layers, which PRE fills with the training runs'
-medians and says so.
+Model cost comes from the module itself: ``wattlab.train.models.profile_model`` runs one
+forward pass on the CPU (FlopCounterMode for FLOPs and attention, hooks on the leaf modules for
+activations and layers), on any model wattlab can build: a torchvision classification name or a
+factory ``FILE.py:FUNC`` / ``module:FUNC``. ``wattlab.train.models`` is imported only when
+needed (so torch loads only when a model has to be built) and each model is profiled once per
+(model, stem, image size, classes) in a process. Runs that already recorded
+``model_gflops_per_sample`` and ``params`` use those. A model that cannot be built any more (a
+factory file that is gone) gets NaN for the counted features, which PRE fills with the training
+runs' medians and says so.
+
+The model features and their units: ``gflops_per_sample`` (forward GFLOP per image, a
+multiply-add counts 2), ``params`` (count), ``activation_mb_per_sample`` (MB of leaf-module
+outputs per image at the run's precision), ``layers`` (leaf modules), ``tokens_per_image``
+(the longest sequence an attention op sees; 0 for CNNs) and ``attention_gflops_per_sample``
+(forward GFLOP per image of the attention products QK^T and attention x V, inside
+``gflops_per_sample``).
 """
 
 from __future__ import annotations
@@ -32,6 +41,8 @@ NUMERIC_FEATURES = (
     "params",  # trainable parameters
     "activation_mb_per_sample",  # leaf-module outputs of one forward pass, MB at the precision
     "layers",  # leaf modules: a proxy for kernels launched per step
+    "tokens_per_image",  # longest sequence an attention op sees (0 for CNNs)
+    "attention_gflops_per_sample",  # forward GFLOP per image in QK^T and attention x V
     "image_size",  # pixels per side
     "batch_size",  # global batch
     "train_size",  # images in the training set
@@ -56,13 +67,15 @@ BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "amp-bf16": 2, "amp-fp16": 2}
 @dataclass(frozen=True)
 class ModelCost:
     """A model's size. Units: FLOP per image for one forward pass; parameter count; output
-    elements of every leaf module in one forward pass per image; leaf-module count (None when
-    not counted)."""
+    elements of every leaf module in one forward pass per image; leaf-module count; tokens per
+    image and attention FLOP per image (None when not counted)."""
 
     forward_flops_per_sample: float
     params: int
     activation_elements_per_sample: float | None = None
     layers: int | None = None
+    tokens_per_image: int | None = None
+    attention_flops_per_sample: float | None = None
 
     @property
     def gflops_per_sample(self) -> float:
@@ -71,10 +84,13 @@ class ModelCost:
 
 @dataclass(frozen=True)
 class ModelStructure:
-    """Activation elements per image (forward pass, leaf-module outputs) and leaf modules."""
+    """Activation elements per image (forward pass, leaf-module outputs), leaf modules, tokens
+    per image and attention FLOP per image (None when not counted)."""
 
     activation_elements_per_sample: float
     layers: int
+    tokens_per_image: int | None = None
+    attention_flops_per_sample: float | None = None
 
 
 _COST_CACHE: dict[tuple[str, str, int, int], ModelCost] = {}
@@ -87,53 +103,55 @@ def clear_model_cost_cache() -> None:
     _STRUCTURE_CACHE.clear()
 
 
-def count_structure(module: Any, image_size: int = DEFAULT_IMAGE_SIZE) -> ModelStructure:
-    """Count a torch module's activation elements per image and leaf modules: one forward pass
-    of two images on the CPU in eval mode with a hook on every leaf module."""
-    import torch
-
-    leaves = [m for m in module.modules() if not list(m.children())]
-    total = [0.0]
-
-    def hook(_module: Any, _inputs: Any, output: Any) -> None:
-        if isinstance(output, torch.Tensor):
-            total[0] += output.numel()
-
-    handles = [leaf.register_forward_hook(hook) for leaf in leaves]
-    was_training = module.training
-    module.eval()
+def _models_module() -> Any:
     try:
-        with torch.no_grad():
-            module(torch.zeros(2, 3, image_size, image_size))
-    finally:
-        module.train(was_training)
-        for handle in handles:
-            handle.remove()
-    return ModelStructure(activation_elements_per_sample=total[0] / 2, layers=len(leaves))
+        return importlib.import_module("wattlab.train.models")
+    except ImportError as error:
+        raise ConfigError(
+            f"counting a model's cost needs torch and wattlab.train.models ({error}); install "
+            "wattlab[train] or record model_gflops_per_sample."
+        ) from None
+
+
+def _build(models: Any, model: str, stem: str, image_size: int, num_classes: int) -> Any:
+    try:
+        return models.build_model(model, stem=stem, num_classes=num_classes, image_size=image_size)
+    except WattlabError:
+        raise
+    except Exception as error:  # noqa: BLE001 - any build failure is the user's model name
+        raise ConfigError(f"model {model!r} (stem {stem!r}) cannot be built: {error}.") from None
+
+
+def _profile(models: Any, module: Any, model: str, image_size: int) -> Any:
+    try:
+        return models.profile_model(module, image_size=image_size)
+    except WattlabError:
+        raise
+    except Exception as error:  # noqa: BLE001
+        raise ConfigError(
+            f"could not count the FLOPs of model {model!r} at image size {image_size}: {error}."
+        ) from None
 
 
 def model_structure(
     model: str, *, stem: str = "cifar", image_size: int = DEFAULT_IMAGE_SIZE, num_classes: int = 10
 ) -> ModelStructure | None:
-    """Activation elements and layers of a model wattlab can build; None for other names."""
-    from wattlab.train.config import MODELS
-
+    """Activation elements, layers, tokens and attention FLOPs of a model wattlab can build;
+    None for a model it cannot build (see model_cost)."""
     key = (model, stem, int(image_size), int(num_classes))
     if key in _STRUCTURE_CACHE:
         return _STRUCTURE_CACHE[key]
-    if key in _COST_CACHE and _COST_CACHE[key].layers is not None:
-        cost = _COST_CACHE[key]
-        return ModelStructure(cost.activation_elements_per_sample or 0.0, int(cost.layers or 0))
-    structure = None
-    if model in MODELS:
-        try:
-            models = importlib.import_module("wattlab.train.models")
-            module = models.build_model(model, stem=stem, num_classes=num_classes)
-            structure = count_structure(module, image_size)
-        except WattlabError:
-            structure = None
-        except ImportError:
-            structure = None
+    try:
+        cost = model_cost(model, stem=stem, image_size=image_size, num_classes=num_classes)
+    except WattlabError:
+        structure = None
+    else:
+        structure = ModelStructure(
+            cost.activation_elements_per_sample or 0.0,
+            int(cost.layers or 0),
+            cost.tokens_per_image,
+            cost.attention_flops_per_sample,
+        )
     _STRUCTURE_CACHE[key] = structure
     return structure
 
@@ -141,44 +159,27 @@ def model_structure(
 def model_cost(
     model: str, *, stem: str = "cifar", image_size: int = DEFAULT_IMAGE_SIZE, num_classes: int = 10
 ) -> ModelCost:
-    """Forward FLOPs per image and parameter count of a ``wattlab.train.models`` model.
-
-    Counted by ``forward_flops_per_sample`` (torch.utils.flop_counter on one forward pass) on a
-    model built on the CPU; cached per (model, stem, image_size, num_classes).
+    """Forward FLOPs per image, parameters, activations, layers, tokens and attention FLOPs of
+    model ``model`` (a torchvision name or a factory ref), counted from the module built on the
+    CPU (``wattlab.train.models.profile_model``); cached per (model, stem, image_size,
+    num_classes). A model that cannot be built is a ConfigError.
     """
     key = (model, stem, int(image_size), int(num_classes))
     if key in _COST_CACHE:
         return _COST_CACHE[key]
-    try:
-        models = importlib.import_module("wattlab.train.models")
-    except ImportError as error:
-        raise ConfigError(
-            f"computing the FLOPs of model {model!r} needs torch and wattlab.train.models "
-            f"({error}); install wattlab[train] or record model_gflops_per_sample."
-        ) from None
-    try:
-        module = models.build_model(model, stem=stem, num_classes=num_classes)
-    except WattlabError:
-        raise
-    except Exception as error:  # noqa: BLE001 - any build failure is the user's model name
-        raise ConfigError(f"model {model!r} (stem {stem!r}) cannot be built: {error}.") from None
-    try:
-        flops = float(models.forward_flops_per_sample(module, image_size=image_size))
-        params = int(models.count_parameters(module))
-    except WattlabError:
-        raise
-    except Exception as error:  # noqa: BLE001
-        raise ConfigError(
-            f"could not count the FLOPs of model {model!r} at image size {image_size}: {error}."
-        ) from None
+    models = _models_module()
+    module = _build(models, model, stem, int(image_size), int(num_classes))
+    profile = _profile(models, module, model, int(image_size))
+    flops = float(profile.forward_flops_per_sample)
     if not flops > 0:
         raise ConfigError(f"model {model!r} reported {flops} forward FLOPs per sample.")
-    structure = count_structure(module, int(image_size))
     cost = ModelCost(
         forward_flops_per_sample=flops,
-        params=params,
-        activation_elements_per_sample=structure.activation_elements_per_sample,
-        layers=structure.layers,
+        params=int(models.count_parameters(module)),
+        activation_elements_per_sample=float(profile.activation_elements_per_sample),
+        layers=int(profile.layers),
+        tokens_per_image=int(profile.tokens_per_image),
+        attention_flops_per_sample=float(profile.attention_flops_per_sample),
     )
     _COST_CACHE[key] = cost
     return cost
@@ -226,20 +227,36 @@ def _structure_row(
     precision: str,
     cost: ModelCost | None = None,
 ) -> dict[str, float]:
-    """Activation MB per image at ``precision`` and layers; NaN when they cannot be counted."""
+    """Activation MB per image at ``precision``, layers, tokens per image and attention GFLOPs
+    per image; NaN when they cannot be counted."""
     elements: float | None = None
     layers: float | None = None
+    tokens: float | None = None
+    attention: float | None = None
+    if cost is None or cost.layers is None:
+        structure = (
+            None if model is None else model_structure(model, stem=stem, image_size=image_size)
+        )
+        if structure is not None:
+            cost = ModelCost(
+                0.0,
+                0,
+                structure.activation_elements_per_sample,
+                structure.layers,
+                structure.tokens_per_image,
+                structure.attention_flops_per_sample,
+            )
     if cost is not None and cost.layers is not None:
         elements, layers = cost.activation_elements_per_sample, float(cost.layers)
-    elif model is not None:
-        structure = model_structure(model, stem=stem, image_size=image_size)
-        if structure is not None:
-            elements, layers = structure.activation_elements_per_sample, float(structure.layers)
+        tokens = None if cost.tokens_per_image is None else float(cost.tokens_per_image)
+        attention = cost.attention_flops_per_sample
     return {
         "activation_mb_per_sample": (
             math.nan if elements is None else elements * BYTES_PER_ELEMENT[precision] / 1e6
         ),
         "layers": math.nan if layers is None else layers,
+        "tokens_per_image": math.nan if tokens is None else tokens,
+        "attention_gflops_per_sample": math.nan if attention is None else attention / 1e9,
     }
 
 

@@ -43,7 +43,7 @@ def _positive(name: str, value: Any, *, whole: bool = False) -> None:
 
 def estimate_all(
     *,
-    model: str,
+    model: str | None = None,
     gpus: int,
     precision: str,
     epochs: float,
@@ -61,6 +61,7 @@ def estimate_all(
     pre_model: PreModel | None = None,
     flops_utilization: float = DEFAULT_FLOPS_UTILIZATION,
     carbon: CarbonSettings | None = None,
+    model_factory: str | None = None,
 ) -> list[Estimate]:
     """Every method's estimate for a configuration that has not run (what ``wattlab estimate``
     prints). Order: ML CO2 Impact, Green Algorithms, FLOPs, STEP, PRE.
@@ -69,9 +70,13 @@ def estimate_all(
     predicted duration, else the FLOPs estimate's (their notes say which). ``runs_df``: measured
     runs to fit PRE on (or pass a fitted ``pre_model``). ``gpu_tdp_w`` overrides the table's TDP
     and lets an unlisted GPU through (FLOPs and PRE then say they cannot apply).
-    Bad values (negative epochs, unknown GPU without --gpu-tdp, a model that cannot be built)
-    raise ConfigError.
+    ``model``: any torchvision classification name; or give ``model_factory`` (``FILE.py:FUNC``
+    or ``package.module:FUNC``, called as ``FUNC(num_classes=10)``) instead. The model's
+    features are counted from the module at ``image_size``.
+    Bad values (negative epochs, unknown GPU without --gpu-tdp, a model that cannot be built,
+    a factory whose module does not give 10 logits) raise ConfigError.
     """
+    model = _model_name(model, model_factory)
     _positive("epochs", epochs)
     _positive("gpus", gpus, whole=True)
     _positive("batch_size", batch_size, whole=True)
@@ -89,6 +94,11 @@ def estimate_all(
         except ConfigError:
             if gpu_tdp_w is None:
                 raise
+    _positive("image_size", image_size, whole=True)
+    if ":" in model:  # a factory: the same checks as wattlab run makes before training
+        from wattlab.train.models import check_model
+
+        check_model(model, stem=stem, num_classes=10, image_size=int(image_size))
     cost = model_cost(model, stem=stem, image_size=image_size)
     samples = default_samples(epochs, train_size, batch_size)
     if samples <= 0:
@@ -160,6 +170,22 @@ def estimate_all(
         ),
         pre,
     ]
+
+
+def _model_name(model: str | None, model_factory: str | None) -> str:
+    """The name a configuration's model goes by: the torchvision name or the factory ref."""
+    if model_factory is not None:
+        if model is not None and model != model_factory:
+            raise ConfigError("give --model or --model-factory, not both.")
+        if ":" not in model_factory:
+            raise ConfigError(
+                f"--model-factory must be FILE.py:FUNC or package.module:FUNC, got "
+                f"{model_factory!r}."
+            )
+        return model_factory
+    if model is None:
+        raise ConfigError("give a model: --model NAME or --model-factory FILE.py:FUNC.")
+    return model
 
 
 def _pre_estimate(

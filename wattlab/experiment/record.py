@@ -427,11 +427,19 @@ def _ram_gb() -> float | None:
 
 
 def _forward_gflops(cfg: RunConfig) -> float | None:
-    """Forward GFLOPs per 32x32 image, counted with torch's FlopCounterMode on the CPU."""
+    """Forward GFLOPs per image at the run's size, counted with torch's FlopCounterMode on the
+    CPU."""
     try:
+        from wattlab.train.config import NUM_CLASSES
         from wattlab.train.models import build_model, forward_flops_per_sample
 
-        return forward_flops_per_sample(build_model(cfg.model, stem=cfg.stem)) / 1e9
+        model = build_model(
+            cfg.model,
+            stem=cfg.stem,
+            num_classes=NUM_CLASSES[cfg.dataset],
+            image_size=cfg.image_size,
+        )
+        return forward_flops_per_sample(model, image_size=cfg.image_size) / 1e9
     except Exception:  # a count is a convenience for PRE; never fail a finished run over it
         return None
 
@@ -645,7 +653,7 @@ def build_run_row(
         ram_gb=_ram_gb(),
         train_size=getattr(train_result, "train_size", None),
         test_size=getattr(train_result, "test_samples", None),
-        image_size=32,
+        image_size=cfg.image_size,
         params=getattr(train_result, "params", None),
         model_gflops_per_sample=_forward_gflops(cfg),
     )

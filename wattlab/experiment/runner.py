@@ -94,6 +94,22 @@ def check_codecarbon(cfg: RunConfig) -> None:
         )
 
 
+def check_model(cfg: RunConfig) -> None:
+    """The model exists and takes the run's images: a torchvision name is looked up; a factory,
+    any model outside the reference study, or another image size is built on the CPU and fed
+    one image (cached, so a sweep builds each model once)."""
+    from wattlab.train.config import DEFAULT_IMAGE_SIZE, MODELS, NUM_CLASSES
+    from wattlab.train.models import check_model as check_built
+    from wattlab.train.models import check_model_name
+
+    check_model_name(cfg.model)
+    if cfg.model in MODELS and cfg.image_size == DEFAULT_IMAGE_SIZE:
+        return  # the reference study's models, known to work on 32x32 images
+    check_built(
+        cfg.model, stem=cfg.stem, num_classes=NUM_CLASSES[cfg.dataset], image_size=cfg.image_size
+    )
+
+
 def check_inputs(cfg: RunConfig) -> None:
     """The checks of one configuration that need no database and no GPU (sweeps run them
     for every planned run before the sweep starts)."""
@@ -101,6 +117,7 @@ def check_inputs(cfg: RunConfig) -> None:
         raise ConfigError("precision 'amp-fp16' needs a CUDA GPU; on the CPU use fp32 or amp-bf16.")
     check_codecarbon(cfg)
     check_budget(cfg)
+    check_model(cfg)
     check_dataset(cfg)
 
 

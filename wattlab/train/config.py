@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
@@ -24,6 +25,10 @@ MODELS = (
 DATASETS = ("synthetic", "cifar10")
 PRECISIONS = ("fp32", "tf32", "amp-bf16", "amp-fp16")
 STEMS = ("cifar", "imagenet")
+NUM_CLASSES = {"synthetic": 10, "cifar10": 10}  # classes of each dataset
+DEFAULT_IMAGE_SIZE = 32  # both datasets' own images are 32x32; other sizes are resized
+# A torchvision constructor's name (checked against torchvision at pre-flight, which imports it).
+_MODEL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 # Every float field: each must be finite (nan and inf pass comparisons such as `lr <= 0`).
 FLOAT_FIELDS = (
@@ -44,6 +49,9 @@ NOT_HASHED = (
     "project_after_fraction",
     "sweep",
 )
+# Fields added after sweeps were first stored: left out of the hash at these defaults, so the
+# configurations of older sweeps keep their hashes and resume.
+HASHED_UNLESS_DEFAULT = {"model_factory": None, "image_size": DEFAULT_IMAGE_SIZE}
 
 
 class RunConfig(BaseModel):
@@ -55,8 +63,12 @@ class RunConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    model: Literal[MODELS] = "resnet18"  # type: ignore[valid-type]
+    # a torchvision classification constructor, or (set from model_factory) a factory ref
+    model: str = "resnet18"
+    # FILE.py:FUNC or package.module:FUNC, called as FUNC(num_classes=N); becomes ``model``
+    model_factory: str | None = None
     stem: Literal[STEMS] = "cifar"  # type: ignore[valid-type]
+    image_size: int = DEFAULT_IMAGE_SIZE  # pixels per side the model sees
     dataset: Literal[DATASETS] = "synthetic"  # type: ignore[valid-type]
     data_dir: str | None = None
     train_samples: int | None = None  # use only the first N training images (quick runs)
@@ -105,8 +117,36 @@ class RunConfig(BaseModel):
         data[key] = number
         return data
 
+    @model_validator(mode="before")
+    @classmethod
+    def _factory_names_the_model(cls, data: Any) -> Any:
+        """A factory run's ``model`` is its factory ref, so every record names it."""
+        if not isinstance(data, dict) or data.get("model_factory") is None:
+            return data
+        factory = data["model_factory"]
+        model = data.get("model")
+        if model is not None and model != factory:
+            raise ValueError(
+                f"give model or model_factory, not both (got model {model!r} and "
+                f"model_factory {factory!r})"
+            )
+        return {**data, "model": factory}
+
     @model_validator(mode="after")
     def _check(self) -> RunConfig:
+        if self.model_factory is not None:
+            if ":" not in self.model_factory:
+                raise ValueError(
+                    f"model_factory must be FILE.py:FUNC or package.module:FUNC, got "
+                    f"{self.model_factory!r}"
+                )
+        elif not _MODEL_NAME.fullmatch(self.model):
+            raise ValueError(
+                f"model must be a torchvision model name such as resnet50 (got {self.model!r}); "
+                "give your own model with model_factory FILE.py:FUNC"
+            )
+        if self.image_size < 1:
+            raise ValueError(f"image_size must be a positive whole number, got {self.image_size}")
         for name in FLOAT_FIELDS:
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):
@@ -190,6 +230,9 @@ class RunConfig(BaseModel):
     def config_hash(self) -> str:
         """A stable hash of everything that changes what is measured."""
         data = self.model_dump(exclude=set(NOT_HASHED))
+        for name, default in HASHED_UNLESS_DEFAULT.items():
+            if data.get(name) == default:
+                del data[name]
         blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -206,6 +249,8 @@ class RunConfig(BaseModel):
         elif self.power_limit_fraction is not None:
             parts.append(f"{self.power_limit_fraction:g}xTDP")
         parts.append(f"bs{self.batch_size}")
+        if self.image_size != DEFAULT_IMAGE_SIZE:
+            parts.append(f"{self.image_size}px")
         return " ".join(parts)
 
 

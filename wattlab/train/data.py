@@ -518,10 +518,22 @@ class DeviceData:
     when it fits in half the free memory; otherwise it stays in pinned host memory and each
     batch is copied with ``non_blocking=True``. Normalisation uses the training set's own
     per-channel mean/std, so the same code serves CIFAR-10 and the synthetic data.
+    ``image_size`` other than the stored 32 resizes every batch on the device (bilinear, after
+    crop, flip and normalisation), inside the measured step.
     """
 
-    def __init__(self, data: Dataset, device: torch.device, *, channels_last: bool | None = None):
+    def __init__(
+        self,
+        data: Dataset,
+        device: torch.device,
+        *,
+        channels_last: bool | None = None,
+        image_size: int | None = None,
+    ):
         self.device = device
+        # images of another size than the stored 32x32 are resized (bilinear) after the crop
+        stored = int(data.train_x.shape[-1])
+        self.resize_to = None if image_size in (None, stored) else int(image_size)
         self.num_classes = data.num_classes
         self.channels_last = device.type == "cuda" if channels_last is None else channels_last
         self.memory_format = torch.channels_last if self.channels_last else torch.contiguous_format
@@ -553,6 +565,9 @@ class DeviceData:
         if not self.resident:
             images = images.pin_memory()  # so that the copy below is truly asynchronous
         x = images.to(self.device, non_blocking=True).float().sub_(self.mean).mul_(self.inv_std)
+        if self.resize_to is not None:
+            size = (self.resize_to, self.resize_to)
+            x = torch.nn.functional.interpolate(x, size=size, mode="bilinear", align_corners=False)
         return x.contiguous(memory_format=self.memory_format)
 
     def prepare(self, plan: EpochPlan) -> DevicePlan:

@@ -278,7 +278,9 @@ def run_training(
     # ---- Data ---------------------------------------------------------------------------------
     if dataset is None:  # generated data is cached on disk and in this process
         dataset = load_dataset(cfg, cache_dir=default_cache_dir())
-    data = DeviceData(dataset, device)  # trick: the whole uint8 dataset lives on the device
+    data = DeviceData(
+        dataset, device, image_size=cfg.image_size
+    )  # trick: the whole uint8 dataset lives on the device
     test_size = data.test_size if eval_samples is None else min(eval_samples, data.test_size)
     budget = plan_budget(cfg, data.train_size)
     t_now = time.perf_counter()
@@ -291,7 +293,12 @@ def run_training(
 
     # net: the module itself; train_model: what a step calls (DDP and/or compiled around net).
     if model is None:
-        net = build_model(cfg.model, stem=cfg.stem, num_classes=dataset.num_classes)
+        net = build_model(
+            cfg.model,
+            stem=cfg.stem,
+            num_classes=dataset.num_classes,
+            image_size=cfg.image_size,
+        )
     else:
         net = model
     net = net.to(device, memory_format=data.memory_format)  # trick: channels_last on CUDA

@@ -1,41 +1,123 @@
-"""The models: torchvision architectures, randomly initialised (never downloads weights).
+"""The models: any torchvision classification constructor, or a user's factory, randomly
+initialised (never downloads weights).
 
-``stem="cifar"`` adapts the ResNets to 32x32 images the usual way: the 7x7 stride-2 first
-convolution becomes 3x3 stride 1 and the max-pool is removed, so the first stage sees 32x32
-maps instead of 8x8 (16x more compute, much better accuracy). ``stem="imagenet"`` keeps
-torchvision's stem. The other models (MobileNet, VGG, EfficientNet) ignore ``stem`` and keep
-their own first layers.
+A model name is either a torchvision classification constructor (``resnet101``,
+``densenet121``, ``convnext_tiny``, ``vit_b_16``, ...; ``torchvision_model_names()`` lists them),
+built with ``weights=None`` and ``num_classes``, or a factory ``FILE.py:FUNC`` /
+``package.module:FUNC`` (see ``wattlab.train.factory``).
+
+``stem="cifar"`` adapts the ResNet family (ResNet, ResNeXt, Wide ResNet: every torchvision
+``ResNet``) to 32x32 images the usual way: the 7x7 stride-2 first convolution becomes 3x3
+stride 1 and the max-pool is removed, so the first stage sees 32x32 maps instead of 8x8 (16x
+more compute, much better accuracy). ``stem="imagenet"`` keeps torchvision's stem. Other
+models (MobileNet, VGG, EfficientNet, DenseNet, ...) and factories ignore ``stem``.
+
+Vision transformers (``vit_*``) are built for the run's image size (torchvision's
+``VisionTransformer`` takes ``image_size``); their patch size must divide it.
 """
 
 from __future__ import annotations
 
 import copy
+import difflib
+import functools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
 
 from wattlab.errors import ConfigError
 from wattlab.train.config import MODELS, STEMS
+from wattlab.train.factory import build_from_factory, is_factory
 
-MODEL_NAMES = MODELS  # one list of models: the run configuration's
-_RESNETS = ("resnet18", "resnet34", "resnet50")
+MODEL_NAMES = MODELS  # the models of the reference study (any torchvision name is accepted)
+DEFAULT_IMAGE_SIZE = 32
+# Constructors whose defaults do not fit a training loop: auxiliary heads return tuples in
+# training mode. init_weights=True keeps torchvision's initialisation (and silences its warning).
+_EXTRA_KWARGS: dict[str, dict[str, Any]] = {
+    "googlenet": {"aux_logits": False, "init_weights": True},
+    "inception_v3": {"aux_logits": False, "init_weights": True},
+}
+LIST_MODELS_HINT = (
+    "python -c 'import torchvision as tv; print(tv.models.list_models(module=tv.models))'"
+)
 
 
-def build_model(name: str, *, stem: str = "cifar", num_classes: int = 10) -> nn.Module:
-    """A freshly initialised torchvision ``name`` with ``num_classes`` outputs (weights=None).
+@functools.cache
+def torchvision_model_names() -> tuple[str, ...]:
+    """Every torchvision classification constructor (``torchvision.models``' own namespace;
+    detection, segmentation and video models live in sub-packages and are not listed)."""
+    import torchvision.models as tvm
+
+    return tuple(tvm.list_models(module=tvm))
+
+
+def check_model_name(name: str) -> None:
+    """A ConfigError unless ``name`` is a torchvision classification model or a factory ref."""
+    if is_factory(name):
+        return
+    names = torchvision_model_names()
+    if name in names:
+        return
+    close = difflib.get_close_matches(name, names, n=3)
+    hint = f" (did you mean {', '.join(close)}?)" if close else ""
+    raise ConfigError(
+        f"unknown model {name!r}{hint}; give a torchvision classification model (list them with "
+        f"{LIST_MODELS_HINT}) or --model-factory FILE.py:FUNC."
+    )
+
+
+def vit_patch_size(name: str) -> int | None:
+    """The patch size of a torchvision ``vit_*`` name (``vit_b_16`` -> 16), else None."""
+    if not name.startswith("vit_"):
+        return None
+    tail = name.rsplit("_", 1)[-1]
+    return int(tail) if tail.isdigit() else None
+
+
+def _constructor_kwargs(name: str, image_size: int) -> dict[str, Any]:
+    kwargs = dict(_EXTRA_KWARGS.get(name, {}))
+    patch = vit_patch_size(name)
+    if patch is not None:
+        if image_size % patch:
+            raise ConfigError(
+                f"{name} cuts images into {patch}x{patch} patches, which do not tile "
+                f"{image_size}x{image_size} images; give an --image-size that is a multiple "
+                f"of {patch}."
+            )
+        kwargs["image_size"] = image_size
+    return kwargs
+
+
+def build_model(
+    name: str,
+    *,
+    stem: str = "cifar",
+    num_classes: int = 10,
+    image_size: int = DEFAULT_IMAGE_SIZE,
+) -> nn.Module:
+    """A freshly initialised model ``name`` with ``num_classes`` outputs (weights=None), for
+    ``3 x image_size x image_size`` images: a torchvision constructor or a factory ref.
 
     Initialisation draws from torch's global generator: seed it first for identical weights.
     """
     import torchvision.models as tvm  # imported here: no work at import of wattlab
 
-    if name not in MODEL_NAMES:
-        raise ConfigError(f"unknown model {name!r}; allowed: {', '.join(MODEL_NAMES)}.")
     if stem not in STEMS:
         raise ConfigError(f"unknown stem {stem!r}; allowed: {', '.join(STEMS)}.")
     if num_classes < 2:
         raise ConfigError(f"num_classes must be at least 2, got {num_classes}.")
-    model = getattr(tvm, name)(weights=None, num_classes=num_classes)
-    if name in _RESNETS and stem == "cifar":
+    if image_size < 1:
+        raise ConfigError(f"image_size must be a positive whole number, got {image_size}.")
+    if is_factory(name):
+        return build_from_factory(name, num_classes=num_classes)
+    check_model_name(name)
+    kwargs = _constructor_kwargs(name, image_size)
+    model = getattr(tvm, name)(weights=None, num_classes=num_classes, **kwargs)
+    if isinstance(model, tvm.ResNet) and stem == "cifar":  # ResNet, ResNeXt, Wide ResNet
         model.conv1 = nn.Conv2d(3, model.conv1.out_channels, 3, stride=1, padding=1, bias=False)
         nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
         model.maxpool = nn.Identity()
@@ -49,6 +131,39 @@ def build_model(name: str, *, stem: str = "cifar", num_classes: int = 10) -> nn.
     return model
 
 
+_CHECKED: set[tuple[str, str, int, int]] = set()
+
+
+def check_model(
+    name: str, *, stem: str = "cifar", num_classes: int = 10, image_size: int = DEFAULT_IMAGE_SIZE
+) -> None:
+    """Build ``name`` on the CPU and run one image through it in eval mode: a ConfigError unless
+    it returns logits of shape ``(1, num_classes)``. Cached per (name, stem, size, classes)."""
+    key = (name, stem, int(num_classes), int(image_size))
+    if key in _CHECKED:
+        return
+    model = build_model(name, stem=stem, num_classes=num_classes, image_size=image_size)
+    model.eval()
+    try:
+        with torch.no_grad():
+            out = model(torch.zeros(1, 3, image_size, image_size))
+    except Exception as error:  # noqa: BLE001 - the model's own failure, for a person
+        from wattlab.train.factory import _reason
+
+        raise ConfigError(
+            f"model {name!r} cannot take 3x{image_size}x{image_size} images "
+            f"({_reason(error)}); try another --image-size."
+        ) from None
+    shape = tuple(out.shape) if isinstance(out, torch.Tensor) else None
+    if shape != (1, num_classes):
+        got = f"shape {shape}" if shape is not None else f"type {type(out).__name__!r}"
+        raise ConfigError(
+            f"model {name!r} returned {got} for one 3x{image_size}x{image_size} image; "
+            f"wattlab needs logits of shape (1, {num_classes})."
+        )
+    _CHECKED.add(key)
+
+
 def count_parameters(model: nn.Module) -> int:
     """Number of parameters (trainable or not), each shared tensor once."""
     seen: set[int] = set()
@@ -60,13 +175,65 @@ def count_parameters(model: nn.Module) -> int:
     return total
 
 
-def forward_flops_per_sample(model: nn.Module, image_size: int = 32) -> float:
-    """Forward FLOPs for one ``3 x image_size x image_size`` image (a multiply-add counts 2).
+@contextmanager
+def mha_fastpath_off() -> Iterator[None]:
+    """Turn off ``nn.MultiheadAttention``'s fused inference path for a counting pass: the fused
+    op hides its projections and attention from FlopCounterMode and from leaf-module hooks."""
+    mha = getattr(torch.backends, "mha", None)
+    if mha is None:
+        yield
+        return
+    was = mha.get_fastpath_enabled()
+    mha.set_fastpath_enabled(False)
+    try:
+        yield
+    finally:
+        mha.set_fastpath_enabled(was)
 
-    Counted with ``torch.utils.flop_counter.FlopCounterMode`` on a batch of 2 on the CPU in
-    eval mode (matmuls and convolutions; elementwise ops are not counted), divided by 2. The
-    model is copied to the CPU when it lives elsewhere; its mode is restored afterwards.
-    A training step costs about 3x this (forward + backward).
+
+@dataclass(frozen=True)
+class ModelProfile:
+    """One forward pass of one ``3 x S x S`` image through a model in eval mode.
+
+    Units: ``forward_flops_per_sample`` FLOP (a multiply-add counts 2: matmuls, convolutions and
+    scaled-dot-product attention; elementwise ops are not counted);
+    ``attention_flops_per_sample`` FLOP of the attention products (QK^T and attention x V),
+    already inside the total; ``tokens_per_image`` the longest query sequence an attention op
+    saw (0 without attention); ``activation_elements_per_sample`` the output elements of every
+    leaf module (bytes = elements x bytes per element at the precision); ``layers`` the leaf
+    modules (a proxy for the kernels a step launches).
+    """
+
+    forward_flops_per_sample: float
+    attention_flops_per_sample: float
+    tokens_per_image: int
+    activation_elements_per_sample: float
+    layers: int
+
+
+_SDPA_OPS = ("_scaled_dot_product_flash_attention_for_cpu",)  # torch counts the CUDA ones
+
+
+def _attention_mapping(tokens: list[int]) -> dict[Any, Any]:
+    """FlopCounterMode formulas for the CPU attention kernels torch does not count itself; each
+    call also records its query length in ``tokens``."""
+    from torch.utils.flop_counter import sdpa_flop_count
+
+    def formula(query_shape: Any, key_shape: Any, value_shape: Any, *_: Any, **__: Any) -> int:
+        tokens.append(int(query_shape[-2]))
+        return int(sdpa_flop_count(query_shape, key_shape, value_shape))
+
+    aten = torch.ops.aten
+    return {getattr(aten, op): formula for op in _SDPA_OPS if hasattr(aten, op)}
+
+
+def profile_model(model: nn.Module, image_size: int = DEFAULT_IMAGE_SIZE) -> ModelProfile:
+    """Profile ``model`` (see ModelProfile) with one forward pass of a batch of 2 zero images on
+    the CPU in eval mode: ``torch.utils.flop_counter.FlopCounterMode`` counts the FLOPs and a
+    hook on every leaf module counts output elements; totals are divided by 2.
+
+    The model is copied to the CPU when it lives elsewhere; its mode is restored afterwards.
+    A training step costs about 3x the forward FLOPs (forward + backward).
     """
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -74,12 +241,38 @@ def forward_flops_per_sample(model: nn.Module, image_size: int = 32) -> float:
     model = getattr(model, "module", model)  # DistributedDataParallel -> the module
     on_cpu = all(p.device.type == "cpu" for p in model.parameters())
     probe = model if on_cpu else copy.deepcopy(model).cpu()
+    leaves = [m for m in probe.modules() if not list(m.children())]
+    elements = [0]
+    tokens: list[int] = []
+
+    def hook(_module: nn.Module, _inputs: Any, output: Any) -> None:
+        if isinstance(output, torch.Tensor):
+            elements[0] += output.numel()
+
+    handles = [leaf.register_forward_hook(hook) for leaf in leaves]
     was_training = probe.training
     probe.eval()
     try:
         x = torch.zeros(2, 3, image_size, image_size)
-        with torch.no_grad(), FlopCounterMode(display=False) as counter:
-            probe(x)
+        mapping = _attention_mapping(tokens)
+        with torch.no_grad(), mha_fastpath_off():
+            with FlopCounterMode(display=False, custom_mapping=mapping) as counter:
+                probe(x)
     finally:
         probe.train(was_training)
-    return counter.get_total_flops() / 2
+        for handle in handles:
+            handle.remove()
+    per_op = counter.get_flop_counts().get("Global", {})
+    attention = sum(v for op, v in per_op.items() if "scaled_dot_product" in str(op))
+    return ModelProfile(
+        forward_flops_per_sample=counter.get_total_flops() / 2,
+        attention_flops_per_sample=attention / 2,
+        tokens_per_image=max(tokens, default=0),
+        activation_elements_per_sample=elements[0] / 2,
+        layers=len(leaves),
+    )
+
+
+def forward_flops_per_sample(model: nn.Module, image_size: int = DEFAULT_IMAGE_SIZE) -> float:
+    """Forward FLOPs for one ``3 x image_size x image_size`` image (see ModelProfile)."""
+    return profile_model(model, image_size).forward_flops_per_sample
