@@ -37,8 +37,9 @@ family) cannot be checked, and its interval is widened by NO_PROTOCOL_WIDEN. A G
 the reference data is predicted only through a stated transfer: the prediction for the
 reference GPU, time scaled by the physics time ratio (peak rate, bandwidth; launches unchanged),
 power by the TDP ratio, and the interval widened by TRANSFER_WIDEN each way; a new family's
-interval is likewise widened by FAMILY_WIDEN beyond the leave-one-family-out one. Quantiles use the conformal rank ceil((n + 1) x level) so that few
-residuals give wider, not narrower, intervals.
+interval is likewise widened by FAMILY_WIDEN beyond the leave-one-family-out one. Quantiles
+use the conformal rank ceil((n + 1) x level) so that few residuals give wider, not narrower,
+intervals.
 """
 
 from __future__ import annotations

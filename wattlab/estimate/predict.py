@@ -59,6 +59,7 @@ def estimate_all(
     gpu_utilization_percent: float | None = None,
     runs_df: pd.DataFrame | None = None,
     pre_model: PreModel | None = None,
+    pre_unavailable: str | None = None,
     flops_utilization: float = DEFAULT_FLOPS_UTILIZATION,
     carbon: CarbonSettings | None = None,
 ) -> list[Estimate]:
@@ -67,8 +68,9 @@ def estimate_all(
 
     ``duration_s``: the expected training time; without it the duration baselines use PRE's
     predicted duration, else the FLOPs estimate's (their notes say which). ``runs_df``: measured
-    runs to fit PRE on (or pass a fitted ``pre_model``). ``gpu_tdp_w`` overrides the table's TDP
-    and lets an unlisted GPU through (FLOPs and PRE then say they cannot apply).
+    runs to fit PRE on (or pass a fitted ``pre_model``, for example ``pre_cache.fit_reference``'s;
+    ``pre_unavailable``: why it could not be fitted, said in PRE's row). ``gpu_tdp_w`` overrides
+    the table's TDP and lets an unlisted GPU through (FLOPs and PRE then say they cannot apply).
     Bad values (negative epochs, unknown GPU without --gpu-tdp, a model that cannot be built)
     raise ConfigError.
     """
@@ -101,6 +103,7 @@ def estimate_all(
         gpu_name=gpu_name,
         runs_df=runs_df,
         pre_model=pre_model,
+        pre_unavailable=pre_unavailable,
         carbon=carbon,
         config={
             "model": model,
@@ -170,11 +173,14 @@ def _pre_estimate(
     pre_model: PreModel | None,
     carbon: CarbonSettings | None,
     config: dict[str, Any],
+    pre_unavailable: str | None = None,
 ) -> Estimate:
     if spec_name is None:
         return cannot_apply(
             "pre", f"PRE needs the GPU's specs from the table, and {gpu_name!r} is not in it"
         )
+    if pre_model is None and pre_unavailable:
+        return cannot_apply("pre", pre_unavailable)
     if pre_model is None:
         if runs_df is None:
             return cannot_apply(
