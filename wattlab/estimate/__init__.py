@@ -29,6 +29,7 @@ _EXPORTS = {
     "PreModel": "pre",
     "PrePrediction": "pre",
     "fit_pre": "pre",
+    "model_family": "families",
     "PaperStepResult": "step_paper",
     "step_paper_project": "step_paper",
     "fluss_stable_epoch": "step_paper",
