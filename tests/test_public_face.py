@@ -1,0 +1,34 @@
+"""The public face: `wattlab.__all__` is exactly what `import wattlab` exports, each name real."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import types
+
+import wattlab
+
+
+def test_all_names_exist_and_are_public() -> None:
+    assert len(wattlab.__all__) == len(set(wattlab.__all__)), "a name is listed twice"
+    for name in wattlab.__all__:
+        assert not name.startswith("_"), name
+        assert hasattr(wattlab, name), f"wattlab.__all__ names {name!r}, which wattlab lacks"
+
+
+def test_every_public_attribute_is_in_all() -> None:
+    exported = {
+        name
+        for name, value in vars(wattlab).items()
+        if not name.startswith("_") and not isinstance(value, types.ModuleType)
+    }
+    assert exported == set(wattlab.__all__)
+
+
+def test_one_version_source() -> None:
+    assert wattlab.__version__ == importlib.metadata.version("wattlab")
+
+
+def test_package_is_typed() -> None:
+    from importlib import resources
+
+    assert resources.files("wattlab").joinpath("py.typed").is_file()
