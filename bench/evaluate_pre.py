@@ -1,11 +1,13 @@
-"""PRE on held-out runs of a reference CSV: leave one configuration / model / precision / batch
-size out. Prints MAPE, RMSE and the coverage of PRE's stated 90 % interval per protocol, and the
-per-group errors; writes them as JSON (``$OUT`` or ``bench-out``). Runs on a CPU.
+"""PRE on held-out runs of a reference CSV: leave one configuration / model / architecture
+family (``wattlab.estimate.families``) / precision / batch size out. Prints MAPE, RMSE and the
+coverage of PRE's stated 90 % interval per protocol, and the per-group errors; writes them as
+JSON (``$OUT`` or ``bench-out``). Runs on a CPU.
 
     python bench/evaluate_pre.py                         # the shipped reference data
     python bench/evaluate_pre.py --data my-reference.csv --protocols model precision
 
-Targets (issue 11): leave-one-model-out MAPE <= 20 %, 90 % intervals covering 80-95 %.
+Targets (issues 11, 21): leave-one-model-out and leave-one-family-out MAPE <= 20 %, 90 %
+intervals covering 80-95 %.
 """
 
 from __future__ import annotations
@@ -22,19 +24,22 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import print_table, write_json  # noqa: E402
 
-PROTOCOLS = ("configuration", "model", "precision", "batch_size")
+PROTOCOLS = ("configuration", "model", "family", "precision", "batch_size")
 
 
 def held_out(runs: pd.DataFrame, protocol: str, search_iter: int) -> pd.DataFrame:
     """One row per held-out run: measured and predicted energy and time, interval, notes."""
     from wattlab.errors import DataError
-    from wattlab.estimate.pre import fit_pre, training_table
+    from wattlab.estimate.pre import fit_pre, model_families, training_table
 
     usable, features, _ = training_table(runs)
-    key = {"configuration": "config_hash", "model": "model", "precision": "precision"}.get(
-        protocol, "batch_size"
-    )
-    groups = usable[key].astype(str)
+    if protocol == "family":
+        groups = pd.Series(model_families(usable), index=usable.index).astype(str)
+    else:
+        key = {"configuration": "config_hash", "model": "model", "precision": "precision"}.get(
+            protocol, "batch_size"
+        )
+        groups = usable[key].astype(str)
     rows = []
     for group in sorted(groups.unique()):
         test = groups.index[groups == group]
@@ -142,7 +147,10 @@ def main() -> None:
             ["protocol", "group", "MAPE %"],
             by_group.values.tolist(),
         )
-    print("\ntargets: leave-one-model-out MAPE <= 20 %; 90 % intervals covering 80-95 % of runs")
+    print(
+        "\ntargets: leave-one-model-out and leave-one-family-out MAPE <= 20 %; 90 % intervals "
+        "covering 80-95 % of runs"
+    )
     out = write_json(
         "evaluate_pre",
         {"reference": str(path), "summary": summary, "runs": every.to_dict("records")},

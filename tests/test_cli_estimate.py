@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +14,72 @@ WATTLAB = [sys.executable, "-m", "wattlab.cli"]
 REFERENCE = Path(__file__).resolve().parents[1] / "wattlab" / "data" / "h200-reference.csv"
 
 
-def wattlab(*args: str, cwd: Path):
-    return subprocess.run([*WATTLAB, *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+def wattlab(*args: str, cwd: Path, cache: Path | None = None):
+    """Run the CLI with its PRE cache in ``cache`` (default: under ``cwd``, never the user's)."""
+    env = {**os.environ, "WATTLAB_CACHE_DIR": str(cache or cwd / "cache")}
+    return subprocess.run(
+        [*WATTLAB, *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=env
+    )
+
+
+def small_reference(path: Path, models: tuple[str, ...]) -> Path:
+    """The shipped reference's header and its runs of ``models`` only (a quick fit)."""
+    lines = REFERENCE.read_text().splitlines()
+    header = [line for line in lines if line.startswith("#")]
+    body = [line for line in lines if not line.startswith("#")]
+    column = body[0].split(",").index("model")
+    kept = [line for line in body[1:] if line.split(",")[column] in models]
+    path.write_text("\n".join([*header, body[0], *kept]) + "\n")
+    return path
+
+
+def pre_of(done: subprocess.CompletedProcess) -> dict:
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    return json.loads(done.stdout)["methods"]["pre"]
+
+
+ESTIMATE = ("estimate", "--model", "resnet50", "--epochs", "2", "--gpu-name", "NVIDIA H200",
+            "--json", "-")  # fmt: skip
+
+
+@pytest.mark.slow
+def test_estimate_keeps_the_pre_fit_and_refits_when_it_must(tmp_path):
+    data = small_reference(tmp_path / "ref.csv", ("resnet18", "resnet34", "mobilenet_v2"))
+    cache = tmp_path / "cache"
+    first = pre_of(wattlab(*ESTIMATE, "--data", str(data), cwd=tmp_path, cache=cache))
+    files = list(cache.glob("pre-*.json"))
+    assert len(files) == 1
+    # a hit: the same answer from the kept fit
+    assert pre_of(wattlab(*ESTIMATE, "--data", str(data), cwd=tmp_path, cache=cache)) == first
+    assert list(cache.glob("pre-*.json")) == files
+    # a corrupt cache is refitted, without a traceback, to the same answer
+    files[0].write_text('{"key": "half-writ')
+    assert pre_of(wattlab(*ESTIMATE, "--data", str(data), cwd=tmp_path, cache=cache)) == first
+    assert json.loads(files[0].read_text())["model"]["n_runs"] > 0
+    # other data (one run less): another key, another fit
+    lines = data.read_text().splitlines()
+    data.write_text("\n".join(lines[:-1]) + "\n")
+    changed = pre_of(wattlab(*ESTIMATE, "--data", str(data), cwd=tmp_path, cache=cache))
+    assert len(list(cache.glob("pre-*.json"))) == 2
+    assert changed["energy_j"] != first["energy_j"]
+    # a cache folder that cannot be written: the answer, and no cache
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    unwritable = pre_of(wattlab(*ESTIMATE, "--data", str(data), cwd=tmp_path, cache=blocker / "c"))
+    assert unwritable == changed
+
+
+@pytest.mark.slow
+def test_estimate_flags_a_family_outside_the_reference_runs(tmp_path):
+    data = small_reference(tmp_path / "ref.csv", ("resnet18", "resnet34", "mobilenet_v2"))
+    args = [a if a != "resnet50" else "efficientnet_b0" for a in ESTIMATE]
+    pre = pre_of(wattlab(*args, "--data", str(data), cwd=tmp_path))
+    assert pre["notes"].startswith("EXTRAPOLATING: ")
+    assert "the efficientnet family is not in the reference set (mobilenet, resnet)" in pre["notes"]
+    assert "leave-one-family-out" in pre["notes"] and "for a new family" in pre["notes"]
+    inside = pre_of(wattlab(*ESTIMATE, "--data", str(data), cwd=tmp_path))  # resnet50: new model
+    assert "family" not in inside["notes"].split("; interval from")[0]
 
 
 @pytest.mark.slow

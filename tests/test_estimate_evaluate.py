@@ -314,7 +314,7 @@ def test_every_method_predicts_the_chosen_target(paper_target) -> None:
 
 def test_three_protocols_hold_out_configuration_model_and_precision(paper_target) -> None:
     _, _, result = paper_target
-    assert list(result.protocols) == ["loco", "lomo", "lopo"]
+    assert list(result.protocols) == ["loco", "lomo", "lopo", "lofo"]
     pre = result.predictions[result.predictions["method"] == "pre"]
     notes = {p: len(pre[pre["protocol"] == p]) for p in ("loco", "lomo", "lopo")}
     assert notes["loco"] == 16 and notes["lomo"] == 16
@@ -346,6 +346,26 @@ def test_lomo_predicts_a_model_it_never_saw(paper_target) -> None:
     lomo_error = xl["error_percent"].abs().mean()
     loco_error = loco[loco["model"] == "xl"]["error_percent"].abs().mean()
     assert lomo_error >= loco_error
+
+
+def test_lofo_holds_out_every_run_of_a_family() -> None:
+    runs, windows = synthetic()
+    # names of two architecture families that wattlab cannot build (their costs are recorded)
+    names = {"s": "resnet9", "m": "resnet11", "l": "vgg7", "xl": "vgg9"}
+    runs["model"] = runs["model"].map(names)
+    result = evaluate_methods(runs, windows, protocols="lofo", pre_search_iter=1)
+    assert list(result.protocols) == ["lofo"]
+    assert result.protocols["lofo"]["label"] == "leave one architecture family out"
+    pre = result.predictions[result.predictions["method"] == "pre"]
+    assert len(pre) == len(runs) and set(pre["protocol"]) == {"lofo"}
+    for _, row in pre.iterrows():
+        family = "resnet" if row["model"].startswith("resnet") else "vgg"
+        other = "vgg" if family == "resnet" else "resnet"
+        # fitted on the other family alone: its own family is new to that fit
+        assert f"the {family} family is not in the reference set ({other})" in row["notes"]
+        assert "fitted without this run's family" in row["notes"]
+    # the runs table itself is not changed by the derived column
+    assert "family" not in runs
 
 
 def test_score_counts_interval_coverage() -> None:
@@ -607,7 +627,7 @@ def test_cli_scores_the_paper_target_under_one_protocol(tmp_path: Path) -> None:
     ("flag", "value", "message"),
     [
         ("--target", "cpu", "--target must be one of total, gpu, paper"),
-        ("--protocol", "lono", "--protocol must be one of loco, lomo, lopo or all"),
+        ("--protocol", "lono", "--protocol must be one of loco, lomo, lopo, lofo or all"),
         ("--step-method", "magic", "--step-method must be one of wattlab, paper, marks, both"),
         ("--step-start", "ten", "--step-start must be an epoch number >= 1 or fluss"),
     ],

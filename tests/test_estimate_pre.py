@@ -490,3 +490,263 @@ def test_collect_reference_end_to_end_with_a_tiny_cpu_sweep(tmp_path) -> None:
     assert any(
         line.startswith("databases (in run-id order): ref.db: 1 ok runs") for line in header2
     )
+
+
+# -- architecture families -------------------------------------------------------------------
+
+# the synthetic models under torchvision names, so that they fall into families
+TV_NAMES = {
+    "r18": "resnet18",
+    "r34": "resnet34",
+    "r50": "resnet50",
+    "vgg": "vgg16",
+    "slim": "mobilenet_v2",
+    "tiny": "mobilenet_v3_small",
+    "eff": "efficientnet_b0",
+}
+
+
+@pytest.fixture
+def tv_models(fake_models, monkeypatch: pytest.MonkeyPatch) -> None:
+    for short, name in TV_NAMES.items():
+        monkeypatch.setitem(MODELS, name, MODELS[short])
+        monkeypatch.setitem(QUIRK, name, QUIRK[short])
+
+
+@pytest.mark.parametrize(
+    ("name", "family"),
+    [
+        ("resnet18", "resnet"),
+        ("resnet152", "resnet"),
+        ("resnext50_32x4d", "resnext"),
+        ("wide_resnet50_2", "resnext"),
+        ("vgg16_bn", "vgg"),
+        ("mobilenet_v3_small", "mobilenet"),
+        ("efficientnet_v2_s", "efficientnet"),
+        ("densenet121", "densenet"),
+        ("regnet_y_400mf", "regnet"),
+        ("convnext_tiny", "convnext"),
+        ("shufflenet_v2_x1_0", "shufflenet"),
+        ("vit_b_16", "vit"),
+        ("squeezenet1_1", "squeezenet"),
+        ("my_net.py:build", "custom"),
+        ("r18", "custom"),
+        (None, "custom"),
+    ],
+)
+def test_model_family_from_the_name(name, family) -> None:
+    from wattlab.estimate.families import model_family
+
+    assert model_family(name) == family
+
+
+def test_a_family_outside_the_data_is_extrapolating_with_a_wider_interval(tv_models) -> None:
+    from wattlab.estimate.pre import FAMILY_WIDEN
+
+    names = ("resnet18", "resnet50", "vgg16", "mobilenet_v2")
+    runs = synthetic_runs(models=names, batches=(256, 512), reps=1)
+    model = fit_pre(runs, search_iter=1, families=("physics",))
+    assert model.seen.families == ("mobilenet", "resnet", "vgg")
+    assert "family" in model.residuals  # three families: each can be held out
+
+    same_family = model.predict_config(**config("resnet34"))  # new model, known family
+    assert "EXTRAPOLATING: " in same_family.notes and "family" not in same_family.notes
+    new_family = model.predict_config(**config("efficientnet_b0"))
+    assert new_family.notes.startswith("EXTRAPOLATING: ")
+    assert "the efficientnet family is not in the reference set" in new_family.notes
+    assert "leave-one-family-out" in new_family.interval_basis
+    assert f"widened x{FAMILY_WIDEN:g} for a new family" in new_family.interval_basis
+    low, high = model.protocol_interval("family")
+    width = new_family.energy_high_j / new_family.energy_low_j
+    assert width == pytest.approx(
+        math.exp(2 * max(-low, high, *map(abs, model.protocol_interval("model"))))
+        * FAMILY_WIDEN**2,
+        rel=0.5,
+    )
+    assert width > same_family.energy_high_j / same_family.energy_low_j
+
+    # one family only: no family can be held out, so the new one is widened as unchecked
+    runs = synthetic_runs(models=("resnet18", "resnet50"), batches=(256, 512), reps=1)
+    model = fit_pre(runs, search_iter=1, families=("physics",))
+    assert "family" not in model.residuals
+    p = model.predict_config(**config("vgg16"))
+    assert p.notes.startswith("EXTRAPOLATING: ") and "the vgg family" in p.notes
+    assert "widened x2 for family (no held-out check possible)" in p.interval_basis
+
+
+# -- the fit kept on disk --------------------------------------------------------------------
+
+
+def _counting(runs: pd.DataFrame) -> tuple[list[int], object]:
+    calls: list[int] = []
+
+    def load() -> pd.DataFrame:
+        calls.append(1)
+        return runs
+
+    return calls, load
+
+
+@pytest.mark.parametrize("regressor", ["physics", "ridge", "kernel_ridge"])
+def test_a_cached_fit_predicts_exactly_as_the_fit(regressor, fake_models, tmp_path) -> None:
+    import json
+
+    from wattlab.estimate import pre_cache
+
+    runs = synthetic_runs(models=("r18", "r50", "vgg", "slim"), batches=(256, 512), reps=1)
+    fitted = fit_pre(runs, search_iter=1, families=(regressor,))
+    assert fitted.time.family == regressor
+    path = pre_cache.save(fitted, "k" * 40, tmp_path)
+    assert path is not None and path.name == f"pre-{'k' * 40}.json"
+    assert "sklearn" not in path.read_text() and json.loads(path.read_text())["key"] == "k" * 40
+    loaded = pre_cache.load("k" * 40, tmp_path)
+    assert loaded is not None
+    for values in (
+        config("r18"),
+        config("r34", "amp-bf16", 128),  # new model, precision's sibling, batch outside
+        config("tiny", gpu_name="NVIDIA A100 SXM4 80GB"),  # GPU transfer
+    ):
+        a, b = fitted.predict_config(**values), loaded.predict_config(**values)
+        assert a.notes == b.notes and a.interval_basis == b.interval_basis
+        for name in ("energy_j", "energy_low_j", "energy_high_j", "duration_s", "power_w"):
+            assert getattr(b, name) == pytest.approx(getattr(a, name), rel=1e-9)
+    assert loaded.describe() == fitted.describe()
+    assert loaded.excluded == fitted.excluded and loaded.n_runs == fitted.n_runs
+
+
+def test_fit_cached_hits_and_is_invalidated_by_the_data_and_options(fake_models, tmp_path) -> None:
+    from wattlab.estimate.pre_cache import fit_cached
+
+    runs = synthetic_runs(models=("r18", "r50", "vgg"), batches=(256, 512), reps=1)
+    calls, load = _counting(runs)
+    options = {"search_iter": 1, "families": ("physics",)}
+    first, how = fit_cached(b"data v1", load, directory=tmp_path, **options)
+    assert how == "fitted and cached" and len(calls) == 1
+    again, how = fit_cached(b"data v1", load, directory=tmp_path, **options)
+    assert how == "cached" and len(calls) == 1  # the runs were not even loaded
+    assert again.predict_config(**config("r34")).energy_j == pytest.approx(
+        first.predict_config(**config("r34")).energy_j, rel=1e-12
+    )
+    changed = runs.assign(duration_s=runs["duration_s"] * 2)  # new data: new bytes, new fit
+    _, slow = _counting(changed)
+    refit, how = fit_cached(b"data v2", slow, directory=tmp_path, **options)
+    assert how == "fitted and cached"
+    assert refit.predict_config(**config("r34")).duration_s == pytest.approx(
+        2 * first.predict_config(**config("r34")).duration_s, rel=1e-6
+    )
+    _, how = fit_cached(b"data v1", load, directory=tmp_path, search_iter=1, interval=0.8)
+    assert how == "fitted and cached" and len(calls) == 2  # other options: another key
+    assert len(list(tmp_path.glob("pre-*.json"))) == 3
+    assert not list(tmp_path.glob(".pre-*"))  # no temporary file left behind
+
+
+def test_a_changed_reference_csv_is_refitted(fake_models, tmp_path) -> None:
+    from wattlab.estimate.pre_cache import fit_reference
+    from wattlab.estimate.reference import write_reference_csv
+
+    runs = synthetic_runs(models=("r18", "r50", "vgg"), batches=(256, 512), reps=1)
+    csv = write_reference_csv(runs, pd.DataFrame(), tmp_path / "ref.csv", ["test data"])
+    cache = tmp_path / "cache"
+    options = {"search_iter": 1, "families": ("physics",)}
+    model, how = fit_reference(csv, directory=cache, **options)
+    assert how == "fitted and cached" and model is not None
+    assert fit_reference(csv, directory=cache, **options)[1] == "cached"
+    csv.write_text(csv.read_text().replace("# test data", "# test data, edited"))
+    assert fit_reference(csv, directory=cache, **options)[1] == "fitted and cached"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "",
+        "{not json",
+        '{"key": "KEY", "model": {"format": 1}}',
+        '{"key": "KEY", "model": "os.system"}',
+        '{"key": "other", "model": {}}',
+        "[1, 2, 3]",
+    ],
+)
+def test_a_corrupt_cache_is_refitted_without_a_traceback(content, fake_models, tmp_path) -> None:
+    from wattlab.estimate import pre_cache
+
+    runs = synthetic_runs(models=("r18", "r50", "vgg"), batches=(256, 512), reps=1)
+    calls, load = _counting(runs)
+    options = {"search_iter": 1, "families": ("physics",)}
+    key = pre_cache.fit_key(b"data", options)
+    (tmp_path / f"pre-{key}.json").write_text(content.replace("KEY", key))
+    model, how = pre_cache.fit_cached(b"data", load, directory=tmp_path, **options)
+    assert how == "fitted and cached" and len(calls) == 1 and model is not None
+    assert pre_cache.fit_cached(b"data", load, directory=tmp_path, **options)[1] == "cached"
+
+
+def test_a_tampered_number_of_the_wrong_kind_is_not_loaded(fake_models, tmp_path) -> None:
+    import json
+
+    from wattlab.estimate import pre_cache
+
+    runs = synthetic_runs(models=("r18", "r50", "vgg"), batches=(256, 512), reps=1)
+    path = pre_cache.save(fit_pre(runs, search_iter=1, families=("physics",)), "key", tmp_path)
+    doc = json.loads(path.read_text())
+    doc["model"]["chain"]["time"]["split"] = ["__import__('os')"]
+    path.write_text(json.dumps(doc))
+    assert pre_cache.load("key", tmp_path) is None
+    doc["model"]["chain"]["time"]["split"] = [1.0]  # a number, but the wrong count of them
+    path.write_text(json.dumps(doc))
+    assert pre_cache.load("key", tmp_path) is None
+
+
+def test_a_cache_that_cannot_be_written_means_no_cache(fake_models, tmp_path, monkeypatch) -> None:
+    import os
+
+    from wattlab.estimate import pre_cache
+
+    runs = synthetic_runs(models=("r18", "r50", "vgg"), batches=(256, 512), reps=1)
+    options = {"search_iter": 1, "families": ("physics",)}
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    model, how = pre_cache.fit_cached(b"x", lambda: runs, directory=blocker / "cache", **options)
+    assert model is not None and how == "fitted (not cached)"
+
+    read_only = tmp_path / "read-only"
+    read_only.mkdir()
+    read_only.chmod(0o555)
+    if os.access(read_only, os.W_OK):  # root writes anyway: refuse the write as a read-only fs
+
+        def refuse(*args, **kwargs):
+            raise PermissionError(30, "Read-only file system")
+
+        monkeypatch.setattr(pre_cache.tempfile, "mkstemp", refuse)
+    model, how = pre_cache.fit_cached(b"x", lambda: runs, directory=read_only, **options)
+    assert model is not None and how == "fitted (not cached)"
+    assert not list(read_only.iterdir())
+
+
+def test_a_crash_while_writing_leaves_no_cache(fake_models, tmp_path, monkeypatch) -> None:
+    from wattlab.estimate import pre_cache
+
+    runs = synthetic_runs(models=("r18", "r50", "vgg"), batches=(256, 512), reps=1)
+    model = fit_pre(runs, search_iter=1, families=("physics",))
+
+    def crash(src, dst):
+        raise OSError(5, "I/O error")
+
+    monkeypatch.setattr(pre_cache.os, "replace", crash)
+    assert pre_cache.save(model, "key", tmp_path) is None
+    assert list(tmp_path.iterdir()) == []  # neither the file nor its temporary
+
+
+def test_gradient_boosting_is_refitted_rather_than_kept(fake_models, tmp_path) -> None:
+    from wattlab.estimate import pre_cache
+
+    runs = synthetic_runs(models=("r18", "r50", "vgg"), batches=(256,), reps=1)
+    model = fit_pre(runs, search_iter=1, families=("gradient_boosting",))
+    assert pre_cache.save(model, "key", tmp_path) is None
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_cache_folder_follows_the_environment(tmp_path) -> None:
+    from wattlab.estimate.pre_cache import cache_dir
+
+    assert cache_dir({"WATTLAB_CACHE_DIR": str(tmp_path / "w")}) == tmp_path / "w"
+    assert cache_dir({"XDG_CACHE_HOME": str(tmp_path)}) == tmp_path / "wattlab"
+    assert cache_dir({}).parts[-2:] == (".cache", "wattlab")

@@ -769,6 +769,24 @@ def _estimate_runs(db: str | None, data: str | None):
     return load_default_reference()
 
 
+def _pre_fit(db: str | None, data: str | None):
+    """PRE's fit for ``estimate`` (kept on disk by ``wattlab.estimate.pre_cache``), done only
+    once the configuration is checked; and a note when the shipped reference is missing."""
+    from wattlab.errors import DataError
+    from wattlab.estimate import pre_cache
+    from wattlab.estimate.reference import default_reference_path, load_default_reference
+
+    if db is not None:
+        runs_df, _ = _estimate_runs(db, data)
+        return (lambda: pre_cache.fit_runs(runs_df)), None
+    if data is None and not default_reference_path().is_file():
+        try:
+            load_default_reference()
+        except DataError as error:
+            return None, str(error)
+    return (lambda: pre_cache.fit_reference(data)), None
+
+
 @estimate_app.callback()
 def estimate(
     ctx: typer.Context,
@@ -800,7 +818,6 @@ def estimate(
     --gpu-name "NVIDIA H200": every method's prediction side by side."""
     if ctx.invoked_subcommand is not None:
         return
-    from wattlab.errors import DataError
     from wattlab.estimate.predict import estimate_all, format_estimates
     from wattlab.jsonio import dump_json
     from wattlab.monitor.carbon import settings_from_flags
@@ -811,14 +828,7 @@ def estimate(
             "(see --help)."
         )
     carbon = settings_from_flags(carbon_intensity, intensity_range, pue)
-    runs_df = None
-    pre_note = None
-    try:
-        runs_df, _ = _estimate_runs(db, data)
-    except DataError as error:
-        if db is not None or data is not None:
-            raise
-        pre_note = str(error)
+    pre_fit, pre_note = _pre_fit(db, data)
     estimates = estimate_all(
         model=model,
         model_factory=model_factory,
@@ -833,7 +843,7 @@ def estimate(
         power_limit_w=power_limit,
         duration_s=duration_s,
         gpu_tdp_w=gpu_tdp,
-        runs_df=runs_df,
+        pre_fit=pre_fit,
         carbon=carbon,
     )
     if json_path:
@@ -867,7 +877,8 @@ def estimate_evaluate(
         str,
         typer.Option(
             "--protocol",
-            help="PRE's held-out group: loco | lomo | lopo | all (configuration/model/precision).",
+            help="PRE's held-out group: loco | lomo | lopo | lofo | all "
+            "(configuration/model/precision/architecture family).",
         ),
     ] = "all",
     step_method: Annotated[

@@ -29,6 +29,7 @@ _EXPORTS = {
     "PreModel": "pre",
     "PrePrediction": "pre",
     "fit_pre": "pre",
+    "model_family": "families",
     "PaperStepResult": "wattlab.step.paper",
     "step_paper_project": "wattlab.step.paper",
     "fluss_stable_epoch": "wattlab.step.paper",

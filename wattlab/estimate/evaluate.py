@@ -8,7 +8,8 @@ protocols (``evaluate_methods``, ``evaluation_markdown``, ``write_evaluation``).
   estimate model the GPU only, whatever the target (``covers`` says what each prediction
   includes).
 - **Protocols** (``PROTOCOLS``): PRE, which learns from other runs, is fitted without the
-  held-out run's configuration (``loco``), model (``lomo``) or precision (``lopo``); so is the
+  held-out run's configuration (``loco``), model (``lomo``), precision (``lopo``) or
+  architecture family (``lofo``: ``families.model_family`` of the model name); so is the
   calibrated interval of step-level STEP (``step-marks``), whose point estimate does not learn.
   The other methods do not learn across runs, so their predictions are the same under every
   protocol, and they are scored on the same rows as PRE.
@@ -49,6 +50,7 @@ from wattlab.estimate.baselines import (
     made,
     ml_co2_impact,
 )
+from wattlab.estimate.families import model_family
 from wattlab.estimate.features import DEFAULT_IMAGE_SIZE
 from wattlab.estimate.pre import FAMILIES, fit_pre, training_table
 from wattlab.jsonio import jsonable
@@ -79,7 +81,10 @@ PROTOCOLS = {
     "loco": ("config_hash", "leave one configuration out"),
     "lomo": ("model", "leave one model out"),
     "lopo": ("precision", "leave one precision out"),
+    "lofo": ("family", "leave one architecture family out"),
 }
+# protocol columns the runs table does not store, derived from the columns it does
+DERIVED_COLUMNS = {"family": ("model", model_family)}
 STEP_METHODS = {
     "wattlab": ("step", "step-power"),
     "paper": ("step-paper", "step-paper-power"),
@@ -551,7 +556,10 @@ def _pre_held_out(
                 "pre",
                 row["energy_j"],
                 row["duration_s"],
-                f"fitted without this run's {column} ({what}); {model.describe()}",
+                "; ".join(
+                    n for n in (f"fitted without this run's {column} ({what})", row["notes"]) if n
+                )
+                + f"; {model.describe()}",
                 energy_low_j=row["energy_low_j"],
                 energy_high_j=row["energy_high_j"],
             )
@@ -593,6 +601,16 @@ def _row(run: dict[str, Any], run_id: Any, protocol: str, e: Estimate, measured:
     }
 
 
+def with_derived_columns(runs: pd.DataFrame) -> pd.DataFrame:
+    """``runs`` with the protocol columns it lacks derived (``family`` from ``model``)."""
+    added = {
+        column: runs[source].map(derive)
+        for column, (source, derive) in DERIVED_COLUMNS.items()
+        if column not in runs and source in runs
+    }
+    return runs.assign(**added) if added else runs
+
+
 def _parse_protocols(protocols: str | tuple[str, ...] | list[str]) -> list[str]:
     chosen = [protocols] if isinstance(protocols, str) else list(protocols)
     if chosen == ["all"]:
@@ -629,8 +647,8 @@ def evaluate_methods(
 
     ``target``: "total", "gpu" or "paper" (see ``TARGETS``); ``target_column`` (the old
     spelling: "energy_total_j" / "energy_gpu_j") is accepted too. ``protocols``: any of "loco",
-    "lomo", "lopo", or "all". ``step_method``: "wattlab", "paper" or "both". ``project_after``
-    and ``tolerance``: wattlab's STEP rule (window and stability tolerance).
+    "lomo", "lopo", "lofo", or "all". ``step_method``: "wattlab", "paper" or "both".
+    ``project_after`` and ``tolerance``: wattlab's STEP rule (window and stability tolerance).
     ``paper_stable_epoch`` (s; None: from FLUSS on the trace) and ``paper_window_epochs`` (w):
     the published rule. ``traces_df``: the ``trace`` table (run_id, t_s, component, power_w),
     for FLUSS. ``marks_fraction``: the share of the budget after which ``step-marks`` (the
@@ -665,7 +683,7 @@ def evaluate_methods(
         .apply(pd.to_numeric, errors="coerce")
         .sum(axis=1, min_count=len(columns))
     )
-    runs = runs_df[(status == "ok") & (measured_all > 0)]
+    runs = with_derived_columns(runs_df[(status == "ok") & (measured_all > 0)])
     without_target = int(((status == "ok") & ~(measured_all > 0)).sum())
     if runs.empty:
         raise DataError(f"there are no ok runs with a measured {' + '.join(columns)} to evaluate.")

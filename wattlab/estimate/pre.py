@@ -28,14 +28,18 @@ never sit on both sides of a split. In a fold the power model sees the fold's *p
 as it will at prediction time.
 
 Honest intervals. Out-of-fold log residuals of energy and time are kept per protocol: leave
-configurations out (GroupKFold), leave one model out, leave one precision out, leave one batch
-size out. A prediction inside the data uses the configuration residuals; a model, precision or
-batch size outside the reference set uses the widest of the matching protocols' intervals and
-says so in its notes. A GPU missing from the reference data is predicted only through a stated
-transfer: the prediction for the reference GPU, time scaled by the physics time ratio (peak
-rate, bandwidth; launches unchanged), power by the TDP ratio, and the interval widened by
-TRANSFER_WIDEN each way. Quantiles use the conformal rank ceil((n + 1) x level) so that few
-residuals give wider, not narrower, intervals.
+configurations out (GroupKFold), leave one model out, leave one architecture family out
+(``families.model_family``), leave one precision out, leave one batch size out. A prediction
+inside the data uses the configuration residuals; a model, family, precision or batch size
+outside the reference set uses the widest of the matching protocols' intervals and says so in
+its notes (``EXTRAPOLATING: ...``). A family the data has too few of to hold one out (one
+family) cannot be checked, and its interval is widened by NO_PROTOCOL_WIDEN. A GPU missing from
+the reference data is predicted only through a stated transfer: the prediction for the
+reference GPU, time scaled by the physics time ratio (peak rate, bandwidth; launches unchanged),
+power by the TDP ratio, and the interval widened by TRANSFER_WIDEN each way; a new family's
+interval is likewise widened by FAMILY_WIDEN beyond the leave-one-family-out one. Quantiles
+use the conformal rank ceil((n + 1) x level) so that few residuals give wider, not narrower,
+intervals.
 """
 
 from __future__ import annotations
@@ -50,6 +54,7 @@ import numpy as np
 import pandas as pd
 
 from wattlab.errors import ConfigError, DataError
+from wattlab.estimate.families import model_family
 from wattlab.estimate.features import (
     CATEGORICAL_FEATURES,
     NUMERIC_FEATURES,
@@ -65,6 +70,8 @@ ALL_FAMILIES = (*FAMILIES, "gradient_boosting")  # trees: slower, and cannot ext
 LAUNCH_S_PER_LAYER = 15e-6  # nominal: ~3 kernels per layer per step (fwd, bwd) at ~5 us each
 TRANSFER_WIDEN = 2.0  # interval factor for a GPU outside the reference data
 NO_PROTOCOL_WIDEN = 2.0  # interval factor when no held-out protocol can check an extrapolation
+FAMILY_WIDEN = 1.25  # interval factor for an architecture family outside the reference data,
+# on top of the leave-one-family-out interval: a handful of held-out families is thin evidence
 TIME_TERMS = ("launch_s", "compute_s", "memory_s")
 LOG_INPUTS = (
     *TIME_TERMS,
@@ -82,10 +89,11 @@ LOG_INPUTS = (
 )
 FRACTIONS = ("launch_fraction", "compute_fraction", "memory_fraction")
 IMPUTED = ("activation_mb_per_sample", "layers", "gpu_memory_bandwidth_gbs")
-PROTOCOLS = ("configuration", "model", "precision", "batch_size")
+PROTOCOLS = ("configuration", "model", "family", "precision", "batch_size")
 _PROTOCOL_NAMES = {
     "configuration": "configurations held out",
     "model": "leave-one-model-out",
+    "family": "leave-one-family-out",
     "precision": "leave-one-precision-out",
     "batch_size": "leave-one-batch-size-out",
 }
@@ -462,6 +470,7 @@ class _Seen:
     reference_gpu: str
     limit_fractions: tuple[float, ...]
     model_precisions: tuple[tuple[str, str], ...] = ()  # (model name, precision) pairs run
+    families: tuple[str, ...] = ()  # architecture families (``families.model_family``)
 
 
 @dataclass
@@ -499,6 +508,15 @@ class PreModel:
             out.append(
                 ("model", f"model {model!r} is not in the reference set ({', '.join(seen.models)})")
             )
+            family = model_family(model)
+            if seen.families and family not in seen.families:
+                out.append(
+                    (
+                        "family",
+                        f"the {family} family is not in the reference set "
+                        f"({', '.join(seen.families)})",
+                    )
+                )
         pair = (str(model), str(row["precision"]))
         known = model is not None and row["precision"] in seen.precisions
         if not out and known and pair not in seen.model_precisions:
@@ -601,6 +619,11 @@ class PreModel:
             t, p = self.chain.predict(self.chain.rows(table))
             time_ps, power_w = float(t[0]), float(p[0])
         basis, bounds = self._interval_for(outside)
+        if any(protocol == "family" for protocol, _ in outside) and "family" in self.residuals:
+            # as for a GPU transfer: a stated extra factor (unchecked families get x2 above)
+            widen = math.log(FAMILY_WIDEN)
+            bounds = {k: (lo - widen, hi + widen) for k, (lo, hi) in bounds.items()}
+            basis += f", widened x{FAMILY_WIDEN:g} for a new family"
         if transfer:
             widen = math.log(TRANSFER_WIDEN)
             bounds = {k: (lo - widen, hi + widen) for k, (lo, hi) in bounds.items()}
@@ -730,6 +753,12 @@ def _model_keys(features: pd.DataFrame) -> np.ndarray:
         features["gflops_per_sample"].round(6).astype(str) + "/" + features["params"].astype(str)
     )
     return np.where(names.notna(), names.astype(str), costs).astype(str)
+
+
+def model_families(features: pd.DataFrame) -> np.ndarray:
+    """Each row's architecture family (``families.model_family`` of its model name)."""
+    names = features["model"] if "model" in features else pd.Series(None, index=features.index)
+    return np.array([model_family(None if pd.isna(m) else m) for m in names], dtype=object)
 
 
 def training_table(runs_df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, dict[Any, str]]:
@@ -888,6 +917,7 @@ def fit_pre(
     protocol_groups = {
         "configuration": (config_groups, 10),
         "model": (model_keys, None),
+        "family": (model_families(table), None),
         "precision": (table["precision"].astype(str).to_numpy(), None),
         "batch_size": (table["batch_size"].astype(str).to_numpy(), None),
     }
@@ -941,6 +971,7 @@ def fit_pre(
                 }
             )
         ),
+        families=tuple(sorted(set(model_families(table)))),
     )
     return PreModel(
         time=_Fitted(time_family[0], time_family[1], chain.time, time_mae, t_low, t_high),

@@ -6,6 +6,7 @@ methods against measured runs lives in ``wattlab.estimate.evaluate``.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -59,6 +60,7 @@ def estimate_all(
     gpu_utilization_percent: float | None = None,
     runs_df: pd.DataFrame | None = None,
     pre_model: PreModel | None = None,
+    pre_fit: Callable[[], tuple[PreModel | None, str]] | None = None,
     flops_utilization: float = DEFAULT_FLOPS_UTILIZATION,
     carbon: CarbonSettings | None = None,
     model_factory: str | None = None,
@@ -68,8 +70,10 @@ def estimate_all(
 
     ``duration_s``: the expected training time; without it the duration baselines use PRE's
     predicted duration, else the FLOPs estimate's (their notes say which). ``runs_df``: measured
-    runs to fit PRE on (or pass a fitted ``pre_model``). ``gpu_tdp_w`` overrides the table's TDP
-    and lets an unlisted GPU through (FLOPs and PRE then say they cannot apply).
+    runs to fit PRE on, or a fitted ``pre_model``, or ``pre_fit``: called once the configuration
+    has been checked, it returns the model, or None and why PRE cannot be fitted (for example
+    ``pre_cache.fit_reference``, which keeps the fit on disk). ``gpu_tdp_w`` overrides
+    the table's TDP and lets an unlisted GPU through (FLOPs and PRE then say they cannot apply).
     ``model``: any torchvision classification name; or give ``model_factory`` (``FILE.py:FUNC``
     or ``package.module:FUNC``, called as ``FUNC(num_classes=10)``) instead. The model's
     features are counted from the module at ``image_size``.
@@ -111,6 +115,7 @@ def estimate_all(
         gpu_name=gpu_name,
         runs_df=runs_df,
         pre_model=pre_model,
+        pre_fit=pre_fit,
         carbon=carbon,
         config={
             "model": model,
@@ -196,11 +201,16 @@ def _pre_estimate(
     pre_model: PreModel | None,
     carbon: CarbonSettings | None,
     config: dict[str, Any],
+    pre_fit: Callable[[], tuple[PreModel | None, str]] | None = None,
 ) -> Estimate:
     if spec_name is None:
         return cannot_apply(
             "pre", f"PRE needs the GPU's specs from the table, and {gpu_name!r} is not in it"
         )
+    if pre_model is None and pre_fit is not None:
+        pre_model, why = pre_fit()
+        if pre_model is None:
+            return cannot_apply("pre", why)
     if pre_model is None:
         if runs_df is None:
             return cannot_apply(
