@@ -67,7 +67,7 @@ def test_new_database_gets_schema_meta_wal_and_guard(tmp_path: Path) -> None:
     conn = sqlite3.connect(db)
     assert dict(conn.execute("SELECT key, value FROM meta")) == {
         "app": "wattlab",
-        "schema_version": "4",
+        "schema_version": "5",
     }
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
