@@ -483,7 +483,6 @@ def sweep(
             db, slurm_folder, partition, gpus_per_task, cpus_per_task, time_limit, account,
             sbatch_flag or [], array_parallelism, slurm_poll,
         )  # fmt: skip
-    machine = MachineFacts.detect() if slurm is None else _cluster_machine()
     if device == "auto":  # the demo: the GPU when there is one, else the CPU
         device = _resolve_device(None)
     sweep_spec = load_sweep_spec(spec, data_dir=data_dir, device=device)
@@ -497,6 +496,7 @@ def sweep(
             after_run=(lambda run_id: _log_to_mlflow(db, [run_id])) if mlflow else None,
         )  # fmt: skip
         return
+    machine = MachineFacts.detect() if slurm is None else _cluster_machine()
     if dry_run:  # writes nothing: no database is created, no sweep registered
         path = Path(db).expanduser()
         if path.is_file() and path.stat().st_size > 0:

@@ -46,6 +46,7 @@ def command_sweep(
             f"sweep {spec.name!r} runs a command, which runs on this machine only; leave out "
             "--executor slurm."
         )
+    spec.check_program()  # before the database is created
     if dry_run:  # writes nothing: no database is created, no sweep registered
         path = Path(db).expanduser()
         if path.is_file() and path.stat().st_size > 0:
