@@ -136,7 +136,7 @@ def test_newer_schema_version_names_the_supported_one(tmp_path: Path) -> None:
     with sqlite3.connect(db) as conn:
         conn.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
     conn.close()
-    with pytest.raises(DataError, match="version 7.*supports version 4"):
+    with pytest.raises(DataError, match="version 7.*supports version 5"):
         open_store(db)
 
 

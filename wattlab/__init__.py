@@ -4,10 +4,10 @@ Importing wattlab starts nothing: no NVML session, no thread, no network call.
 """
 
 from wattlab.budget_marks import budget
-from wattlab.carbon import CarbonSettings, co2e
 from wattlab.errors import WattlabError
 from wattlab.meters.base import Provenance
 from wattlab.monitor import EnergyMonitor, Measurement, combine_measurements
+from wattlab.monitor.carbon import CarbonSettings, co2e
 
 __all__ = [
     "CarbonSettings",

@@ -13,9 +13,9 @@ from typing import Any
 
 import typer
 
-from wattlab.carbon import CarbonSettings
 from wattlab.errors import ConfigError
 from wattlab.experiment.command_spec import CommandSweepSpec
+from wattlab.monitor.carbon import CarbonSettings
 
 
 def command_sweep(

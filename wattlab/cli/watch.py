@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from wattlab.carbon import CarbonSettings
 from wattlab.errors import WattlabError
 from wattlab.experiment.command_meter import (
     CommandNotStarted,
@@ -28,6 +27,7 @@ from wattlab.experiment.command_meter import (
 )
 from wattlab.jsonio import check_writable, dump_json, write_text_atomic
 from wattlab.monitor import EnergyMonitor, Measurement
+from wattlab.monitor.carbon import CarbonSettings
 
 
 def trace_csv(samples: list[tuple[float, str, float]]) -> str:

@@ -16,10 +16,10 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from wattlab.carbon import window_co2e
 from wattlab.experiment.command_meter import MeteredCommand
 from wattlab.experiment.command_spec import CommandPoint
 from wattlab.monitor import EnergyMonitor, Measurement, utc_now_iso
+from wattlab.monitor.carbon import window_co2e
 
 LAUNCHER = "command"
 MARKED = "marked"

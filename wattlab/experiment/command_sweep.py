@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wattlab.carbon import CarbonSettings
 from wattlab.errors import Interrupted
 from wattlab.experiment.command_spec import CommandPoint, CommandSweepSpec
 from wattlab.experiment.sweep import PlanEntry, SweepPlan, _dry_run_seed, cool_down
+from wattlab.monitor.carbon import CarbonSettings
 
 
 @dataclass
