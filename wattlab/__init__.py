@@ -3,6 +3,7 @@
 Importing wattlab starts nothing: no NVML session, no thread, no network call.
 """
 
+from wattlab.budget_marks import budget
 from wattlab.errors import WattlabError
 from wattlab.meters.base import Provenance
 from wattlab.monitor import EnergyMonitor, Measurement, combine_measurements
@@ -14,6 +15,7 @@ __all__ = [
     "Measurement",
     "Provenance",
     "WattlabError",
+    "budget",
     "co2e",
     "combine_measurements",
 ]

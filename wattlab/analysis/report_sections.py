@@ -69,6 +69,8 @@ def header_blocks(
         f"Intervals: {data['intervals']['method']}, {_level(data['intervals']['level'])} "
         f"where a configuration has at least {data['intervals']['min_runs']} ok runs.",
     ]
+    if data.get("budget_windows"):  # runs of a command sweep: what their window holds
+        items.append(data["budget_windows"]["sentence"])
     blocks: list[Block] = [Bullets(items)]
     blocks += provenance_blocks(data.get("energy_shares"))
     blocks += interval_blocks(summary, data["intervals"])

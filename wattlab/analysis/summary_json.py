@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from wattlab.analysis.budget_windows import budget_windows
 from wattlab.analysis.codecarbon_error import codecarbon_errors
 from wattlab.analysis.energy_shares import energy_shares
 from wattlab.analysis.headline import finding
@@ -119,7 +120,9 @@ def summary_to_json(
     (:func:`codecarbon_errors`, or ``{"measured": false}`` without runs), ``provenance``
     (weakest over all configurations), and with ``runs``: ``runs`` (ok and failed counts,
     failures with their errors), ``hardware``, ``carbon``, ``energy_shares`` (see
-    :mod:`wattlab.analysis.energy_shares`) and ``phase_times`` (see
+    :mod:`wattlab.analysis.energy_shares`), ``budget_windows`` (runs of a command sweep: how
+    many marked their budget window, see :mod:`wattlab.analysis.budget_windows`; null for
+    others) and ``phase_times`` (see
     :mod:`wattlab.analysis.phases`; null without phase columns).
     """
     pareto = pareto_front(summary, "duration_s", "energy_total_j")
@@ -171,6 +174,7 @@ def summary_to_json(
         }
         out["hardware"] = hardware(runs)
         out["energy_shares"] = energy_shares(runs)
+        out["budget_windows"] = budget_windows(runs)  # command runs: marked or whole process
         out["phase_times"] = phase_times(runs)
         rng = intensity_range(runs)
         ok = ok_runs(runs)

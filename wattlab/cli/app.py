@@ -475,7 +475,7 @@ def sweep(
 ) -> None:
     """Run a grid of configurations with repetitions; resumable; each run in its own process."""
     from wattlab.cli.sweep_view import print_plan, run_with_progress
-    from wattlab.experiment.spec import load_spec
+    from wattlab.experiment.spec import SweepSpec, load_sweep_spec
     from wattlab.experiment.store import check_writable_database, open_store
     from wattlab.experiment.sweep import MachineFacts, make_plan
     from wattlab.experiment.worker import WorkerOptions
@@ -494,10 +494,20 @@ def sweep(
             db, slurm_folder, partition, gpus_per_task, cpus_per_task, time_limit, account,
             sbatch_flag or [], array_parallelism, slurm_poll,
         )  # fmt: skip
-    machine = MachineFacts.detect() if slurm is None else _cluster_machine()
     if device == "auto":  # the demo: the GPU when there is one, else the CPU
         device = _resolve_device(None)
-    sweep_spec = load_spec(spec, data_dir=data_dir, device=device)
+    sweep_spec = load_sweep_spec(spec, data_dir=data_dir, device=device)
+    if not isinstance(sweep_spec, SweepSpec):  # a sweep of the user's own command
+        from wattlab.cli.command_sweep_view import command_sweep
+
+        command_sweep(
+            sweep_spec, db=db, dry_run=dry_run, json_path=json_path, slurm=slurm is not None,
+            interval_s=interval, carbon=carbon, powercap_root=str(root) if root else None,
+            cpu_tdp_w=cpu_tdp, ram_measure=ram_measure,
+            after_run=(lambda run_id: _log_to_mlflow(db, [run_id])) if mlflow else None,
+        )  # fmt: skip
+        return
+    machine = MachineFacts.detect() if slurm is None else _cluster_machine()
     if dry_run:  # writes nothing: no database is created, no sweep registered
         path = Path(db).expanduser()
         if path.is_file() and path.stat().st_size > 0:
@@ -728,6 +738,8 @@ def _print_summary(summary: dict) -> None:
     from wattlab.cli.render import make_console
 
     make_console().print(table)
+    if summary.get("budget_windows"):  # runs of a command sweep: what their window holds
+        print(summary["budget_windows"]["sentence"])
 
 
 def _print_profile(analysis: dict) -> None:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from wattlab.cli.render import make_console
+from wattlab.experiment.command_sweep import CommandOptions
 from wattlab.experiment.sweep import PlanEntry, SweepPlan, run_plan
 from wattlab.experiment.worker import WorkerOptions
 
@@ -53,10 +54,14 @@ def print_plan(plan: SweepPlan, dry_run: bool) -> None:
 
 
 def run_with_progress(
-    plan: SweepPlan, opts: WorkerOptions, after_run: Callable[[int], None] | None = None
+    plan: SweepPlan,
+    opts: WorkerOptions | CommandOptions,
+    after_run: Callable[[int], None] | None = None,
+    run: Callable[..., list[tuple[PlanEntry, Any]]] = run_plan,
 ) -> list[tuple[PlanEntry, Any]]:
     """Run the plan with a progress bar over the whole sweep and a summary line per run;
-    ``after_run(run_id)`` is called for each stored run (e.g. to log it to MLflow)."""
+    ``after_run(run_id)`` is called for each stored run (e.g. to log it to MLflow). ``run``
+    runs the plan (``run_plan``; ``run_command_plan`` for a sweep of a command)."""
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from wattlab.cli.render import run_summary_line
@@ -98,4 +103,4 @@ def run_with_progress(
             if after_run is not None and outcome.run_id is not None:
                 after_run(outcome.run_id)
 
-        return run_plan(plan, opts, on_start=on_start, on_finish=on_finish)
+        return run(plan, opts, on_start=on_start, on_finish=on_finish)

@@ -13,34 +13,21 @@ from __future__ import annotations
 
 import csv
 import io
-import os
-import signal
-import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from wattlab.errors import WattlabError
+from wattlab.experiment.command_meter import (
+    CommandNotStarted,
+    die_with_parent,
+    exit_status,
+    forwarding_signals,
+    start_command,
+)
 from wattlab.jsonio import check_writable, dump_json, write_text_atomic
 from wattlab.monitor import EnergyMonitor, Measurement
 from wattlab.monitor.carbon import CarbonSettings
-
-
-def die_with_parent(signum: int = signal.SIGTERM) -> Callable[[], None]:
-    """A ``preexec_fn`` after which the child receives ``signum`` when this process dies, even
-    by SIGKILL (Linux PR_SET_PDEATHSIG). SIGTERM, not SIGKILL, so that the measured command can
-    clean up (a training script restoring its GPU power limits)."""
-    from wattlab.experiment.lifetime import set_parent_death_signal
-
-    parent = os.getpid()
-
-    def preexec() -> None:
-        set_parent_death_signal(signum)
-        if os.getppid() != parent:  # the parent died before prctl: the signal would not come
-            os._exit(128 + int(signum))
-
-    return preexec
 
 
 def trace_csv(samples: list[tuple[float, str, float]]) -> str:
@@ -91,29 +78,13 @@ def monitor_command(
         # With the JSON on stdout, the command's own output goes to stderr.
         child_stdout = sys.stderr.fileno() if json_path == "-" else None
         try:
-            child = subprocess.Popen(command, stdout=child_stdout, preexec_fn=die_with_parent())
-        except FileNotFoundError:
+            child = start_command(command, stdout=child_stdout)
+        except CommandNotStarted as failure:
             mon.end_window("command")
-            print(f"wattlab: {command[0]}: command not found", file=sys.stderr)
-            return 127
-        except PermissionError:
-            mon.end_window("command")
-            print(f"wattlab: {command[0]}: permission denied", file=sys.stderr)
-            return 126
-        except OSError as error:
-            mon.end_window("command")
-            print(f"wattlab: {command[0]}: {error.strerror or error}", file=sys.stderr)
-            return 126
-
-        def forward(signum: int, _frame: object) -> None:
-            child.send_signal(signum)
-
-        previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
+            print(f"wattlab: {failure}", file=sys.stderr)
+            return failure.exit_code
+        with forwarding_signals(child.send_signal):
             exit_code = child.wait()
-        finally:
-            for s, handler in previous.items():
-                signal.signal(s, handler)
         result: Measurement | None = None
         error: str | None = None
         try:
@@ -122,8 +93,7 @@ def monitor_command(
             error = str(failure)
     finally:
         mon.stop()
-    if exit_code < 0:  # killed by a signal: report it the way a shell does
-        exit_code = 128 - exit_code
+    exit_code = exit_status(exit_code)  # killed by a signal: reported the way a shell does
     problems = mon.discovery.problems if mon.discovery else []
     if json_path:
         data: dict[str, Any] = result.to_dict() if result is not None else {"energy_j": None}
@@ -154,4 +124,4 @@ def monitor_command(
     return exit_code
 
 
-__all__ = ["Measurement", "monitor_command", "trace_csv"]
+__all__ = ["Measurement", "die_with_parent", "monitor_command", "trace_csv"]

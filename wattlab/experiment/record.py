@@ -126,6 +126,15 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
         ("projected_energy_high_j", _REAL),
         ("projection_interval_basis", _TEXT),
     ),  # fmt: skip
+    # runs of a command sweep (experiment/command_record.py builds these)
+    *_declare(
+        5,
+        ("exit_code", _INT),
+        ("stdout_path", _TEXT),
+        ("stderr_path", _TEXT),
+        ("budget_window", _TEXT),
+        ("command_json", _TEXT),
+    ),  # fmt: skip
 )
 RUN_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in RUN_COLUMNS)
 

@@ -1,4 +1,4 @@
--- wattlab results database, schema version 3. Units are in the column names.
+-- wattlab results database, schema version 5. Units are in the column names.
 -- One row per run in `runs`; a run's windows (warm-up, each epoch, evaluation, the whole run)
 -- in `windows`; its power trace in `trace`. Rows of one run are written in one transaction.
 
@@ -67,7 +67,13 @@ CREATE TABLE IF NOT EXISTS runs (
   -- schema version 4: STEP's calibrated interval (wattlab.step_calibration), when it had one
   projected_energy_low_j REAL,
   projected_energy_high_j REAL,
-  projection_interval_basis TEXT   -- what the interval rests on, or why there is none
+  projection_interval_basis TEXT,  -- what the interval rests on, or why there is none
+  -- schema version 5: runs of a command sweep (NULL for the built-in trainer's runs)
+  exit_code INTEGER,               -- the command's exit code (128 + N: killed by signal N)
+  stdout_path TEXT,                -- its standard output, kept beside the database
+  stderr_path TEXT,                -- its standard error
+  budget_window TEXT,              -- 'marked' (wattlab.budget) | 'whole process' (no mark)
+  command_json TEXT                -- argv, cwd, the marks with the child's own clocks
 );
 CREATE INDEX IF NOT EXISTS runs_by_config ON runs (sweep, config_hash, repetition, status);
 

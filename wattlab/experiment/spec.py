@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import (
@@ -52,6 +52,9 @@ from wattlab.bounds import BOUNDS, MAX_SWEEP_RUNS, check_number
 from wattlab.errors import ConfigError, echo
 from wattlab.step import schedule
 from wattlab.train.config import NOT_HASHED, RunConfig, format_validation_error
+
+if TYPE_CHECKING:
+    from wattlab.experiment.command_spec import CommandSweepSpec
 
 PRESETS = ("paper-12", "quickstart", "h200-1gpu", "demo-gpu", "demo-cpu")
 
@@ -652,10 +655,8 @@ def preset_text(name: str) -> str:
     return folder.joinpath(f"{name}.yaml").read_text("utf-8")
 
 
-def load_spec(path_or_preset: str | Path, **base_overrides: Any) -> SweepSpec:
-    """Load a sweep spec from a YAML file, or a preset by name (``paper-12``, ``quickstart``,
-    ``h200-1gpu``, ``demo-gpu``, ``demo-cpu``), applying ``base_overrides`` (e.g.
-    ``data_dir=...``) before validation."""
+def _read_spec(path_or_preset: str | Path) -> tuple[Any, str]:
+    """The parsed YAML of a spec file or preset, and where it came from."""
     text_or_path = str(path_or_preset)
     path = Path(text_or_path).expanduser()
     if path.is_file():
@@ -676,10 +677,38 @@ def load_spec(path_or_preset: str | Path, **base_overrides: Any) -> SweepSpec:
             f"{echo(text_or_path)} is neither a sweep spec YAML file nor a preset; "
             f"presets: {', '.join(PRESETS)}."
         )
-    data = parse_yaml(text, source)
+    return parse_yaml(text, source), source
+
+
+def load_spec(path_or_preset: str | Path, **base_overrides: Any) -> SweepSpec:
+    """Load a sweep spec from a YAML file, or a preset by name (``paper-12``, ``quickstart``,
+    ``h200-1gpu``, ``demo-gpu``, ``demo-cpu``), applying ``base_overrides`` (e.g.
+    ``data_dir=...``) before validation. A command sweep is refused: use load_sweep_spec."""
+    data, source = _read_spec(path_or_preset)
+    if isinstance(data, dict) and "command" in data:
+        raise ConfigError(f"{source} is a command sweep (it has command:); use load_sweep_spec.")
     if base_overrides and isinstance(data, dict):
         data = _apply_overrides(data, base_overrides)
     return SweepSpec.from_dict(data, source=source)
+
+
+def load_sweep_spec(
+    path_or_preset: str | Path, **base_overrides: Any
+) -> SweepSpec | CommandSweepSpec:
+    """``load_spec``, or a command sweep when the spec gives ``command:`` (see
+    ``wattlab.experiment.command_spec``); base overrides do not apply to a command sweep."""
+    from wattlab.experiment.command_spec import CommandSweepSpec, is_command_spec
+
+    data, source = _read_spec(path_or_preset)
+    if not is_command_spec(data):
+        return load_spec(path_or_preset, **base_overrides)
+    given = sorted(k for k, v in base_overrides.items() if v is not None)
+    if given:
+        raise ConfigError(
+            f"{source} runs a command, so {', '.join(given)} cannot be set from the command "
+            "line; pass such settings to the command through its grid or env."
+        )
+    return CommandSweepSpec.from_dict(data, source=source)
 
 
 def _apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:

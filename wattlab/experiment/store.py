@@ -1,6 +1,6 @@
 """The results database: one SQLite file holding runs, their windows, power traces and sweeps.
 
-The schema (``schema.sql``, version 3; an older file is migrated in place when opened) is
+The schema (``schema.sql``, version 5; an older file is migrated in place when opened) is
 the contract between the runner, the analysis and the exports; its column names carry their
 units (``energy_total_j``, ``duration_s``, ``power_w``). A run and all its rows are written in
 ONE transaction, so a crash or SIGKILL leaves either the whole run or nothing. A run may be
@@ -33,13 +33,19 @@ from wattlab.experiment.record import added_in
 if TYPE_CHECKING:
     from wattlab.monitor import Measurement
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 # The columns each version added to `runs` (declared once, in wattlab.experiment.record).
 _V2_RUN_COLUMNS = added_in(2)  # phases, idle readings, the claiming process
 _V3_RUN_COLUMNS = added_in(3)  # how GPU utilisation was obtained, STEP's marks
 _V4_RUN_COLUMNS = added_in(4)  # STEP's calibrated interval
+_V5_RUN_COLUMNS = added_in(5)  # runs of a command sweep (wattlab.experiment.command_sweep)
 # version -> the run columns its successor added: opening an older database adds them (NULL)
-_ADDED_RUN_COLUMNS = {1: _V2_RUN_COLUMNS, 2: _V3_RUN_COLUMNS, 3: _V4_RUN_COLUMNS}
+_ADDED_RUN_COLUMNS = {
+    1: _V2_RUN_COLUMNS,
+    2: _V3_RUN_COLUMNS,
+    3: _V4_RUN_COLUMNS,
+    4: _V5_RUN_COLUMNS,
+}
 RUN_STATUSES = ("running", "ok", "failed", "abandoned")
 APP = "wattlab"
 BUSY_TIMEOUT_S = 60.0  # how long a writer waits for another process's transaction
@@ -60,6 +66,7 @@ _JSON_COLUMNS = (
     "spec_json",
     "idle_json",
     "step_marks_json",
+    "command_json",
 )
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _CHUNK = 500  # ids per IN (...) query, well under SQLite's parameter limit
@@ -268,7 +275,8 @@ def _ensure_jobs_table(conn: sqlite3.Connection) -> None:
 def _migrate(conn: sqlite3.Connection, from_version: int) -> None:
     """Bring a database from ``from_version`` to SCHEMA_VERSION by adding each later version's
     run columns (2: phases, idle readings, the claiming process; 3: how GPU utilisation was
-    obtained, STEP's marks; 4: STEP's calibrated interval), in one transaction; a second
+    obtained, STEP's marks; 4: STEP's calibrated interval; 5: a command run's exit code,
+    output files, budget window and marks), in one transaction; a second
     process migrating the same file waits, then finds it done."""
     conn.execute("BEGIN IMMEDIATE")
     try:

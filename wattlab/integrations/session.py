@@ -22,6 +22,9 @@ from wattlab.monitor.carbon import CarbonSettings, window_co2e
 from wattlab.processes import job_root_pid
 
 Gather = Callable[[Any], "list[Any] | None"]
+# Under a command sweep (`command:` in the spec), the callbacks' `train` window is the script's
+# budget mark, as `with wattlab.budget():` would be (see wattlab.budget_marks).
+BUDGET_MARK_WINDOW = "train"
 
 
 @dataclass(frozen=True)
@@ -169,6 +172,7 @@ class TrainingMeter:
         self.started_at: str | None = None
         self._discovery: Any = None
         self._open: set[str] = set()
+        self._budget_mark: Any = None  # the `train` window as a command sweep's budget mark
 
     @property
     def started(self) -> bool:
@@ -209,6 +213,11 @@ class TrainingMeter:
             self.monitor.stop()
             self.trace = list(self.monitor.trace)  # readable until the next start()
         self._open.clear()
+        if self._budget_mark is not None:  # training raised inside its `train` window
+            from wattlab.budget_marks import close_budget_mark
+
+            close_budget_mark(self._budget_mark)
+            self._budget_mark = None
         if self._discovery is not None:
             self._discovery.close()
             self._discovery = None
@@ -219,6 +228,10 @@ class TrainingMeter:
 
     def begin(self, name: str) -> None:
         assert self.monitor is not None, "start() the TrainingMeter first"
+        if name == BUDGET_MARK_WINDOW and self._budget_mark is None:
+            from wattlab.budget_marks import open_budget_mark
+
+            self._budget_mark = open_budget_mark()  # None unless a command sweep runs us
         self.monitor.begin_window(name)
         self._open.add(name)
 
@@ -237,6 +250,11 @@ class TrainingMeter:
         assert self.monitor is not None, "start() the TrainingMeter first"
         self._open.discard(name)
         local = self.monitor.end_window(name)
+        if name == BUDGET_MARK_WINDOW and self._budget_mark is not None:
+            from wattlab.budget_marks import close_budget_mark
+
+            close_budget_mark(self._budget_mark)
+            self._budget_mark = None
         self.local_results[name] = local
         parts = self.gather(local)
         if parts is None or not self.rank.is_main:

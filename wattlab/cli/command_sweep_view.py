@@ -1,0 +1,101 @@
+"""`wattlab sweep SPEC` for a spec with ``command:``: plan (with each run's argv), run, report.
+
+The same output as a built-in sweep (the plan table, a progress bar, a line per run, ``--json``);
+the plan's last column shows the command each run executes.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from wattlab.errors import ConfigError
+from wattlab.experiment.command_spec import CommandSweepSpec
+from wattlab.monitor.carbon import CarbonSettings
+
+
+def command_sweep(
+    spec: CommandSweepSpec,
+    *,
+    db: str,
+    dry_run: bool,
+    json_path: str | None,
+    slurm: bool,
+    interval_s: float,
+    carbon: CarbonSettings | None,
+    powercap_root: str | None,
+    cpu_tdp_w: float | None,
+    ram_measure: str,
+    after_run: Callable[[int], None] | None = None,
+) -> None:
+    from wattlab.cli.sweep_view import print_plan, run_with_progress
+    from wattlab.experiment.command_sweep import (
+        CommandOptions,
+        make_command_plan,
+        run_command_plan,
+    )
+    from wattlab.experiment.store import check_writable_database, open_store
+    from wattlab.jsonio import dump_json
+
+    if slurm:
+        raise ConfigError(
+            f"sweep {spec.name!r} runs a command, which runs on this machine only; leave out "
+            "--executor slurm."
+        )
+    spec.check_program()  # before the database is created
+    if dry_run:  # writes nothing: no database is created, no sweep registered
+        path = Path(db).expanduser()
+        if path.is_file() and path.stat().st_size > 0:
+            with open_store(path, readonly=True) as store:
+                plan = make_command_plan(spec, store, register=False)
+        else:
+            plan = make_command_plan(spec, None, register=False)
+    else:
+        check_writable_database(db)
+        with open_store(db) as store:
+            plan = make_command_plan(spec, store)
+    data: dict[str, Any] = plan.to_dict()
+    for run, entry in zip(data["runs"], plan.entries, strict=True):
+        run["argv"] = entry.config.argv  # type: ignore[attr-defined]
+    if json_path and dry_run:
+        dump_json(data, json_path)
+    if json_path != "-":
+        print_plan(plan, dry_run=dry_run)
+    if dry_run:
+        return
+    opts = CommandOptions(
+        db_path=db,
+        carbon=carbon,
+        interval_s=interval_s,
+        powercap_root=powercap_root,
+        cpu_tdp_w=cpu_tdp_w,
+        ram_measure=ram_measure,
+    )
+    outcomes = run_with_progress(plan, opts, after_run=after_run, run=run_command_plan)
+    if json_path:
+        data["notes"] = plan.notes
+        data["results"] = [
+            {
+                "order": e.order,
+                "label": e.label,
+                "repetition": e.repetition,
+                "run_id": o.run_id,
+                "status": o.status,
+                "exit_code": o.exit_code,
+                "error": o.error,
+            }
+            for e, o in outcomes
+        ]
+        dump_json(data, json_path)
+    failed = [o for _, o in outcomes if o.status != "ok"]
+    if failed:
+        print(
+            f"wattlab: {len(failed)} of {len(outcomes)} runs failed (stored with their exit "
+            "codes and stderr; run the sweep again to retry them).",
+            file=sys.stderr,
+        )
+        raise typer.Exit(1)

@@ -1,0 +1,220 @@
+"""A sweep of your own command: the plan, and the runs metered like `wattlab monitor`.
+
+The same guarantees as a built-in sweep (``sweep``): the plan lists every run, those already
+stored ok (skipped on resume) and the resolved argv of each; the sweep takes its lock (a second
+sweep of the same name on the same database is refused), marks runs a dead sweep left
+'running' as 'abandoned' (they run again), takes its untimed warm-up runs, then runs the plan
+in order with the cool-down between runs. Each run is claimed (a 'running' row), runs under
+its guard in a process group of its own (``command_meter``), and is finished 'ok' or 'failed'
+(with its exit code and the end of its stderr); its stdout and stderr are kept in
+``DB.runs/<run_id>.stdout`` and ``.stderr``. A stop signal (Ctrl-C, SIGTERM) goes to the whole
+group; the run is stored failed and the sweep stops. SIGKILL of the sweep kills the guard's
+group (parent-death signal), so nothing outlives it.
+"""
+
+from __future__ import annotations
+
+import shlex
+import statistics
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from wattlab.errors import Interrupted
+from wattlab.experiment.command_spec import CommandPoint, CommandSweepSpec
+from wattlab.experiment.sweep import PlanEntry, SweepPlan, _dry_run_seed, cool_down
+from wattlab.monitor.carbon import CarbonSettings
+
+
+@dataclass
+class CommandOptions:
+    """How a command sweep meters and stores its runs (the `wattlab sweep` options)."""
+
+    db_path: str
+    carbon: CarbonSettings | None = None
+    interval_s: float = 0.1
+    powercap_root: str | None = None
+    cpu_tdp_w: float | None = None
+    ram_measure: str = "system"
+    grace_s: float = 10.0  # after a forwarded stop signal, before the group is killed
+
+
+@dataclass
+class CommandRunOutcome:
+    run_id: int | None
+    status: str  # 'ok' | 'failed'
+    error: str | None = None
+    exit_code: int | None = None
+
+
+def _expected_s(point: CommandPoint, history: Any) -> float | None:
+    """The median wall time of earlier ok runs of the same command (None if there are none)."""
+    if history is None or len(history) == 0:
+        return None
+    same = history[(history["status"] == "ok") & (history["config_hash"] == point.config_hash)]
+    walls = same["wall_s"].dropna()
+    return float(statistics.median(walls)) if len(walls) else None
+
+
+def make_command_plan(spec: CommandSweepSpec, store: Any, *, register: bool = True) -> SweepPlan:
+    """The whole command sweep in run order (what runs, what is done). The program must exist
+    here (a ConfigError first). ``register`` records the sweep; without it nothing is written
+    and ``store`` may be None."""
+    spec.check_program()
+    notes: list[str] = []
+    if register:
+        order_seed = store.register_sweep(
+            spec.name, spec.as_dict(), spec.spec_hash(), spec.order_seed
+        )
+    else:
+        order_seed = _dry_run_seed(spec, store, notes)
+    done = store.completed_keys(spec.name) if store is not None else set()
+    history = store.runs(sweep=spec.name) if store is not None else None
+    entries = []
+    for i, planned in enumerate(spec.expand(order_seed=order_seed), start=1):
+        is_done = (planned.config_hash, planned.repetition) in done
+        entries.append(
+            PlanEntry(
+                order=i,
+                config=planned.config,  # type: ignore[arg-type]  # a CommandPoint
+                repetition=planned.repetition,
+                label=planned.label,
+                config_hash=planned.config_hash,
+                action="done" if is_done else "run",
+                reason="already stored as ok" if is_done else shlex.join(planned.config.argv),
+                expected_s=None if is_done else _expected_s(planned.config, history),
+            )
+        )
+    return SweepPlan(
+        name=spec.name,
+        entries=entries,
+        order_seed=order_seed,
+        warmup_runs=spec.warmup_runs,
+        cooldown_s=float(spec.cooldown_s),
+        notes=notes,
+        cooldown_until_c=spec.cooldown_until_c,
+    )
+
+
+def _monitor(opts: CommandOptions) -> Any:
+    from wattlab.monitor import EnergyMonitor
+
+    return EnergyMonitor(
+        interval_s=opts.interval_s,
+        carbon=opts.carbon,
+        sync=None,  # the command's GPU work is not ours to wait for
+        discover_kwargs={
+            "powercap_root": Path(opts.powercap_root) if opts.powercap_root else None,
+            "cpu_tdp_w": opts.cpu_tdp_w,
+            "ram_measure": opts.ram_measure,
+        },
+    )
+
+
+def _read_idle() -> dict[str, Any] | None:
+    from wattlab.meters.idle import read_gpu_idle
+
+    return read_gpu_idle() or None
+
+
+def run_point(
+    point: CommandPoint, repetition: int, sweep: str, opts: CommandOptions
+) -> CommandRunOutcome:
+    """Claim, run, meter and store one run of the sweep. Raises Interrupted after storing the
+    run as failed when a stop signal arrived while it ran."""
+    from wattlab.experiment import command_record as record
+    from wattlab.experiment.command_meter import meter_command
+    from wattlab.experiment.store import AlreadyStoredError, open_store
+
+    with open_store(opts.db_path) as store:
+        run_id = store.claim_run(record.claim_row(point, sweep, repetition, _read_idle()))
+    stdout_path, stderr_path = record.output_paths(opts.db_path, run_id)
+    stdout_path.parent.mkdir(parents=True, exist_ok=True)
+    monitor = _monitor(opts)
+    monitor.start()
+    try:
+        with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
+            result = meter_command(
+                point.argv,
+                monitor,
+                stdout=out,
+                stderr=err,
+                cwd=point.cwd,
+                env=point.env,
+                grace_s=opts.grace_s,
+            )
+        row = record.finished_row(point, result, monitor, stdout_path, stderr_path)
+        ok = row["status"] == "ok"
+        windows, trace = record.windows_and_trace(result, monitor) if ok else ([], [])
+    finally:
+        monitor.stop()
+    with open_store(opts.db_path) as store:
+        try:
+            store.finish_run(run_id, row, windows, trace)
+        except AlreadyStoredError as error:  # another process stored this run meanwhile
+            row = {**row, "status": "failed", "error": str(error)}
+            store.finish_run(run_id, row)
+    outcome = CommandRunOutcome(run_id, row["status"], row.get("error"), result.exit_code)
+    if result.interrupted_by is not None:
+        raise Interrupted(result.interrupted_by)
+    return outcome
+
+
+def _warm_up(entry: PlanEntry, opts: CommandOptions) -> None:
+    """An untimed run of the first configuration; its output and figures are thrown away."""
+    from wattlab.experiment.command_meter import meter_command
+
+    point: CommandPoint = entry.config  # type: ignore[assignment]
+    monitor = _monitor(opts)
+    monitor.start()
+    try:
+        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+            result = meter_command(
+                point.argv, monitor, stdout=out, stderr=err, cwd=point.cwd, env=point.env
+            )
+    finally:
+        monitor.stop()
+    if result.interrupted_by is not None:
+        raise Interrupted(result.interrupted_by)
+
+
+def run_command_plan(
+    plan: SweepPlan,
+    opts: CommandOptions,
+    *,
+    on_start: Callable[[PlanEntry], None] | None = None,
+    on_finish: Callable[[PlanEntry, Any], None] | None = None,
+) -> list[tuple[PlanEntry, CommandRunOutcome]]:
+    """Run the plan's 'run' entries in order, holding the sweep's lock (see the module)."""
+    from wattlab.experiment.store import open_store
+    from wattlab.experiment.sweep_lock import SweepLock
+
+    with SweepLock(opts.db_path, plan.name):
+        with open_store(opts.db_path) as store:
+            abandoned = store.abandon_running(plan.name)
+        if abandoned:
+            plan.notes.append(
+                f"{len(abandoned)} run(s) left running by a dead process marked abandoned "
+                f"(ids {', '.join(map(str, abandoned))}); they run again."
+            )
+        todo = plan.to_run
+        if todo:
+            for _ in range(plan.warmup_runs):
+                _warm_up(todo[0], opts)
+        outcomes: list[tuple[PlanEntry, CommandRunOutcome]] = []
+        for i, entry in enumerate(todo):
+            with open_store(opts.db_path) as store:
+                if (entry.config_hash, entry.repetition) in store.completed_keys(plan.name):
+                    continue  # stored ok since the plan was made
+            if i > 0:
+                cool_down(plan.cooldown_s, plan.cooldown_until_c)
+            if on_start:
+                on_start(entry)
+            point: CommandPoint = entry.config  # type: ignore[assignment]
+            outcome = run_point(point, entry.repetition, plan.name, opts)
+            outcomes.append((entry, outcome))
+            if on_finish:
+                on_finish(entry, outcome)
+        return outcomes
