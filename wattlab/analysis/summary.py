@@ -161,8 +161,11 @@ def _config_value(value: object, column: str) -> object:
     integer columns as int (a failed run's NULLs make the column float)."""
     if value is None or (not isinstance(value, str) and pd.isna(value)):
         return None
-    number = isinstance(value, (int, float, np.integer, np.floating))
-    if column in INT_COLUMNS and number and float(value).is_integer():
+    if (
+        column in INT_COLUMNS
+        and isinstance(value, (int, float, np.integer, np.floating))
+        and float(value).is_integer()
+    ):
         return int(value)
     return value
 

@@ -100,9 +100,9 @@ def monitor_command(
             mon.end_window("command")
             print(f"wattlab: {command[0]}: permission denied", file=sys.stderr)
             return 126
-        except OSError as error:
+        except OSError as os_error:
             mon.end_window("command")
-            print(f"wattlab: {command[0]}: {error.strerror or error}", file=sys.stderr)
+            print(f"wattlab: {command[0]}: {os_error.strerror or os_error}", file=sys.stderr)
             return 126
 
         def forward(signum: int, _frame: object) -> None:
