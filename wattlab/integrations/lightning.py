@@ -20,7 +20,7 @@ windows are combined on global rank 0, and only it logs and writes.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wattlab.experiment.store import window_row
 from wattlab.integrations import require
@@ -35,7 +35,14 @@ from wattlab.integrations.session import (
 from wattlab.monitor import Measurement
 
 _pl = require("pytorch_lightning", "lightning", "wattlab's Lightning callback")
-Callback = _pl.Callback
+if TYPE_CHECKING:
+
+    class Callback:
+        """What the checker sees of ``pytorch_lightning.Callback`` (no-op hooks we override):
+        following Lightning's own types would add its whole package to every check."""
+
+else:
+    Callback = _pl.Callback
 
 _PRECISION = {"bf16": "amp-bf16", "16": "amp-fp16", "32": "fp32", "64": "fp64"}
 _ACCURACY_KEYS = ("val_accuracy", "val_acc", "accuracy", "acc")
@@ -135,7 +142,7 @@ class WattlabCallback(Callback, CallbackSettings):
         if train is None or self.db is None:
             return
         trace = sorted(s for part in traces or [] for s in part)
-        self.run_id = self._store(trainer, pl_module, train, trace)
+        self.run_id = self._store(self.db, trainer, pl_module, train, trace)
 
     def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         if self.meter is not None:
@@ -144,6 +151,7 @@ class WattlabCallback(Callback, CallbackSettings):
     # --- the database ----------------------------------------------------------------------
     def _store(
         self,
+        db: str | Path,
         trainer: Any,
         pl_module: Any,
         train: Measurement,
@@ -199,4 +207,4 @@ class WattlabCallback(Callback, CallbackSettings):
         for key, m in self.results.items():
             name, _, index = key.partition(":")
             windows.append(window_row(name, int(index) if index else None, m, None))
-        return store_run(self.db, row, windows, trace)
+        return store_run(db, row, windows, trace)

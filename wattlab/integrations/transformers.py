@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wattlab.errors import WattlabError
 from wattlab.experiment.store import window_row
@@ -38,7 +38,14 @@ from wattlab.integrations.session import (
 from wattlab.monitor import Measurement
 
 _transformers = require("transformers", "transformers", "wattlab's Hugging Face callback")
-TrainerCallback = _transformers.TrainerCallback
+if TYPE_CHECKING:
+
+    class TrainerCallback:
+        """What the checker sees of ``transformers.TrainerCallback`` (no-op hooks we override):
+        following transformers' own types would add thousands of modules to every check."""
+
+else:
+    TrainerCallback = _transformers.TrainerCallback
 
 # TrainingArguments that name where things go, not what is trained: kept, but not hashed.
 _NOT_HASHED = (
@@ -157,19 +164,20 @@ class WattlabCallback(TrainerCallback, CallbackSettings):
         self._eval_metrics = {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
 
     def _metered_evaluate(self, original: Any, *args: Any, **kwargs: Any) -> Any:
-        own = self.meter is None or not self.meter.started
-        if own:  # evaluate() outside train(): a session of its own
-            self.meter = self._new_meter(self.trainer.args)
-            self.meter.start()
+        meter = self.meter
+        own = meter is None or not meter.started
+        if meter is None or own:  # evaluate() outside train(): a session of its own
+            meter = self.meter = self._new_meter(self.trainer.args)
+            meter.start()
         self._evals += 1
         key = f"eval:{self._evals}"
-        self.meter.begin(key)
+        meter.begin(key)
         try:
             return original(*args, **kwargs)
         finally:
             self._close(key, "wattlab/eval")
             if own:
-                self.meter.stop()
+                meter.stop()
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         if self.meter is None or not self.meter.is_open("train"):
@@ -183,11 +191,16 @@ class WattlabCallback(TrainerCallback, CallbackSettings):
         if train is None or self.db is None:
             return
         trace = sorted(s for part in traces or [] for s in part)
-        self.run_id = self._store(args, state, train, trace)
+        self.run_id = self._store(self.db, args, state, train, trace)
 
     # --- the database ----------------------------------------------------------------------
     def _store(
-        self, args: Any, state: Any, train: Measurement, trace: list[tuple[float, str, float]]
+        self,
+        db: str | Path,
+        args: Any,
+        state: Any,
+        train: Measurement,
+        trace: list[tuple[float, str, float]],
     ) -> int:
         model = self.trainer.model
         model_config = getattr(model, "config", None)
@@ -216,7 +229,7 @@ class WattlabCallback(TrainerCallback, CallbackSettings):
             config=config,
             label=label,
             train=train,
-            started_at=self.meter.started_at or train.started_at,
+            started_at=(self.meter.started_at if self.meter else None) or train.started_at,
             model=model_name,
             precision=precision,
             device=device,
@@ -233,4 +246,4 @@ class WattlabCallback(TrainerCallback, CallbackSettings):
         for key, m in self.results.items():
             name, _, index = key.partition(":")
             windows.append(window_row(name, int(index) if index else None, m, None))
-        return store_run(self.db, row, windows, trace)
+        return store_run(db, row, windows, trace)
