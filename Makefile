@@ -1,5 +1,6 @@
 # make demo: install into .venv, run a small sweep on whatever hardware is here, write its report.
-# make test: install into .venv, run ruff and the whole test suite (no GPU needed; what CI runs).
+# make test: install into .venv, run ruff and the whole test suite (no GPU needed; what CI runs);
+#   it fails when SLOW_BUDGET_S cut the slow tests short.
 # make test-fast: ruff and every test not marked slow (nothing that trains, sweeps or spawns
 #   torchrun/gloo), for developers: under a minute on 2 cores (pytest-xdist, one worker per core).
 SHELL := /bin/bash
@@ -43,19 +44,19 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check wattlab tests bench
 
 # make test: every test. The fast ones first (they must all pass); then the slow ones (training,
-# sweeps, torchrun/gloo, SLURM, real MLflow/Transformers/Lightning) within SLOW_BUDGET_S, so a
-# 2-core CI machine stays inside its time limit: a slow test that fails fails the target, and
-# if the budget runs out the target says how far it got and which tests did not run.
+# sweeps, torchrun/gloo, SLURM, real MLflow/Transformers/Lightning) under a time limit,
+# SLOW_BUDGET_S, so a hung test cannot hold CI forever. Every slow test must run: when the limit
+# cuts the slow suite short, make test FAILS and says which part did not run (a cut suite is not
+# a passed one). The whole suite takes about 20 minutes on 2 cores, well inside CI's 90.
 SLOW_BUDGET_S ?= 3600
 test: lint
 	$(BIN)/python -m pytest -q -m "not slow" -n auto tests
-	@code=0; log=$$(mktemp); \
+	@log=$$(mktemp); \
 	timeout --signal=INT $(SLOW_BUDGET_S) $(BIN)/python -m pytest -q -m slow --durations=15 \
 	  tests 2>&1 | tee $$log; code=$${PIPESTATUS[0]}; \
-	if [ $$code -eq 124 ]; then \
-	  if tail -n 3 $$log | grep -qE "[0-9]+ (failed|error)"; then exit 1; fi; \
-	  echo "make test: the slow tests ran past SLOW_BUDGET_S=$(SLOW_BUDGET_S) s and were cut"; \
-	  echo "short with none failed so far (the fast suite passed)"; exit 0; \
+	if [ $$code -eq 124 ] || grep -q "KeyboardInterrupt" $$log; then \
+	  echo "make test: FAILED: the slow tests ran past SLOW_BUDGET_S=$(SLOW_BUDGET_S) s and were cut"; \
+	  echo "short; the tests after the last one shown above did not run"; exit 1; \
 	fi; exit $$code
 
 test-fast: lint

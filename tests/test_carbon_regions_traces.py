@@ -9,7 +9,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from wattlab.carbon import (
+from wattlab.errors import ConfigError, DataError
+from wattlab.meters.base import Provenance
+from wattlab.monitor import Measurement
+from wattlab.monitor.carbon import (
     CarbonSettings,
     IntensityTrace,
     effective_intensity,
@@ -18,9 +21,6 @@ from wattlab.carbon import (
     settings_from_flags,
     window_co2e,
 )
-from wattlab.errors import ConfigError, DataError
-from wattlab.meters.base import Provenance
-from wattlab.monitor import Measurement
 
 T0 = datetime(2026, 12, 2, 12, 0, tzinfo=timezone.utc)
 

@@ -9,7 +9,6 @@ import types
 
 import pytest
 
-from wattlab.carbon import CarbonSettings, co2e
 from wattlab.errors import ConfigError, DataError
 from wattlab.estimate.baselines import (
     PRECISION_SPEEDUP_CAP,
@@ -21,6 +20,7 @@ from wattlab.estimate.baselines import (
 )
 from wattlab.estimate.features import clear_model_cost_cache, model_cost
 from wattlab.estimate.specs import gpu_specs, lookup_gpu, parse_gpu_specs, peak_flops
+from wattlab.monitor.carbon import CarbonSettings, co2e
 
 # ---------------------------------------------------------------------------------------------
 # spec table

@@ -1,6 +1,7 @@
-"""The layers point one way: meters <- monitor/carbon/step_projection/power_limits <- train <-
-experiment <- analysis/estimate <- cli. Nothing imports from a layer above its own, and the
-measuring core loads nothing heavy or high up."""
+"""Two pillars, joined above them. Measure: meters <- monitor (windows, carbon, the Prometheus
+exporter) and power_limits. Workload: train. Neither pillar imports the other; experiment/ joins
+them, and analysis/estimate <- cli sit above it. Nothing imports from a layer above its own, and
+the measuring core loads nothing heavy or high up."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import ast
 import json
 import subprocess
 import sys
+from collections.abc import Collection
 from pathlib import Path
 
 import pytest
@@ -21,19 +23,30 @@ PACKAGE = REPO / "wattlab"
 BASE = -1
 LAYERS: dict[str, float] = {
     "wattlab.meters": 0,
-    "wattlab.monitor": 1,
-    "wattlab.carbon": 1,
-    "wattlab.step_projection": 1,
+    "wattlab.monitor": 1,  # energy windows, carbon, the Prometheus exporter
     "wattlab.power_limits": 1,
     "wattlab": 1,  # the package's __init__: re-exports the measuring API
-    "wattlab.train": 2,
-    "wattlab.experiment": 3,
-    "wattlab.analysis": 4,
-    "wattlab.estimate": 4,
-    "wattlab.integrations": 4.5,  # may import anything below cli
-    # served by EnergyMonitor(prometheus_port=...): part of the measuring core, imports only it
-    "wattlab.integrations.prometheus": 1,
-    "wattlab.cli": 5,
+    "wattlab.step_projection": 1,
+    "wattlab.train": 1,
+    "wattlab.experiment": 2,  # joins the two pillars
+    "wattlab.analysis": 3,
+    "wattlab.estimate": 3,
+    "wattlab.integrations": 3.5,  # may import anything below cli
+    "wattlab.cli": 4,
+}
+
+# The pillars below experiment/. A module in a pillar imports only its own pillar and base
+# utilities: the measuring core needs no training code, and train needs no measuring code (it
+# imports only wattlab.errors; the experiment hands it the monitor's windows through
+# train.loop.WindowHooks). A package not listed here belongs to no pillar; only the layers hold
+# it. Longest prefix wins, as for LAYERS.
+MEASURE, WORKLOAD = "measure", "workload"
+PILLARS: dict[str, str] = {
+    "wattlab.meters": MEASURE,
+    "wattlab.monitor": MEASURE,
+    "wattlab.power_limits": MEASURE,  # sets GPU power limits through meters.nvml
+    "wattlab": MEASURE,  # the package's __init__
+    "wattlab.train": WORKLOAD,
 }
 
 # Arrows that still point upward, each with the reason it is tolerated. Keep this empty: an
@@ -41,16 +54,26 @@ LAYERS: dict[str, float] = {
 KNOWN_EXCEPTIONS: dict[tuple[str, str], str] = {}
 
 
-def layer_of(module: str) -> float:
+def _longest_prefix(module: str, table: Collection[str]) -> str | None:
     if module == "wattlab":
-        return LAYERS["wattlab"]
+        return "wattlab" if "wattlab" in table else None
     best = ""
-    for prefix in LAYERS:
+    for prefix in table:
         if prefix == "wattlab":
             continue
         if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > len(best):
             best = prefix
-    return LAYERS[best] if best else BASE
+    return best or None
+
+
+def layer_of(module: str) -> float:
+    prefix = _longest_prefix(module, LAYERS)
+    return LAYERS[prefix] if prefix else BASE
+
+
+def pillar_of(module: str) -> str | None:
+    prefix = _longest_prefix(module, PILLARS)
+    return PILLARS[prefix] if prefix else None
 
 
 def module_name(path: Path) -> str:
@@ -85,11 +108,14 @@ def upward_imports() -> list[str]:
         for imported, line in wattlab_imports(path):
             if (importer, imported) in KNOWN_EXCEPTIONS:
                 continue
+            where = f"{path.relative_to(REPO)}:{line}: {importer}"
             mine, theirs = layer_of(importer), layer_of(imported)
             if mine == BASE and theirs != BASE or theirs > mine:
+                problems.append(f"{where} (layer {mine}) imports {imported} (layer {theirs})")
+            pillar, their_pillar = pillar_of(importer), pillar_of(imported)
+            if pillar is not None and theirs != BASE and their_pillar != pillar:
                 problems.append(
-                    f"{path.relative_to(REPO)}:{line}: {importer} (layer {mine}) imports "
-                    f"{imported} (layer {theirs})"
+                    f"{where} ({pillar} pillar) imports {imported} ({their_pillar or 'no'} pillar)"
                 )
     return problems
 
@@ -100,31 +126,59 @@ def test_layer_table_knows_every_package():
     assert unknown == [], f"add these packages to LAYERS in {Path(__file__).name}: {unknown}"
 
 
+def test_the_pillars_stand_below_experiment_and_name_known_packages():
+    assert set(PILLARS) <= set(LAYERS)  # a pillar entry outlives no move
+    assert all(LAYERS[p] < LAYERS["wattlab.experiment"] for p in PILLARS)
+    assert {PILLARS[p] for p in PILLARS} == {MEASURE, WORKLOAD}
+
+
 def test_layer_of():
     assert layer_of("wattlab.meters.nvml") == 0
     assert layer_of("wattlab.monitor") == 1
+    assert layer_of("wattlab.monitor.carbon") == 1
     assert layer_of("wattlab.monitoring") == BASE  # a prefix must end at a dot
-    assert layer_of("wattlab.cli.render") == 5
+    assert layer_of("wattlab.cli.render") == 4
     assert layer_of("wattlab") == 1
     assert layer_of("wattlab.errors") == BASE
 
 
-def test_the_scan_sees_lazy_and_relative_imports(tmp_path, monkeypatch):
-    fake = tmp_path / "wattlab" / "meters"
-    fake.mkdir(parents=True)
-    (tmp_path / "wattlab" / "__init__.py").write_text("")
-    (fake / "__init__.py").write_text("")
-    (fake / "bad.py").write_text(
+def test_pillar_of():
+    assert pillar_of("wattlab.meters.nvml") == MEASURE
+    assert pillar_of("wattlab.monitor.prometheus") == MEASURE
+    assert pillar_of("wattlab") == MEASURE
+    assert pillar_of("wattlab.train.loop") == WORKLOAD
+    assert pillar_of("wattlab.trainer") is None  # a prefix must end at a dot
+    assert pillar_of("wattlab.experiment.worker") is None
+    assert pillar_of("wattlab.errors") is None
+
+
+def test_the_scan_sees_lazy_and_relative_imports_and_pillar_crossings(tmp_path, monkeypatch):
+    root = tmp_path / "wattlab"
+    for package in ("meters", "train"):
+        (root / package).mkdir(parents=True)
+        (root / package / "__init__.py").write_text("")
+    (root / "__init__.py").write_text("")
+    (root / "meters" / "bad.py").write_text(
         "def f():\n    from wattlab.cli import render\n\nfrom ..experiment import store\n"
     )
+    (root / "train" / "loop.py").write_text(
+        "from wattlab.errors import ConfigError\nfrom ..monitor import EnergyMonitor\n"
+    )
     monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
-    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path / "wattlab")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", root)
     problems = upward_imports()
-    assert len(problems) == 2
-    assert "bad.py:2: wattlab.meters.bad (layer 0) imports wattlab.cli (layer 5)" in problems[0]
+    assert len(problems) == 5
+    assert "bad.py:2: wattlab.meters.bad (layer 0) imports wattlab.cli (layer 4)" in problems[0]
     assert (
-        "bad.py:4: wattlab.meters.bad (layer 0) imports wattlab.experiment (layer 3)"
+        "bad.py:2: wattlab.meters.bad (measure pillar) imports wattlab.cli (no pillar)"
         in (problems[1])
+    )
+    assert (
+        "bad.py:4: wattlab.meters.bad (layer 0) imports wattlab.experiment (layer 2)"
+        in (problems[2])
+    )
+    assert (
+        "loop.py:2: wattlab.train.loop (workload pillar) imports wattlab.monitor " in (problems[4])
     )
 
 
@@ -142,7 +196,7 @@ def test_known_exceptions_are_still_needed():
 
 
 FORBIDDEN = ("torch", "wattlab.train", "wattlab.experiment", "wattlab.analysis", "wattlab.cli")
-FORBIDDEN += ("wattlab.estimate",)
+FORBIDDEN += ("wattlab.estimate", "wattlab.integrations", "prometheus_client")
 
 
 @pytest.mark.parametrize("module", ["wattlab.meters", "wattlab.monitor", "wattlab"])

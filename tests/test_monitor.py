@@ -7,10 +7,10 @@ import time
 
 import pytest
 
-from wattlab.carbon import CarbonSettings
 from wattlab.errors import ConfigError, WattlabError
 from wattlab.meters.base import MeterInfo, Provenance
 from wattlab.monitor import EnergyMonitor, combine_measurements
+from wattlab.monitor.carbon import CarbonSettings
 
 
 class ClockMeter:

@@ -6,10 +6,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from wattlab.carbon import CarbonSettings
 from wattlab.experiment.worker import WorkerOptions, build_run_row
 from wattlab.meters.base import Provenance
 from wattlab.monitor import Measurement
+from wattlab.monitor.carbon import CarbonSettings
 from wattlab.train.config import RunConfig
 
 

@@ -3,10 +3,10 @@
 Importing wattlab starts nothing: no NVML session, no thread, no network call.
 """
 
-from wattlab.carbon import CarbonSettings, co2e
 from wattlab.errors import WattlabError
 from wattlab.meters.base import Provenance
 from wattlab.monitor import EnergyMonitor, Measurement, combine_measurements
+from wattlab.monitor.carbon import CarbonSettings, co2e
 
 __all__ = [
     "CarbonSettings",

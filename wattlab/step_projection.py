@@ -33,8 +33,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from wattlab.carbon import fmt_energy
 from wattlab.errors import ConfigError, DataError
+from wattlab.monitor.carbon import fmt_energy
 
 if TYPE_CHECKING:
     from wattlab.step_calibration import StepCalibration

@@ -100,7 +100,7 @@ def _measurement_settings(
 ):
     """Check the flags every measuring command shares; return (CarbonSettings, powercap root).
     (--interval and the output paths were checked while parsing.)"""
-    from wattlab.carbon import settings_from_flags
+    from wattlab.monitor.carbon import settings_from_flags
 
     carbon = settings_from_flags(carbon_intensity, intensity_range, pue, region, intensity_trace)
     if mlflow:  # say which extra is missing before anything runs
@@ -205,9 +205,9 @@ def monitor(
     prometheus_port: PrometheusPort = None,
 ) -> None:
     """Run CMD (after --) and report its energy: `wattlab monitor -- python train.py`."""
-    from wattlab.carbon import settings_from_flags
     from wattlab.cli.watch import monitor_command
     from wattlab.errors import echo
+    from wattlab.monitor.carbon import settings_from_flags
 
     command = list(ctx.args)
     if command and command[0] == "--":
@@ -787,10 +787,10 @@ def estimate(
     --gpu-name "NVIDIA H200": every method's prediction side by side."""
     if ctx.invoked_subcommand is not None:
         return
-    from wattlab.carbon import settings_from_flags
     from wattlab.errors import DataError
     from wattlab.estimate.predict import estimate_all, format_estimates
     from wattlab.jsonio import dump_json
+    from wattlab.monitor.carbon import settings_from_flags
 
     if model is None or epochs is None:
         raise WattlabError("give at least --model NAME and --epochs N (see --help).")

@@ -45,7 +45,7 @@ def output_dir(value: str | None) -> str | None:
 def intensity_range(value: str | None) -> str | None:
     """A typer callback: --intensity-range is LOW:HIGH with both ends inside their bound."""
     if value is not None:
-        from wattlab.carbon import parse_intensity_range
+        from wattlab.monitor.carbon import parse_intensity_range
 
         low, high = parse_intensity_range(value)
         check_number("carbon_intensity_kg_per_kwh", low, "--intensity-range LOW")

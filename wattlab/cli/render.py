@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from wattlab.carbon import fmt_energy, joules_to_kwh
 from wattlab.meters.base import MeterProblem
 from wattlab.monitor import Measurement
+from wattlab.monitor.carbon import fmt_energy, joules_to_kwh
 
 
 def make_console(**kwargs: object):

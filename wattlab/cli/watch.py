@@ -21,10 +21,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from wattlab.carbon import CarbonSettings
 from wattlab.errors import WattlabError
 from wattlab.jsonio import check_writable, dump_json, write_text_atomic
 from wattlab.monitor import EnergyMonitor, Measurement
+from wattlab.monitor.carbon import CarbonSettings
 
 
 def die_with_parent(signum: int = signal.SIGTERM) -> Callable[[], None]:

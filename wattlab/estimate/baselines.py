@@ -23,9 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from wattlab.carbon import CarbonSettings, Co2e, co2e
 from wattlab.errors import ConfigError, DataError
 from wattlab.estimate.specs import GpuSpec, lookup_gpu, peak_flops
+from wattlab.monitor.carbon import CarbonSettings, Co2e, co2e
 
 RAM_W_PER_GB = 0.3725  # Green Algorithms' memory power, W per GB
 TRAINING_FLOPS_FACTOR = 3.0  # forward + backward (about 2x forward) per sample

@@ -10,7 +10,6 @@ from typing import TypedDict
 
 import pandas as pd
 
-from wattlab.carbon import CarbonSettings
 from wattlab.errors import ConfigError, DataError
 from wattlab.estimate.baselines import (
     DEFAULT_FLOPS_UTILIZATION,
@@ -29,6 +28,7 @@ from wattlab.estimate.features import (
 )
 from wattlab.estimate.pre import PreModel, fit_pre
 from wattlab.estimate.specs import PRECISIONS, lookup_gpu
+from wattlab.monitor.carbon import CarbonSettings
 
 
 def _positive(name: str, value: float, *, whole: bool = False) -> None:

@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from wattlab.carbon import CarbonSettings, joules_to_kwh, window_co2e
 from wattlab.errors import Interrupted
 from wattlab.experiment.hosts import host_name, qualified, qualify_measurement, spans_several_nodes
 from wattlab.monitor import EnergyMonitor, Measurement, combine_measurements, utc_now_iso
+from wattlab.monitor.carbon import CarbonSettings, joules_to_kwh, window_co2e
 from wattlab.processes import job_root_pid
 from wattlab.train.config import RunConfig
 

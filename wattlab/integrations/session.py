@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wattlab.carbon import CarbonSettings, window_co2e
 from wattlab.meters.base import Meter, Provenance
 from wattlab.monitor import EnergyMonitor, Measurement, combine_measurements, utc_now_iso
+from wattlab.monitor.carbon import CarbonSettings, window_co2e
 from wattlab.processes import job_root_pid
 
 Gather = Callable[[Any], "list[Any] | None"]

@@ -13,7 +13,7 @@ at that moment (no extra sampling thread) and serves:
   ``wattlab_window_energy_joules{window,component,provenance}`` for every open window.
 
 It binds to 127.0.0.1 unless given another address, and it stops with the monitor. The monitor
-itself serves it, so this module sits in the measuring core's layer and imports nothing above.
+itself serves it, so it lives in the monitor package and imports nothing above it.
 """
 
 from __future__ import annotations
