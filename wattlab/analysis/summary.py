@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, SupportsFloat, SupportsIndex
 
 import numpy as np
 import pandas as pd
@@ -47,8 +47,10 @@ def _per_run_frame(ok: pd.DataFrame) -> pd.DataFrame:
 
 def _sort_key(row: Mapping[str, object]) -> tuple:
     def num(value: object, missing: float) -> float:
+        if not isinstance(value, (str, bytes, SupportsFloat, SupportsIndex)):
+            return missing  # float() would raise TypeError
         try:
-            out = float(value)  # type: ignore[arg-type]
+            out = float(value)
         except (TypeError, ValueError):
             return missing
         return missing if math.isnan(out) else out

@@ -420,8 +420,8 @@ def run_training(
             inputs, labels = data.train_batch(batches, i)
             loss_sum += train_step(inputs, labels, lr_at(step, budget.steps, cfg.lr))
             step += 1
-            if mark_every and step % mark_every == 0:  # a host-side call: no sync
-                on_mark(step * cfg.batch_size, budget.samples)  # type: ignore[misc]
+            if on_mark is not None and mark_every and step % mark_every == 0:  # host-side: no sync
+                on_mark(step * cfg.batch_size, budget.samples)
         # The epoch's only host-device sync: the loss, summed over the ranks, read once.
         train_loss = _all_reduce_sum(loss_sum, dist).item() / (steps_here * world)
         samples = steps_here * cfg.batch_size
