@@ -28,7 +28,7 @@ from wattlab.errors import ConfigError
 _UMASK_LOCK = threading.Lock()
 
 
-def jsonable(value: Any) -> Any:
+def jsonable(value: object) -> Any:
     """``value`` as plain JSON data: numpy scalars and arrays become Python numbers and lists,
     NaN, infinity, None, pandas NA and NaT become null, mappings get string keys."""
     if isinstance(value, dict):
@@ -112,7 +112,7 @@ def write_text_atomic(path: str | Path, text: str) -> Path:
     return write_atomic(path, write)
 
 
-def dump_json(data: Any, path: str | Path) -> None:
+def dump_json(data: object, path: str | Path) -> None:
     """Write JSON to ``path`` atomically, or to standard output when path is ``-``."""
     text = json.dumps(jsonable(data), indent=2, sort_keys=False, allow_nan=False) + "\n"
     if str(path) == "-":

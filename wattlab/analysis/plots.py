@@ -297,9 +297,9 @@ def plot_energy_components(
         values = parts[kind].to_numpy() / div
         if not values.any():
             continue
-        prov = weakest_provenance(provs[kind]) if kind in provs else None
-        hatch = "//" if prov in ("estimated", "unknown") else None
-        name = kind if prov in (None, "measured") else f"{kind} ({prov})"
+        weakest = weakest_provenance(provs[kind]) if kind in provs else None
+        hatch = "//" if weakest in ("estimated", "unknown") else None
+        name = kind if weakest in (None, "measured") else f"{kind} ({weakest})"
         ax.barh(
             y,
             values,

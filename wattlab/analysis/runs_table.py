@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Hashable, Iterable, Sequence
+from typing import Any, SupportsFloat, SupportsIndex
 
 import numpy as np
 import pandas as pd
@@ -103,7 +103,7 @@ def weakest_provenance(values: Iterable[object]) -> str:
     return worst if seen else "unknown"
 
 
-def relative_change(value: float, reference: float) -> float:
+def relative_change(value: float | None, reference: float | None) -> float:
     """``value / reference - 1`` (a fraction); NaN when either is missing or reference is 0."""
     if value is None or reference is None:
         return math.nan
@@ -115,16 +115,18 @@ def relative_change(value: float, reference: float) -> float:
 
 def as_float(value: object, missing: float) -> float:
     """``value`` as a float; ``missing`` when it is absent, not a number or NaN."""
+    if not isinstance(value, (str, bytes, SupportsFloat, SupportsIndex)):
+        return missing  # float() would raise TypeError
     try:
-        out = float(value)  # type: ignore[arg-type]
+        out = float(value)
     except (TypeError, ValueError):
         return missing
     return missing if math.isnan(out) else out
 
 
-def group_key(row: pd.Series, columns: Sequence[str]) -> tuple:
+def group_key(row: pd.Series, columns: Sequence[str]) -> tuple[Hashable, ...]:
     """The values of ``columns`` in ``row``, missing ones as None (a hashable group key)."""
-    out = []
+    out: list[Hashable] = []
     for col in columns:
         value = row.get(col)
         if value is None or (not isinstance(value, str) and pd.isna(value)):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, SupportsFloat, SupportsIndex
 
 import numpy as np
 import pandas as pd
@@ -47,8 +47,10 @@ def _per_run_frame(ok: pd.DataFrame) -> pd.DataFrame:
 
 def _sort_key(row: Mapping[str, object]) -> tuple:
     def num(value: object, missing: float) -> float:
+        if not isinstance(value, (str, bytes, SupportsFloat, SupportsIndex)):
+            return missing  # float() would raise TypeError
         try:
-            out = float(value)  # type: ignore[arg-type]
+            out = float(value)
         except (TypeError, ValueError):
             return missing
         return missing if math.isnan(out) else out
@@ -161,8 +163,11 @@ def _config_value(value: object, column: str) -> object:
     integer columns as int (a failed run's NULLs make the column float)."""
     if value is None or (not isinstance(value, str) and pd.isna(value)):
         return None
-    number = isinstance(value, (int, float, np.integer, np.floating))
-    if column in INT_COLUMNS and number and float(value).is_integer():
+    if (
+        column in INT_COLUMNS
+        and isinstance(value, (int, float, np.integer, np.floating))
+        and float(value).is_integer()
+    ):
         return int(value)
     return value
 

@@ -72,10 +72,9 @@ def print_measurement(m: Measurement, title: str, problems: Sequence[MeterProble
         f"({m.total_provenance.value}) · CO2e {fmt_co2e(c.value_kg)} "
         f"(range {fmt_co2e(c.low_kg)}–{fmt_co2e(c.high_kg)}) at {c.settings.describe()}"
     )
-    if m.idle_energy_j is not None:
-        console.print(
-            f"idle share {fmt_energy(m.idle_energy_j)}, dynamic {fmt_energy(m.dynamic_energy_j)}"
-        )
+    idle_j, dynamic_j = m.idle_energy_j, m.dynamic_energy_j  # both None or both set
+    if idle_j is not None and dynamic_j is not None:
+        console.print(f"idle share {fmt_energy(idle_j)}, dynamic {fmt_energy(dynamic_j)}")
     for p in problems:
         console.print(f"note: {p.component}: {p.reason} Using {p.fallback}. Fix: {p.fix}")
 

@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wattlab.cli.render import run_summary_line
 
+if TYPE_CHECKING:
+    from wattlab.experiment.executors.slurm import SlurmOptions, TaskRecord
+    from wattlab.experiment.sweep import PlanEntry, SweepPlan
 
-def run_on_slurm_with_lines(plan: Any, opts: Any, slurm: Any) -> list[tuple[Any, Any]]:
+
+def run_on_slurm_with_lines(
+    plan: SweepPlan, opts: Any, slurm: SlurmOptions
+) -> list[tuple[PlanEntry, Any]]:
     """Submit the plan as a SLURM job array and print one line per finished task (stderr)."""
     from wattlab.experiment.executors.slurm import run_plan_on_slurm
     from wattlab.experiment.store import open_store
@@ -16,7 +22,7 @@ def run_on_slurm_with_lines(plan: Any, opts: Any, slurm: Any) -> list[tuple[Any,
     total: list[int] = [0]
     finished: list[int] = [0]
 
-    def on_submit(tasks: list[Any], adopted: int) -> None:
+    def on_submit(tasks: list[TaskRecord], adopted: int) -> None:
         total[0] = len(tasks)
         if not tasks:
             print(f"sweep {plan.name}: nothing to submit.", file=sys.stderr)
@@ -30,7 +36,7 @@ def run_on_slurm_with_lines(plan: Any, opts: Any, slurm: Any) -> list[tuple[Any,
             flush=True,
         )
 
-    def on_finish(entry: Any, outcome: Any) -> None:
+    def on_finish(entry: PlanEntry, outcome: Any) -> None:
         finished[0] += 1
         row = None
         if outcome.run_id is not None:
@@ -39,9 +45,13 @@ def run_on_slurm_with_lines(plan: Any, opts: Any, slurm: Any) -> list[tuple[Any,
             match = runs[runs["id"] == outcome.run_id]
             if len(match):
                 row = match.iloc[0].to_dict()
-        label = entry.label if entry is not None else "?"
-        line = run_summary_line(row) if row else f"{label}: {outcome.status} {outcome.error or ''}"
-        rep = entry.repetition if entry is not None else "?"
-        print(f"[{finished[0]}/{total[0]}] rep {rep} {line}", file=sys.stderr, flush=True)
+        line = (
+            run_summary_line(row)
+            if row
+            else f"{entry.label}: {outcome.status} {outcome.error or ''}"
+        )
+        print(
+            f"[{finished[0]}/{total[0]}] rep {entry.repetition} {line}", file=sys.stderr, flush=True
+        )
 
     return run_plan_on_slurm(plan, opts, slurm, on_submit=on_submit, on_finish=on_finish)

@@ -141,9 +141,11 @@ def _check_positive(name: str, value: float, *, whole: bool = False) -> None:
         raise ConfigError(f"{name} must be {kind}, got {value!r}.")
 
 
-def _missing(value: object) -> bool:
-    """None or NaN (a NULL column in a runs table)."""
-    return value is None or (isinstance(value, numbers.Real) and math.isnan(value))
+def _present(value: float | None) -> float | None:
+    """``value``, or None when it is missing: None or NaN (a NULL column in a runs table)."""
+    if value is None or (isinstance(value, numbers.Real) and math.isnan(value)):
+        return None
+    return value
 
 
 def resolve_tdp(
@@ -223,24 +225,26 @@ def green_algorithms(
     tdp_w, tdp_note = resolve_tdp(gpu_tdp_w, gpu_name, tdp_source)
     if duration_s is None:
         return cannot_apply(method, "it needs the training duration (give --duration-s)")
-    if _missing(gpu_utilization_percent):
+    utilization_percent = _present(gpu_utilization_percent)
+    if utilization_percent is None:
         utilization, util_note = 1.0, "GPU utilisation unknown, 100 % assumed"
     else:
-        if not 0 <= gpu_utilization_percent <= 100:
+        if not 0 <= utilization_percent <= 100:
             raise ConfigError(
-                f"gpu_utilization_percent must be within 0-100, got {gpu_utilization_percent!r}."
+                f"gpu_utilization_percent must be within 0-100, got {utilization_percent!r}."
             )
-        utilization = gpu_utilization_percent / 100.0
-        util_note = f"mean GPU utilisation {gpu_utilization_percent:.0f} % ({utilization_basis})"
+        utilization = utilization_percent / 100.0
+        util_note = f"mean GPU utilisation {utilization_percent:.0f} % ({utilization_basis})"
+    ram_size_gb = _present(ram_gb)
     if not include_ram:
         ram_w, ram_note = 0.0, "memory term left out (GPU-only target)"
-    elif _missing(ram_gb):
+    elif ram_size_gb is None:
         ram_w, ram_note = 0.0, "RAM size unknown, memory term left out"
     else:
-        if not ram_gb >= 0:
-            raise ConfigError(f"ram_gb must be a number >= 0, got {ram_gb!r}.")
-        ram_w = ram_gb * ram_w_per_gb
-        ram_note = f"{ram_gb:g} GB RAM x {ram_w_per_gb} W/GB = {ram_w:.1f} W"
+        if not ram_size_gb >= 0:
+            raise ConfigError(f"ram_gb must be a number >= 0, got {ram_size_gb!r}.")
+        ram_w = ram_size_gb * ram_w_per_gb
+        ram_note = f"{ram_size_gb:g} GB RAM x {ram_w_per_gb} W/GB = {ram_w:.1f} W"
     power_w = tdp_w * gpus * utilization + ram_w
     notes = f"{tdp_note}; {util_note}; {ram_note}; for {duration_s:.0f} s{duration_note}"
     return made(method, power_w * duration_s, duration_s, notes, carbon)

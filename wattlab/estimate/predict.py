@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TypedDict
 
 import pandas as pd
 
@@ -32,7 +32,7 @@ from wattlab.estimate.specs import PRECISIONS, lookup_gpu
 from wattlab.monitor.carbon import CarbonSettings
 
 
-def _positive(name: str, value: Any, *, whole: bool = False) -> None:
+def _positive(name: str, value: float, *, whole: bool = False) -> None:
     try:
         number = float(value)
     except (TypeError, ValueError):
@@ -146,6 +146,7 @@ def estimate_all(
     )
     if flops.ok:
         flops.notes = flops.notes.replace("(recorded)", f"({model}, counted)")
+    used_duration: float | None
     if duration_s is not None:
         used_duration, duration_note = float(duration_s), " (duration given)"
     elif pre.ok:
@@ -154,7 +155,7 @@ def estimate_all(
         used_duration, duration_note = flops.duration_s, " (duration from the FLOPs estimate)"
     else:
         used_duration, duration_note = None, ""
-    common = {"gpus": gpus, "gpu_tdp_w": gpu_tdp_w, "gpu_name": spec_name or gpu_name}
+    common: _GpuArgs = {"gpus": gpus, "gpu_tdp_w": gpu_tdp_w, "gpu_name": spec_name or gpu_name}
     return [
         ml_co2_impact(
             duration_s=used_duration, carbon=carbon, duration_note=duration_note, **common
@@ -200,7 +201,7 @@ def _pre_estimate(
     runs_df: pd.DataFrame | None,
     pre_model: PreModel | None,
     carbon: CarbonSettings | None,
-    config: dict[str, Any],
+    config: dict[str, object],
     pre_fit: Callable[[], tuple[PreModel | None, str]] | None = None,
 ) -> Estimate:
     if spec_name is None:
@@ -234,6 +235,14 @@ def _pre_estimate(
     )
 
 
+class _GpuArgs(TypedDict):
+    """The GPU arguments ML CO2 Impact and Green Algorithms share."""
+
+    gpus: int
+    gpu_tdp_w: float | None
+    gpu_name: str | None
+
+
 def format_estimates(estimates: list[Estimate]) -> str:
     """A plain-text table of estimates, one method per line, for the CLI to print."""
     lines = [
@@ -247,6 +256,8 @@ def format_estimates(estimates: list[Estimate]) -> str:
                 f"cannot apply: {estimate.error}"
             )
             continue
+        # an estimate that applied has both (made() sets them)
+        assert estimate.energy_j is not None and estimate.co2e is not None
         interval = ""
         if estimate.energy_low_j is not None and estimate.energy_high_j is not None:
             interval = f"{estimate.energy_low_j / 1e3:.1f}-{estimate.energy_high_j / 1e3:.1f}"

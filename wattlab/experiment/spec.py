@@ -47,6 +47,7 @@ from pydantic import (
     field_validator,
     model_validator,
 )
+from pydantic_core import ErrorDetails
 
 from wattlab.bounds import BOUNDS, MAX_SWEEP_RUNS, check_number
 from wattlab.errors import ConfigError, echo
@@ -87,7 +88,7 @@ class PlannedRun:
 # -- messages ------------------------------------------------------------------------------
 
 
-def _path(loc: tuple[Any, ...] | list[Any]) -> str:
+def _path(loc: tuple[int | str, ...]) -> str:
     """``('grid', 'power_limit_w', 1)`` -> ``grid.power_limit_w[1]``."""
     out = ""
     for part in loc:
@@ -100,7 +101,7 @@ def _path(loc: tuple[Any, ...] | list[Any]) -> str:
     return out
 
 
-def _expected(error: dict[str, Any]) -> str:
+def _expected(error: ErrorDetails) -> str:
     """What a pydantic error says was expected, in plain words."""
     kind = error.get("type", "")
     ctx = error.get("ctx") or {}
@@ -125,7 +126,7 @@ def _expected(error: dict[str, Any]) -> str:
     return msg[:1].lower() + msg[1:]
 
 
-def _describe(error: dict[str, Any], where: str) -> str:
+def _describe(error: ErrorDetails, where: str) -> str:
     kind = error.get("type", "")
     if kind == "missing":
         return f"missing key {where!r} at top level."
@@ -141,7 +142,10 @@ def _unknown_key(key: object, where: str, allowed: tuple[str, ...]) -> ConfigErr
 
 @cache
 def _adapter(field: str) -> TypeAdapter[Any]:
-    return TypeAdapter(RunConfig.model_fields[field].annotation)
+    annotation = RunConfig.model_fields[field].annotation
+    if annotation is None:  # pydantic's type allows it; every RunConfig field is annotated
+        raise KeyError(field)
+    return TypeAdapter(annotation)
 
 
 def _check_value(field: str, value: Any, where: str) -> Any:
@@ -497,7 +501,7 @@ class SweepSpec(BaseModel):
                 "a random order needs a seed; pass the one Store.register_sweep returns"
             )
         rng = random.Random(seed)
-        plan = []
+        plan: list[tuple[RunConfig, int]] = []
         for rep in range(self.repetitions):
             block = list(configs)
             if self.order == "random":
@@ -718,11 +722,12 @@ def _apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[st
     data = dict(data)
     if "codecarbon" in overrides:
         data["codecarbon"] = overrides.pop("codecarbon")
-    grid = data.get("grid") if isinstance(data.get("grid"), dict) else {}
+    grid = data.get("grid")
+    axes: dict[str, Any] = grid if isinstance(grid, dict) else {}
     for key in overrides:
         if key not in _RUN_FIELDS:
             raise _unknown_key(key, "in the overrides", _RUN_FIELDS)
-        if key in grid:
+        if key in axes:
             raise ConfigError(
                 f"{key} is a grid axis of sweep {data.get('name')!r}, so it cannot be "
                 f"overridden; change grid.{key} in the spec instead."

@@ -21,10 +21,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wattlab.experiment.options import WorkerOptions
 from wattlab.train.config import RunConfig
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from wattlab.experiment.spec import SweepSpec
+    from wattlab.experiment.store import Store
 
 
 @dataclass
@@ -128,7 +134,7 @@ def skip_reason(cfg: RunConfig, machine: MachineFacts) -> str:
     return ""
 
 
-def expected_duration_s(cfg: RunConfig, history: Any) -> float | None:
+def expected_duration_s(cfg: RunConfig, history: pd.DataFrame | None) -> float | None:
     """Expected wall time of a run, from earlier ok runs of the same configuration in the store,
     or else of the same model and device scaled by the number of samples. None if unknown."""
     if history is None or len(history) == 0:
@@ -148,12 +154,15 @@ def expected_duration_s(cfg: RunConfig, history: Any) -> float | None:
     per_sample = statistics.median((similar["wall_s"] / similar["samples"]).dropna())
     samples = cfg.budget_samples
     if samples is None:
+        assert cfg.epochs is not None  # a RunConfig holds exactly one of epochs, budget_samples
         train = cfg.train_samples or 50_000
-        samples = cfg.epochs * (train // cfg.batch_size) * cfg.batch_size  # type: ignore[operator]
+        samples = cfg.epochs * (train // cfg.batch_size) * cfg.batch_size
     return float(per_sample * samples)
 
 
-def make_plan(spec: Any, store: Any, machine: MachineFacts, *, register: bool = True) -> SweepPlan:
+def make_plan(
+    spec: SweepSpec, store: Store | None, machine: MachineFacts, *, register: bool = True
+) -> SweepPlan:
     """The whole sweep, in run order, with what will run, what is done and what is skipped.
 
     Every configuration this machine would run passes the input checks first (batch against
@@ -169,6 +178,8 @@ def make_plan(spec: Any, store: Any, machine: MachineFacts, *, register: bool = 
             check_inputs(config)
     notes: list[str] = []
     if register:
+        if store is None:
+            raise ValueError("registering a sweep needs a store")
         order_seed = store.register_sweep(
             spec.name, spec.model_dump(mode="json"), spec.spec_hash(), spec.order_seed
         )
@@ -209,7 +220,7 @@ def make_plan(spec: Any, store: Any, machine: MachineFacts, *, register: bool = 
     )
 
 
-def _dry_run_seed(spec: Any, store: Any, notes: list[str]) -> int | None:
+def _dry_run_seed(spec: SweepSpec, store: Store | None, notes: list[str]) -> int | None:
     """The order seed a dry run shows, read from the store without writing to it."""
     record = store.sweep_record(spec.name) if store is not None else None
     if record is not None and record[0] == spec.spec_hash():

@@ -20,7 +20,7 @@ windows are combined on global rank 0, and only it logs and writes.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol, SupportsFloat, SupportsIndex
 
 from wattlab.experiment.store import window_row
 from wattlab.integrations import require
@@ -35,7 +35,45 @@ from wattlab.integrations.session import (
 from wattlab.monitor import Measurement
 
 _pl = require("pytorch_lightning", "lightning", "wattlab's Lightning callback")
-Callback = _pl.Callback
+if TYPE_CHECKING:
+
+    class Callback:
+        """What the checker sees of ``pytorch_lightning.Callback`` (no-op hooks we override):
+        following Lightning's own types would add its whole package to every check."""
+
+else:
+    Callback = _pl.Callback
+
+if TYPE_CHECKING:
+    import torch
+
+
+class _Logger(Protocol):
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None: ...
+
+
+class _Strategy(Protocol):
+    @property
+    def root_device(self) -> torch.device: ...
+
+
+class _Trainer(Protocol):
+    """What the callback uses of a ``pytorch_lightning.Trainer``."""
+
+    loggers: list[_Logger]
+    strategy: _Strategy
+    global_rank: int
+    local_rank: int
+    world_size: int
+    global_step: int
+    current_epoch: int
+    sanity_checking: bool
+    precision: object  # "bf16-mixed", "32-true", ... (an int in older releases)
+    max_epochs: int | None
+    max_steps: int
+    gradient_clip_val: float | None
+    callback_metrics: dict[str, object]  # mostly 0-d tensors
+
 
 _PRECISION = {"bf16": "amp-bf16", "16": "amp-fp16", "32": "fp32", "64": "fp64"}
 _ACCURACY_KEYS = ("val_accuracy", "val_acc", "accuracy", "acc")
@@ -52,9 +90,14 @@ def precision_name(precision: object) -> str:
     return _PRECISION.get(head, text)
 
 
-def _number(value: Any) -> float | None:
+def _number(value: object) -> float | None:
+    """A logged metric (a 0-d tensor, a number) as a float; None when it is not one."""
     try:
-        return float(value.item() if hasattr(value, "item") else value)
+        if hasattr(value, "item"):
+            value = value.item()
+        if not isinstance(value, (str, bytes, SupportsFloat, SupportsIndex)):
+            return None  # float() would raise TypeError
+        return float(value)
     except (TypeError, ValueError):
         return None
 
@@ -74,7 +117,7 @@ class WattlabCallback(Callback, CallbackSettings):
         self.run_id: int | None = None
         self._evals = 0
 
-    def _close(self, trainer: Any, key: str, prefix: str) -> Measurement | None:
+    def _close(self, trainer: _Trainer, key: str, prefix: str) -> Measurement | None:
         assert self.meter is not None
         m = self.meter.end(key)
         if m is not None:
@@ -86,7 +129,7 @@ class WattlabCallback(Callback, CallbackSettings):
         return m
 
     # --- hooks -----------------------------------------------------------------------------
-    def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_start(self, trainer: _Trainer, pl_module: object) -> None:
         device = trainer.strategy.root_device
         rank = RankInfo(
             rank=int(trainer.global_rank),
@@ -102,27 +145,27 @@ class WattlabCallback(Callback, CallbackSettings):
         self.meter.start()
         self.meter.begin("train")
 
-    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_epoch_start(self, trainer: _Trainer, pl_module: object) -> None:
         if self.meter is not None and self.meter.started:
             self.meter.begin(f"epoch:{trainer.current_epoch + 1}")
 
-    def on_train_epoch_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_epoch_end(self, trainer: _Trainer, pl_module: object) -> None:
         key = f"epoch:{trainer.current_epoch + 1}"
         if self.meter is not None and self.meter.is_open(key):
             self._close(trainer, key, "wattlab/epoch")
 
-    def on_validation_start(self, trainer: Any, pl_module: Any) -> None:
+    def on_validation_start(self, trainer: _Trainer, pl_module: object) -> None:
         if trainer.sanity_checking or self.meter is None or not self.meter.started:
             return
         self._evals += 1
         self.meter.begin(f"eval:{self._evals}")
 
-    def on_validation_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_validation_end(self, trainer: _Trainer, pl_module: object) -> None:
         key = f"eval:{self._evals}"
         if self.meter is not None and self.meter.is_open(key):
             self._close(trainer, key, "wattlab/eval")
 
-    def on_train_end(self, trainer: Any, pl_module: Any) -> None:
+    def on_train_end(self, trainer: _Trainer, pl_module: object) -> None:
         if self.meter is None or not self.meter.is_open("train"):
             return
         for key in sorted(self.meter.open_names() - {"train"}):  # an epoch cut short by max_steps
@@ -135,17 +178,18 @@ class WattlabCallback(Callback, CallbackSettings):
         if train is None or self.db is None:
             return
         trace = sorted(s for part in traces or [] for s in part)
-        self.run_id = self._store(trainer, pl_module, train, trace)
+        self.run_id = self._store(self.db, trainer, pl_module, train, trace)
 
-    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
+    def on_exception(self, trainer: _Trainer, pl_module: object, exception: BaseException) -> None:
         if self.meter is not None:
             self.meter.stop()
 
     # --- the database ----------------------------------------------------------------------
     def _store(
         self,
-        trainer: Any,
-        pl_module: Any,
+        db: str | Path,
+        trainer: _Trainer,
+        pl_module: object,
         train: Measurement,
         trace: list[tuple[float, str, float]],
     ) -> int:
@@ -199,4 +243,4 @@ class WattlabCallback(Callback, CallbackSettings):
         for key, m in self.results.items():
             name, _, index = key.partition(":")
             windows.append(window_row(name, int(index) if index else None, m, None))
-        return store_run(self.db, row, windows, trace)
+        return store_run(db, row, windows, trace)

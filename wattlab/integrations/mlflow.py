@@ -225,7 +225,7 @@ def export_rows(
             f"cannot use the MLflow experiment {experiment!r} at {tracking_uri!r}: {error}"
         ) from None
     db_key = str(Path(db_path).expanduser().resolve())
-    done = []
+    done: list[tuple[int, str | None]] = []
     for row in rows:
         run_id = int(row["id"])
         key = f"{db_key}#{run_id}#{row.get('started_at')}"

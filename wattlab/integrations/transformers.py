@@ -21,8 +21,9 @@ writes. Give ``attach`` the Trainer: a callback alone cannot reach ``trainer.log
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from wattlab.errors import WattlabError
 from wattlab.experiment.store import window_row
@@ -38,7 +39,58 @@ from wattlab.integrations.session import (
 from wattlab.monitor import Measurement
 
 _transformers = require("transformers", "transformers", "wattlab's Hugging Face callback")
-TrainerCallback = _transformers.TrainerCallback
+if TYPE_CHECKING:
+
+    class TrainerCallback:
+        """What the checker sees of ``transformers.TrainerCallback`` (no-op hooks we override):
+        following transformers' own types would add thousands of modules to every check."""
+
+else:
+    TrainerCallback = _transformers.TrainerCallback
+
+if TYPE_CHECKING:
+    import torch
+
+_Evaluate = Callable[..., dict[str, float]]  # Trainer.evaluate: its metrics by name
+
+
+class _Args(Protocol):
+    """The fields of ``transformers.TrainingArguments`` the callback reads."""
+
+    process_index: int
+    local_process_index: int
+    world_size: int
+    per_device_train_batch_size: int
+    gradient_accumulation_steps: int
+    device: torch.device
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+class _State(Protocol):
+    """The fields of ``transformers.TrainerState`` the callback reads."""
+
+    epoch: float | None
+    global_step: int
+    is_world_process_zero: bool
+    log_history: list[dict[str, float]]
+
+
+class _CallbackHandler(Protocol):
+    callbacks: list[object]
+
+
+class _Trainer(Protocol):
+    """What the callback uses of a ``transformers.Trainer``."""
+
+    args: _Args
+    state: _State
+    model: object
+    callback_handler: _CallbackHandler
+    evaluate: _Evaluate
+
+    def log(self, logs: dict[str, float]) -> None: ...
+
 
 # TrainingArguments that name where things go, not what is trained: kept, but not hashed.
 _NOT_HASHED = (
@@ -54,7 +106,7 @@ _NOT_HASHED = (
 )
 
 
-def precision_of(args: Any) -> str:
+def precision_of(args: object) -> str:
     """wattlab's precision name for TrainingArguments' flags."""
     if getattr(args, "bf16", False):
         return "amp-bf16"
@@ -65,7 +117,7 @@ def precision_of(args: Any) -> str:
     return "fp32"
 
 
-def rank_of(args: Any) -> RankInfo:
+def rank_of(args: _Args) -> RankInfo:
     return RankInfo(
         rank=int(args.process_index),
         local_rank=int(args.local_process_index),
@@ -82,7 +134,7 @@ class WattlabCallback(TrainerCallback, CallbackSettings):
 
     def __init__(self, db: str | Path | None = None, **settings: Any) -> None:
         CallbackSettings.__init__(self, db, **settings)
-        self.trainer: Any = None
+        self.trainer: _Trainer | None = None
         self.meter: TrainingMeter | None = None
         self.results: dict[str, Measurement] = {}  # combined windows (main process)
         self.run_id: int | None = None
@@ -91,7 +143,7 @@ class WattlabCallback(TrainerCallback, CallbackSettings):
         self._eval_metrics: dict[str, float] = {}
 
     # --- wiring ----------------------------------------------------------------------------
-    def attach(self, trainer: Any) -> WattlabCallback:
+    def attach(self, trainer: _Trainer) -> WattlabCallback:
         """Register with ``trainer`` (ahead of the reporting callbacks, so they are still
         open when the training totals arrive) and meter its evaluations. Returns self."""
         if self.trainer is not None:
@@ -104,13 +156,13 @@ class WattlabCallback(TrainerCallback, CallbackSettings):
         original = trainer.evaluate
 
         @functools.wraps(original)
-        def evaluate(*args: Any, **kwargs: Any) -> Any:
-            return self._metered_evaluate(original, *args, **kwargs)
+        def evaluate(*args: Any, **kwargs: Any) -> dict[str, float]:
+            return self._metered_evaluate(trainer, original, *args, **kwargs)
 
         trainer.evaluate = evaluate
         return self
 
-    def _new_meter(self, args: Any) -> TrainingMeter:
+    def _new_meter(self, args: _Args) -> TrainingMeter:
         return self.new_training_meter(rank_of(args), args.device)
 
     def _log(self, metrics: dict[str, float]) -> None:
@@ -126,7 +178,7 @@ class WattlabCallback(TrainerCallback, CallbackSettings):
         return m
 
     # --- Trainer events ----------------------------------------------------------------------
-    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_train_begin(self, args: _Args, state: _State, control: object, **kwargs: Any) -> None:
         if self.trainer is None:
             raise WattlabError(
                 "WattlabCallback needs its Trainer to log: use "
@@ -141,37 +193,40 @@ class WattlabCallback(TrainerCallback, CallbackSettings):
         self.meter.start()
         self.meter.begin("train")
 
-    def on_epoch_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_epoch_begin(self, args: _Args, state: _State, control: object, **kwargs: Any) -> None:
         if self.meter is None:
             return
         self._epoch += 1
         self.meter.begin(f"epoch:{self._epoch}")
 
-    def on_epoch_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_epoch_end(self, args: _Args, state: _State, control: object, **kwargs: Any) -> None:
         key = f"epoch:{self._epoch}"
         if self.meter is not None and self.meter.is_open(key):
             self._close(key, "wattlab/epoch")
 
-    def on_evaluate(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_evaluate(self, args: _Args, state: _State, control: object, **kwargs: Any) -> None:
         metrics = kwargs.get("metrics") or {}
         self._eval_metrics = {k: v for k, v in metrics.items() if isinstance(v, (int, float))}
 
-    def _metered_evaluate(self, original: Any, *args: Any, **kwargs: Any) -> Any:
-        own = self.meter is None or not self.meter.started
-        if own:  # evaluate() outside train(): a session of its own
-            self.meter = self._new_meter(self.trainer.args)
-            self.meter.start()
+    def _metered_evaluate(
+        self, trainer: _Trainer, original: _Evaluate, *args: Any, **kwargs: Any
+    ) -> dict[str, float]:
+        meter = self.meter
+        own = meter is None or not meter.started
+        if meter is None or own:  # evaluate() outside train(): a session of its own
+            meter = self.meter = self._new_meter(trainer.args)
+            meter.start()
         self._evals += 1
         key = f"eval:{self._evals}"
-        self.meter.begin(key)
+        meter.begin(key)
         try:
             return original(*args, **kwargs)
         finally:
             self._close(key, "wattlab/eval")
             if own:
-                self.meter.stop()
+                meter.stop()
 
-    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+    def on_train_end(self, args: _Args, state: _State, control: object, **kwargs: Any) -> None:
         if self.meter is None or not self.meter.is_open("train"):
             return
         epoch_key = f"epoch:{self._epoch}"
@@ -183,13 +238,20 @@ class WattlabCallback(TrainerCallback, CallbackSettings):
         if train is None or self.db is None:
             return
         trace = sorted(s for part in traces or [] for s in part)
-        self.run_id = self._store(args, state, train, trace)
+        if self.trainer is not None:  # on_train_begin refuses to start without one
+            self.run_id = self._store(self.trainer, self.db, args, state, train, trace)
 
     # --- the database ----------------------------------------------------------------------
     def _store(
-        self, args: Any, state: Any, train: Measurement, trace: list[tuple[float, str, float]]
+        self,
+        trainer: _Trainer,
+        db: str | Path,
+        args: _Args,
+        state: _State,
+        train: Measurement,
+        trace: list[tuple[float, str, float]],
     ) -> int:
-        model = self.trainer.model
+        model = trainer.model
         model_config = getattr(model, "config", None)
         model_name = getattr(model_config, "model_type", None) or type(model).__name__
         args_dict = args.to_dict()
@@ -216,7 +278,7 @@ class WattlabCallback(TrainerCallback, CallbackSettings):
             config=config,
             label=label,
             train=train,
-            started_at=self.meter.started_at or train.started_at,
+            started_at=(self.meter.started_at if self.meter else None) or train.started_at,
             model=model_name,
             precision=precision,
             device=device,
@@ -233,4 +295,4 @@ class WattlabCallback(TrainerCallback, CallbackSettings):
         for key, m in self.results.items():
             name, _, index = key.partition(":")
             windows.append(window_row(name, int(index) if index else None, m, None))
-        return store_run(self.db, row, windows, trace)
+        return store_run(db, row, windows, trace)

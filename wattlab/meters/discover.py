@@ -128,8 +128,8 @@ def _discover_host(
     if packages and len(packages) == len(package_zones):
         meters.extend(packages)
     else:
-        for meter in packages:
-            meter.close()
+        for package in packages:
+            package.close()
         if packages:
             problems.append(
                 MeterProblem(
@@ -155,8 +155,8 @@ def _discover_host(
     if complete:
         meters.extend(drams)
     else:
-        for meter in drams:
-            meter.close()
+        for dram in drams:
+            dram.close()
         dram_zones = [z for z in scan.zones if z.control_type == "intel-rapl" and z.role == "dram"]
         if scan.zones and not dram_zones:
             problems.append(

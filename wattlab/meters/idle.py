@@ -8,10 +8,19 @@ changes a GPU setting. The temperature is an optional reading of the NVML adapte
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypedDict
 
 
-def read_gpu_idle(job_indices: list[int] | None = None, nvml: Any = None) -> dict[str, Any]:
+class GpuIdle(TypedDict):
+    """One GPU's state before a run: its UUID, power (W) and temperature (C) when readable."""
+
+    uuid: str
+    power_w: float | None
+    temperature_c: float | None
+
+
+def read_gpu_idle(job_indices: list[int] | None = None, nvml: Any = None) -> dict[str, GpuIdle]:
     """``{"gpu:K": {"uuid", "power_w", "temperature_c"}}`` for the visible GPUs (job order),
     or only ``job_indices``; empty when NVML cannot be read (the run goes on without)."""
     from wattlab.meters.nvml import open_session, visible_gpus
@@ -20,7 +29,7 @@ def read_gpu_idle(job_indices: list[int] | None = None, nvml: Any = None) -> dic
         session = open_session(nvml)
     except Exception:
         return {}
-    out: dict[str, Any] = {}
+    out: dict[str, GpuIdle] = {}
     try:
         try:
             gpus = visible_gpus(nvml)
@@ -46,12 +55,12 @@ def hottest_gpu_c(job_indices: list[int] | None = None, nvml: Any = None) -> flo
     temps = [
         v["temperature_c"]
         for v in read_gpu_idle(job_indices, nvml).values()
-        if v.get("temperature_c") is not None
+        if v["temperature_c"] is not None
     ]
     return max(temps) if temps else None
 
 
-def _read(fn: Any) -> float | None:
+def _read(fn: Callable[[], float | None]) -> float | None:
     try:
         value = fn()
     except Exception:

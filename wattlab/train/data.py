@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -132,7 +132,7 @@ def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
         raise DataError(f"CIFAR-10 file {str(path)!r} is missing; expected {expected}.")
     try:
         with path.open("rb") as f:
-            batch: Any = pickle.load(f, encoding="bytes")
+            batch: object = pickle.load(f, encoding="bytes")
     except Exception as error:  # any unpickling failure is a malformed file
         raise DataError(
             f"CIFAR-10 file {str(path)!r} could not be read ({type(error).__name__}); "
@@ -164,8 +164,12 @@ def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return x.reshape(-1, *IMAGE_SHAPE), y.astype(np.int64)
 
 
-def _read_cifar_split(folder: Path, files: tuple[str, ...], limit: int | None) -> tuple:
-    xs, ys, have = [], [], 0
+def _read_cifar_split(
+    folder: Path, files: tuple[str, ...], limit: int | None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    xs: list[np.ndarray] = []
+    ys: list[np.ndarray] = []
+    have = 0
     for name in files:
         if limit is not None and have >= limit:
             break
@@ -173,11 +177,11 @@ def _read_cifar_split(folder: Path, files: tuple[str, ...], limit: int | None) -
         xs.append(x)
         ys.append(y)
         have += len(y)
-    x = torch.from_numpy(np.ascontiguousarray(np.concatenate(xs)))
-    y = torch.from_numpy(np.concatenate(ys))
+    images = torch.from_numpy(np.ascontiguousarray(np.concatenate(xs)))
+    labels = torch.from_numpy(np.concatenate(ys))
     if limit is not None:
-        x, y = x[:limit].clone(), y[:limit].clone()
-    return x, y
+        images, labels = images[:limit].clone(), labels[:limit].clone()
+    return images, labels
 
 
 def load_cifar10(

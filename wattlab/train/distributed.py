@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar, cast
 
 import torch
 import torch.distributed as tdist
@@ -104,25 +104,29 @@ def barrier(dist: DistContext) -> None:
             tdist.barrier()
 
 
-def gather_objects(obj: Any, dist: DistContext) -> list[Any] | None:
+T = TypeVar("T")
+
+
+def gather_objects(obj: T, dist: DistContext) -> list[T] | None:
     """Every rank's ``obj`` (picklable), in rank order, on rank 0; ``None`` on other ranks.
 
     A collective: every rank must call it.
     """
     if not dist.distributed:
         return [obj]
-    out: list[Any] = [None] * dist.world_size
+    out: list[T | None] = [None] * dist.world_size
     tdist.all_gather_object(out, obj)
-    return out if dist.is_main else None
+    # all_gather_object filled every slot with a rank's obj
+    return cast(list[T], out) if dist.is_main else None
 
 
-def broadcast_object(obj: Any, dist: DistContext, src: int = 0) -> Any:
+def broadcast_object(obj: T, dist: DistContext, src: int = 0) -> T:
     """Rank ``src``'s ``obj`` on every rank (a collective: every rank must call it)."""
     if not dist.distributed:
         return obj
     box = [obj if dist.rank == src else None]
     tdist.broadcast_object_list(box, src=src)
-    return box[0]
+    return cast(T, box[0])  # rank src's obj, now on every rank
 
 
 def torchrun_command(

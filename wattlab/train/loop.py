@@ -34,7 +34,7 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, cast
 
 import torch
 import torch.distributed as tdist
@@ -159,7 +159,11 @@ def lr_at(step: int, total_steps: int, peak_lr: float) -> float:
     return peak_lr * 0.5 * (1.0 + math.cos(math.pi * min(1.0, progress)))
 
 
-def set_precision(precision: str, device: torch.device) -> tuple[Callable, torch.amp.GradScaler]:
+# A factory of autocast contexts: torch.autocast with the device and dtype bound, or nullcontext.
+Autocast = Callable[..., contextlib.AbstractContextManager[object]]
+
+
+def set_precision(precision: str, device: torch.device) -> tuple[Autocast, torch.amp.GradScaler]:
     """Set the global TF32 flags for ``precision``; return an autocast factory and a scaler.
 
     fp32: TF32 off. tf32: TF32 on for matmuls and cuDNN convolutions. amp-bf16 / amp-fp16:
@@ -179,6 +183,7 @@ def set_precision(precision: str, device: torch.device) -> tuple[Callable, torch
     torch.backends.cudnn.allow_tf32 = tf32
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True  # trick: let cuDNN time its kernels (warm-up)
+    autocast: Autocast
     if precision.startswith("amp-"):
         dtype = torch.bfloat16 if precision == "amp-bf16" else torch.float16
         autocast = functools.partial(torch.autocast, device_type=device.type, dtype=dtype)
@@ -197,13 +202,23 @@ def _make_optimizer(net: nn.Module, cfg: RunConfig, device: torch.device) -> tor
         {"params": decay, "weight_decay": cfg.weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
-    kwargs = {"lr": cfg.lr, "momentum": cfg.momentum, "nesterov": cfg.momentum > 0}
+
+    def sgd(*, fused: bool | None = None, foreach: bool | None = None) -> torch.optim.SGD:
+        return torch.optim.SGD(
+            groups,
+            lr=cfg.lr,
+            momentum=cfg.momentum,
+            nesterov=cfg.momentum > 0,
+            fused=fused,
+            foreach=foreach,
+        )
+
     if device.type == "cuda":
         try:  # trick: one fused kernel for the whole update (falls back to multi-tensor)
-            return torch.optim.SGD(groups, fused=True, **kwargs)
+            return sgd(fused=True)
         except (RuntimeError, TypeError, ValueError):
-            return torch.optim.SGD(groups, foreach=True, **kwargs)
-    return torch.optim.SGD(groups, **kwargs)
+            return sgd(foreach=True)
+    return sgd()
 
 
 def _check(cfg: RunConfig, dist: DistContext) -> None:
@@ -301,7 +316,8 @@ def run_training(
         )
     else:
         net = model
-    net = net.to(device, memory_format=data.memory_format)  # trick: channels_last on CUDA
+    # trick: channels_last on CUDA. Module.to takes memory_format; torch's stub omits it.
+    net = net.to(device, memory_format=data.memory_format)  # type: ignore[call-overload]
     params = count_parameters(net)
     train_model: nn.Module = net
     if dist.distributed:
@@ -311,10 +327,12 @@ def run_training(
             net, device_ids=ids, gradient_as_bucket_view=True
         )
     if cfg.compile:
-        train_model = torch.compile(train_model)  # DDP inside compile: graphs split at buckets
+        # DDP inside compile: graphs split at buckets. torch.compile of a Module returns an
+        # OptimizedModule (a Module); its stub says only Callable.
+        train_model = cast(nn.Module, torch.compile(train_model))
     eval_model: nn.Module = train_model
     if dist.distributed:  # evaluate without DDP: its forward would sync buffers every batch
-        eval_model = torch.compile(net) if cfg.compile else net
+        eval_model = cast(nn.Module, torch.compile(net)) if cfg.compile else net
     optimizer = _make_optimizer(net, cfg, device)
     criterion = nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)
 
@@ -409,8 +427,8 @@ def run_training(
             inputs, labels = data.train_batch(batches, i)
             loss_sum += train_step(inputs, labels, lr_at(step, budget.steps, cfg.lr))
             step += 1
-            if mark_every and step % mark_every == 0:  # a host-side call: no sync
-                on_mark(step * cfg.batch_size, budget.samples)  # type: ignore[misc]
+            if on_mark is not None and mark_every and step % mark_every == 0:  # host-side: no sync
+                on_mark(step * cfg.batch_size, budget.samples)
         # The epoch's only host-device sync: the loss, summed over the ranks, read once.
         train_loss = _all_reduce_sum(loss_sum, dist).item() / (steps_here * world)
         samples = steps_here * cfg.batch_size
@@ -486,7 +504,7 @@ class _GraphedForwardBackward:
         self,
         model: nn.Module,
         criterion: nn.Module,
-        autocast: Callable,
+        autocast: Autocast,
         optimizer: torch.optim.Optimizer,
         inputs: torch.Tensor,
         labels: torch.Tensor,

@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wattlab.errors import ConfigError, Interrupted, WattlabError
 from wattlab.experiment.result_files import (
@@ -46,6 +46,13 @@ from wattlab.experiment.result_files import (
     read_result,
 )
 from wattlab.jsonio import dump_json
+
+if TYPE_CHECKING:
+    from wattlab.experiment.store import Store
+    from wattlab.experiment.sweep import PlanEntry, SweepPlan
+
+# What run_plan_on_slurm hands back per task: its plan entry and its runner.RunOutcome.
+OnFinish = Callable[["PlanEntry", Any], None]
 
 # squeue states of a task that may still write its result
 LIVE_STATES = frozenset(
@@ -359,7 +366,7 @@ def check_slurm_here() -> None:
 class SlurmSweep:
     """Submit a plan's runs as a job array, watch it, merge results; see the module docstring."""
 
-    def __init__(self, plan: Any, opts: Any, slurm: SlurmOptions) -> None:
+    def __init__(self, plan: SweepPlan, opts: Any, slurm: SlurmOptions) -> None:
         self.plan = plan
         self.opts = opts
         self.slurm = slurm
@@ -373,8 +380,8 @@ class SlurmSweep:
         self,
         *,
         on_submit: Callable[[list[TaskRecord], int], None] | None = None,
-        on_finish: Callable[[Any, Any], None] | None = None,
-    ) -> list[tuple[Any, Any]]:
+        on_finish: OnFinish | None = None,
+    ) -> list[tuple[PlanEntry, Any]]:
         """Submit what is not stored, wait, merge; (PlanEntry, RunOutcome) per finished task.
 
         ``on_submit(tasks, adopted)`` is called once the array is queued (``adopted``: tasks
@@ -400,7 +407,7 @@ class SlurmSweep:
         return self._watch(tasks, entries, on_finish)
 
     # -- submission ------------------------------------------------------------------------
-    def _task_payload(self, entry: Any, result_path: Path, result_id: str) -> dict[str, Any]:
+    def _task_payload(self, entry: PlanEntry, result_path: Path, result_id: str) -> dict[str, Any]:
         return {
             "config": entry.config.model_dump(mode="json"),
             "options": self.opts.to_json(),
@@ -411,7 +418,7 @@ class SlurmSweep:
             "warmup_runs": int(self.plan.warmup_runs),
         }
 
-    def _submit(self, entries: list[Any]) -> list[TaskRecord]:
+    def _submit(self, entries: list[PlanEntry]) -> list[TaskRecord]:
         if not entries:
             return []
         submitit = _submitit()
@@ -458,12 +465,12 @@ class SlurmSweep:
     def _watch(
         self,
         tasks: list[TaskRecord],
-        entries: dict[tuple[str, int], Any],
-        on_finish: Callable[[Any, Any], None] | None,
-    ) -> list[tuple[Any, Any]]:
+        entries: dict[tuple[str, int], PlanEntry],
+        on_finish: OnFinish | None,
+    ) -> list[tuple[PlanEntry, Any]]:
         from wattlab.experiment.store import open_store
 
-        outcomes: list[tuple[Any, Any]] = []
+        outcomes: list[tuple[PlanEntry, Any]] = []
         pending = {t.job_id: t for t in tasks}
         gone_since: dict[str, float] = {}
         handlers = self._catch_signals()
@@ -481,7 +488,7 @@ class SlurmSweep:
                         if outcome is None:
                             continue
                         del pending[job_id]
-                        entry = entries.get(task.key)
+                        entry = entries[task.key]  # every task is one of the plan's entries
                         outcomes.append((entry, outcome))
                         if on_finish:
                             on_finish(entry, outcome)
@@ -497,7 +504,7 @@ class SlurmSweep:
         return outcomes
 
     def _finish(
-        self, store: Any, task: TaskRecord, state: str | None, gone_since: dict[str, float]
+        self, store: Store, task: TaskRecord, state: str | None, gone_since: dict[str, float]
     ) -> Any:
         """The outcome of a task SLURM no longer runs, or None to look again later."""
         from wattlab.experiment.record import RunOutcome
@@ -528,8 +535,8 @@ class SlurmSweep:
     def _record_cancelled(
         self,
         pending: dict[str, TaskRecord],
-        entries: dict[tuple[str, int], Any],
-        outcomes: list[tuple[Any, Any]],
+        entries: dict[tuple[str, int], PlanEntry],
+        outcomes: list[tuple[PlanEntry, Any]],
     ) -> None:
         """After scancel: merge results that made it, store the rest as failed (cancelled)."""
         from wattlab.experiment.store import open_store
@@ -537,7 +544,7 @@ class SlurmSweep:
         with open_store(self.opts.db_path) as store:
             for task in pending.values():
                 outcome = self._finish(store, task, "CANCELLED", {task.job_id: -1e9})
-                outcomes.append((entries.get(task.key), outcome))
+                outcomes.append((entries[task.key], outcome))
 
     def _accounting(self, job_id: str, state: str | None) -> dict[str, Any]:
         info = sacct_accounting(job_id) or {}
@@ -546,7 +553,7 @@ class SlurmSweep:
             out["state"] = state
         return out
 
-    def _store_lost(self, store: Any, task: TaskRecord, state: str | None) -> Any:
+    def _store_lost(self, store: Store, task: TaskRecord, state: str | None) -> Any:
         """A failed row for a task that ended without a result file (cancelled, lost)."""
         from wattlab.experiment.options import RunContext
         from wattlab.experiment.record import RunOutcome, failed_row
@@ -605,19 +612,19 @@ class SlurmSweep:
             )
 
 
-def _stored_run_id(store: Any, sweep: str, task: TaskRecord) -> int | None:
+def _stored_run_id(store: Store, sweep: str, task: TaskRecord) -> int | None:
     runs = store.runs(sweep=sweep, status="ok")
     same = runs[(runs["config_hash"] == task.config_hash) & (runs["repetition"] == task.repetition)]
     return int(same["id"].iloc[0]) if len(same) else None
 
 
 def run_plan_on_slurm(
-    plan: Any,
+    plan: SweepPlan,
     opts: Any,
     slurm: SlurmOptions,
     *,
     on_submit: Callable[[list[TaskRecord], int], None] | None = None,
-    on_finish: Callable[[Any, Any], None] | None = None,
-) -> list[tuple[Any, Any]]:
+    on_finish: OnFinish | None = None,
+) -> list[tuple[PlanEntry, Any]]:
     """Run a sweep plan's runs as a SLURM job array; (PlanEntry, RunOutcome) per task."""
     return SlurmSweep(plan, opts, slurm).run(on_submit=on_submit, on_finish=on_finish)
