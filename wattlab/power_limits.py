@@ -99,13 +99,10 @@ def _boot_id() -> str | None:
 
 def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     """Write JSON so that a crash leaves either the old file or the new one, never half."""
+    from wattlab.jsonio import write_text_atomic
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=2)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=2))  # O_EXCL|O_NOFOLLOW temp, then rename
     try:
         fd = os.open(path.parent, os.O_RDONLY)
     except OSError:
