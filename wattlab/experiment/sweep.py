@@ -166,7 +166,7 @@ def make_plan(spec: Any, store: Any, machine: MachineFacts, *, register: bool = 
     for point in spec.points():
         config = spec.run_config(point)
         if not skip_reason(config, machine):
-            check_inputs(config)
+            check_inputs(config, open_files=register)  # a dry run opens no data file
     notes: list[str] = []
     if register:
         order_seed = store.register_sweep(
