@@ -65,6 +65,7 @@ from wattlab.cli.options import (
     TrainSize,
     WarmupSteps,
     bounded,
+    endpoint_option,
 )
 from wattlab.errors import Interrupted, WattlabError
 
@@ -283,7 +284,10 @@ def run(
     nnodes: Nnodes = 1,
     node_rank: NodeRank = 0,
     rdzv_endpoint: Annotated[
-        str | None, typer.Option("--rdzv-endpoint", help="HOST:PORT rendezvous (torchrun).")
+        str | None,
+        typer.Option(
+            "--rdzv-endpoint", help="HOST:PORT rendezvous (torchrun).", callback=endpoint_option
+        ),
     ] = None,
     power_limit: PowerLimit = None,
     power_limit_fraction: PowerLimitFraction = None,
