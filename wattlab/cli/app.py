@@ -104,6 +104,8 @@ def _measurement_settings(
     from wattlab.monitor.carbon import settings_from_flags
 
     carbon = settings_from_flags(carbon_intensity, intensity_range, pue, region, intensity_trace)
+    if carbon.trace is not None:  # a live measurement: the trace must cover the present
+        carbon.trace.check_covers_now()
     if mlflow:  # say which extra is missing before anything runs
         from wattlab.integrations.mlflow import _mlflow
 
@@ -224,6 +226,8 @@ def monitor(
     if csv_trace == "-":
         raise WattlabError("--csv-trace needs a file name; '-' (stdout) is for --json only.")
     carbon = settings_from_flags(carbon_intensity, intensity_range, pue, region, intensity_trace)
+    if carbon.trace is not None:  # checked before the command starts, not after it ran
+        carbon.trace.check_covers_now()
     code = monitor_command(
         command,
         interval_s=interval,
