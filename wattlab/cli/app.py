@@ -107,9 +107,10 @@ def _measurement_settings(
     if carbon.trace is not None:  # a live measurement: the trace must cover the present
         carbon.trace.check_covers_now()
     if mlflow:  # say which extra is missing before anything runs
-        from wattlab.integrations.mlflow import _mlflow
+        from wattlab.integrations.mlflow import _mlflow, check_tracking_uri
 
         _mlflow()
+        check_tracking_uri()  # a closed port or a missing folder: one sentence, now
     return carbon, _powercap_root(powercap_root)
 
 
@@ -1091,12 +1092,21 @@ app.add_typer(power_app, name="power")
 def power_restore() -> None:
     """Put back the GPU power limits a killed run left behind (from the journal)."""
     from wattlab.experiment.runner import restore_pending_limits
+    from wattlab.power_limits import default_journal_path
 
     restored = restore_pending_limits()
     if not restored:
         print("nothing to restore: no power-limit journal was left behind.")
     for entry in restored:
         print(f"restored {entry}")
+    left = [str(e["uuid"]) for e in restored if e.get("status") == "gpu not found"]
+    if left:
+        print(
+            f"wattlab: the journal {default_journal_path()} is kept with the {len(left)} "
+            f"GPU limit(s) that could not be put back here ({', '.join(left)} not found).",
+            file=sys.stderr,
+        )
+        raise typer.Exit(1)
 
 
 def _click_error_class() -> type[Exception]:
