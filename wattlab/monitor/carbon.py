@@ -426,7 +426,8 @@ def load_intensity_trace(path: str | Path) -> IntensityTrace:
         raise DataError(f"the intensity trace {name} has no rows.")
     steps = sorted(b - a for a, b in pairwise(times))
     step_s = steps[len(steps) // 2] if steps else 3600.0
-    tolerance_s = max(TRACE_GAP_STEPS * step_s, TRACE_GAP_MIN_S)
+    typical_s = steps[(len(steps) - 1) // 2] if steps else step_s  # the lower median
+    tolerance_s = max(TRACE_GAP_STEPS * typical_s, TRACE_GAP_MIN_S)
     for a, b in pairwise(times):
         if b - a > tolerance_s:
             raise DataError(
