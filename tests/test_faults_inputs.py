@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from tests.fakes.fake_gpu import FakeNvmlBackend, make_devices
-from tests.test_faults_cli import TINY_RUN, Case, a_database, snapshot, wattlab
+from tests.test_faults_cli import TINY_RUN, Case, a_database, wattlab
 from wattlab.errors import ConfigError, DataError, PowerLimitError, WattlabError
 
 MARKER = "MARK-code-ran"
@@ -508,12 +508,29 @@ def test_a_new_journal_names_its_host(tmp_path: Path) -> None:
 CIFAR_SPEC = """
 name: cifar-tiny
 base: {model: mobilenet_v3_small, stem: imagenet, dataset: cifar10, data_dir: data,
-       train_samples: 32, test_samples: 16, batch_size: 16, epochs: 1, warmup_steps: 0,
+       train_samples: 32, test_samples: 16, epochs: 1, warmup_steps: 0,
        device: cpu}
+grid: {batch_size: [16]}
 repetitions: 1
 """
 CIFAR_RUN = [*TINY_RUN, "--dataset", "cifar10", "--data-dir", "data", "--train-samples", "32",
              "--test-samples", "16", "--batch-size", "16"]  # fmt: skip
+
+
+def files_and_links(folder: Path) -> dict[str, tuple]:
+    """Every file (size, mtime, mode) and link (its target) under ``folder``; folders by name
+    only (a parse-time write probe may touch a folder's mtime, never a file)."""
+    out: dict[str, tuple] = {}
+    for path in sorted(folder.rglob("*")):
+        st = path.lstat()
+        name = str(path.relative_to(folder))
+        if stat.S_ISLNK(st.st_mode):
+            out[name] = ("link", os.readlink(path))
+        elif stat.S_ISDIR(st.st_mode):
+            out[name] = ("folder",)
+        else:
+            out[name] = (st.st_size, st.st_mtime_ns, st.st_mode)
+    return out
 
 
 def _past_trace(cwd: Path) -> None:
@@ -657,14 +674,14 @@ SLOW_CASES = [
 def test_cli_fault_is_one_line_exit_2_and_nothing_written(case: Case, tmp_path: Path) -> None:
     if case.setup is not None:
         case.setup(tmp_path)
-    before = snapshot(tmp_path)
+    before = files_and_links(tmp_path)
     done = wattlab(*case.args, cwd=tmp_path, timeout=120)
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert done.returncode == case.code, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     assert len(lines) == 1, done.stderr[-2000:]
     assert case.message in lines[0], lines[0]
-    assert snapshot(tmp_path) == before  # nothing written; a link's target untouched
+    assert files_and_links(tmp_path) == before  # nothing written; a link's target untouched
     assert not (tmp_path / MARKER).exists() and not (tmp_path / "INJECTED").exists()
 
 
@@ -672,11 +689,11 @@ def test_cli_fault_is_one_line_exit_2_and_nothing_written(case: Case, tmp_path: 
 def test_a_dry_run_of_a_hostile_cifar_folder_runs_no_code(tmp_path: Path) -> None:
     cifar_folder(tmp_path / "data", evil="data_batch_1")
     (tmp_path / "spec.yaml").write_text(CIFAR_SPEC)
-    before = snapshot(tmp_path)
+    before = files_and_links(tmp_path)
     done = wattlab("sweep", "spec.yaml", "--db", "w.db", "--dry-run", cwd=tmp_path, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]  # it plans, and opens no data file
     assert not (tmp_path / MARKER).exists()
-    assert snapshot(tmp_path) == before
+    assert files_and_links(tmp_path) == before
 
 
 @pytest.mark.slow
@@ -685,7 +702,7 @@ def test_report_html_is_0644_under_umask_022(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-c",
          "import os, sys; os.umask(0o022); sys.argv = ['wattlab', 'report', '--db', 'w.db', "
-         "'--out', 'rep']; from wattlab.cli import main; main()"],
+         "'--out', 'rep', '--json', '-']; from wattlab.cli import main; main()"],
         cwd=tmp_path, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]

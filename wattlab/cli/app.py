@@ -475,7 +475,7 @@ def sweep(
     from wattlab.cli.sweep_view import print_plan, run_with_progress
     from wattlab.experiment.spec import load_spec
     from wattlab.experiment.store import check_writable_database, open_store
-    from wattlab.experiment.sweep import MachineFacts, make_plan
+    from wattlab.experiment.sweep import MachineFacts, check_spec_inputs, make_plan
     from wattlab.experiment.worker import WorkerOptions
     from wattlab.jsonio import dump_json
 
@@ -504,6 +504,10 @@ def sweep(
         else:
             plan = make_plan(sweep_spec, None, machine, register=False)
     else:
+        from wattlab.experiment.sweep_lock import check_lock_path
+
+        check_lock_path(db, sweep_spec.name)
+        check_spec_inputs(sweep_spec, machine)  # before the database is created or opened
         check_writable_database(db)
         with open_store(db) as store:
             plan = make_plan(sweep_spec, store, machine)

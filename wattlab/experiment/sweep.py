@@ -153,6 +153,17 @@ def expected_duration_s(cfg: RunConfig, history: Any) -> float | None:
     return float(per_sample * samples)
 
 
+def check_spec_inputs(spec: Any, machine: MachineFacts, *, open_files: bool = True) -> None:
+    """The input checks of every configuration this machine would run (the CLI calls it
+    before the database is opened, so a bad input writes nothing)."""
+    from wattlab.experiment.runner import check_inputs
+
+    for point in spec.points():
+        config = spec.run_config(point)
+        if not skip_reason(config, machine):
+            check_inputs(config, open_files=open_files)
+
+
 def make_plan(spec: Any, store: Any, machine: MachineFacts, *, register: bool = True) -> SweepPlan:
     """The whole sweep, in run order, with what will run, what is done and what is skipped.
 
@@ -161,12 +172,7 @@ def make_plan(spec: Any, store: Any, machine: MachineFacts, *, register: bool = 
     is stored. ``register`` records the sweep in the store (a real sweep); without it (a dry
     run) nothing is written and ``store`` may be None (no database yet).
     """
-    from wattlab.experiment.runner import check_inputs
-
-    for point in spec.points():
-        config = spec.run_config(point)
-        if not skip_reason(config, machine):
-            check_inputs(config, open_files=register)  # a dry run opens no data file
+    check_spec_inputs(spec, machine, open_files=register)  # a dry run opens no data file
     notes: list[str] = []
     if register:
         order_seed = store.register_sweep(

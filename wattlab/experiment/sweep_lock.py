@@ -23,6 +23,21 @@ def lock_path(db_path: str | Path, sweep: str) -> Path:
     return db.with_name(f"{db.name}.{sweep}.sweep-lock")
 
 
+def check_lock_path(db_path: str | Path, sweep: str) -> None:
+    """Before anything is written: the lock file, when it exists, is a regular file and not a
+    symbolic link (the lock is opened with O_NOFOLLOW, so a link is never written through)."""
+    path = lock_path(db_path, sweep)
+    if path.is_symlink():
+        raise ConfigError(
+            f"the sweep lock {path} is a symbolic link, and wattlab never writes through links; "
+            "remove it, then run the sweep again."
+        )
+    if path.exists() and not path.is_file():
+        raise ConfigError(
+            f"the sweep lock {path} is not a regular file; remove it, then run the sweep again."
+        )
+
+
 class SweepLock:
     """``with SweepLock(db, name):`` holds the sweep; a second holder gets a ConfigError."""
 
