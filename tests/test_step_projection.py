@@ -363,7 +363,7 @@ def test_project_after_fraction_in_the_run_config() -> None:
 def test_live_marks_read_the_meters_and_project_once(monkeypatch) -> None:
     from types import SimpleNamespace
 
-    from wattlab.experiment.worker import _LiveMarks
+    from wattlab.experiment.live_step import LiveMarks
 
     clock = {"j": 0.0}
 
@@ -377,13 +377,13 @@ def test_live_marks_read_the_meters_and_project_once(monkeypatch) -> None:
 
     monitor = SimpleNamespace(meters=[Meter(0.9), Meter(0.1), Meter(5.0, in_total=False)])
     notes: list[str] = []
-    live = _LiveMarks(0.2, monitor, notes.append)
+    live = LiveMarks(0.2, monitor, notes.append)
     samples, times, energies, truth_j = marks_of_a_run(counter_period_s=1e-6)
-    import wattlab.experiment.worker as worker
+    import wattlab.experiment.live_step as live_step
 
     for s, t, e in zip(samples, times, energies, strict=True):
         clock["j"] = e + 123.0  # meters count from before the budget
-        monkeypatch.setattr(worker.time, "perf_counter", lambda t=t: 1000.0 + t)
+        monkeypatch.setattr(live_step.time, "perf_counter", lambda t=t: 1000.0 + t)
         live.mark(s, samples[-1])
     assert live.projection is not None and live.projection.ok
     assert live.projection.energy_j == pytest.approx(truth_j, rel=0.02)
@@ -402,7 +402,7 @@ def test_live_marks_read_the_meters_and_project_once(monkeypatch) -> None:
 def test_live_marks_without_a_calibration_keep_the_band_and_say_why(monkeypatch) -> None:
     from types import SimpleNamespace
 
-    import wattlab.experiment.worker as worker
+    import wattlab.experiment.live_step as live_step
     import wattlab.step_calibration as calibration
     from wattlab.errors import DataError
 
@@ -413,11 +413,11 @@ def test_live_marks_without_a_calibration_keep_the_band_and_say_why(monkeypatch)
     clock = {"j": 0.0}
     meter = SimpleNamespace(info=SimpleNamespace(details={}), energy_j=lambda: clock["j"])
     notes: list[str] = []
-    live = worker._LiveMarks(0.2, SimpleNamespace(meters=[meter]), notes.append)
+    live = live_step.LiveMarks(0.2, SimpleNamespace(meters=[meter]), notes.append)
     samples, times, energies, _ = marks_of_a_run(counter_period_s=1e-6)
     for s, t, e in zip(samples, times, energies, strict=True):
         clock["j"] = e
-        monkeypatch.setattr(worker.time, "perf_counter", lambda t=t: t)
+        monkeypatch.setattr(live_step.time, "perf_counter", lambda t=t: t)
         live.mark(s, samples[-1])
     assert live.projection.ok and live.projection.interval_low_j is None
     assert notes[0].startswith("STEP: no calibrated interval (cannot read the STEP calibration")

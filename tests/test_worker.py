@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from wattlab.experiment.worker import WorkerOptions, build_run_row
+from wattlab.experiment.options import RunContext, WorkerOptions
+from wattlab.experiment.record import build_run_row
 from wattlab.meters.base import Provenance
 from wattlab.monitor import Measurement
 from wattlab.monitor.carbon import CarbonSettings
@@ -58,7 +59,7 @@ def test_two_ranks_sum_their_gpus_and_count_the_host_once():
     )
     opts = WorkerOptions(db_path="x.db", carbon=CarbonSettings())
     row, windows, trace = build_run_row(
-        cfg, opts, [rank0, rank1], result, "2026-12-02T00:00:00+00:00", None, None
+        cfg, opts, RunContext(), [rank0, rank1], result, "2026-12-02T00:00:00+00:00", None, None
     )
     assert row["energy_gpu_j"] == pytest.approx(5800.0)
     assert row["energy_cpu_j"] == pytest.approx(400.0)
@@ -88,4 +89,6 @@ def test_a_component_metered_twice_is_refused():
     result = SimpleNamespace(epochs_completed=1.0, samples=1, accuracy=0, f1_macro=0,
                              train_loss=0, params=1)  # fmt: skip
     with pytest.raises(ValueError, match="two processes"):
-        build_run_row(cfg, WorkerOptions(db_path="x"), [p, p], result, "t", None, None)
+        build_run_row(
+            cfg, WorkerOptions(db_path="x"), RunContext(), [p, p], result, "t", None, None
+        )

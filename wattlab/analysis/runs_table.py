@@ -21,10 +21,11 @@ import numpy as np
 import pandas as pd
 
 from wattlab.errors import DataError
+from wattlab.experiment.record import run_columns
 from wattlab.meters.base import Provenance
 
 # Columns that describe a configuration (taken from the first run of each configuration).
-CONFIG_COLUMNS = (
+CONFIG_COLUMNS = run_columns(
     "model",
     "stem",
     "dataset",
@@ -37,25 +38,28 @@ CONFIG_COLUMNS = (
 )
 # Measured columns summarised by a median and an interval of the median.
 METRICS = (
-    "duration_s",
-    "energy_total_j",
-    "energy_gpu_j",
-    "energy_cpu_j",
-    "energy_dram_j",
-    "energy_other_j",
-    "energy_per_sample_j",
-    "co2e_kg",
-    "accuracy",
+    *run_columns(
+        "duration_s",
+        "energy_total_j",
+        "energy_gpu_j",
+        "energy_cpu_j",
+        "energy_dram_j",
+        "energy_other_j",
+    ),
+    "energy_per_sample_j",  # derived: energy_total_j / samples
+    *run_columns("co2e_kg", "accuracy"),
 )
 # Columns summarised by a median only.
-MEDIAN_ONLY = ("co2e_low_kg", "co2e_high_kg", "power_limit_w", "samples", "wall_s", "epochs")
+MEDIAN_ONLY = run_columns(
+    "co2e_low_kg", "co2e_high_kg", "power_limit_w", "samples", "wall_s", "epochs"
+)
 # Facts about where and how a configuration was measured (its first run's value).
-CONTEXT_COLUMNS = ("gpu_name", "cpu_model", "intensity_kg_per_kwh", "pue")
-REQUIRED_COLUMNS = ("status", "config_hash", "label", "duration_s", "energy_total_j")
+CONTEXT_COLUMNS = run_columns("gpu_name", "cpu_model", "intensity_kg_per_kwh", "pue")
+REQUIRED_COLUMNS = run_columns("status", "config_hash", "label", "duration_s", "energy_total_j")
 
 PRECISION_ORDER = ("fp32", "tf32", "amp-bf16", "amp-fp16")
 _PROVENANCE_RANK = {"measured": 0, "sampled": 1, "estimated": 2, "unknown": 3}
-INT_COLUMNS = ("gpus", "world_size", "batch_size")
+INT_COLUMNS = run_columns("gpus", "world_size", "batch_size")
 
 
 def check_columns(runs: pd.DataFrame, required: Iterable[str], what: str) -> None:

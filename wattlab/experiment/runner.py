@@ -21,23 +21,21 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wattlab.errors import ConfigError, Interrupted
-from wattlab.experiment.worker import WorkerOptions, claim_row, execute, failed_row
+from wattlab.experiment.options import RunContext, WorkerOptions
+from wattlab.experiment.record import RunOutcome, claim_row, failed_row
+from wattlab.experiment.worker import execute
 from wattlab.monitor import utc_now_iso
 from wattlab.train.config import RunConfig
 
+if TYPE_CHECKING:
+    from wattlab.experiment.store import Store
 
-@dataclass
-class RunOutcome:
-    run_id: int | None
-    status: str  # 'ok' | 'failed'
-    error: str | None = None
-    row: dict[str, Any] | None = None  # the stored row (ok or failed), when there is one
-    stored: bool = True  # False: a failure that could not be stored (nothing was written)
+__all__ = ["RunOutcome", "run"]
 
 
 def check_devices(cfg: RunConfig) -> None:
@@ -141,12 +139,17 @@ def read_idle(cfg: RunConfig) -> dict[str, Any] | None:
 def abandon_dead_lone_runs(db_path: str | Path) -> list[int]:
     """Mark lone runs that a dead process on this host left 'running' as 'abandoned'."""
     from wattlab.experiment.store import open_store
+
+    with open_store(db_path) as store:
+        return _abandon_dead_lone_runs(store)
+
+
+def _abandon_dead_lone_runs(store: Store) -> list[int]:
     from wattlab.processes import pid_alive
 
     host = socket.gethostname()
-    with open_store(db_path) as store:
-        dead = [pid for _, pid in store.running_lone_runs(host) if pid and not pid_alive(pid)]
-        return store.abandon_running(None, hostname=host, dead_pids=dead) if dead else []
+    dead = [pid for _, pid in store.running_lone_runs(host) if pid and not pid_alive(pid)]
+    return store.abandon_running(None, hostname=host, dead_pids=dead) if dead else []
 
 
 @contextlib.contextmanager
@@ -167,20 +170,34 @@ def sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _claim(cfg: RunConfig, opts: WorkerOptions) -> int:
-    from wattlab.experiment.store import open_store
-
-    with open_store(opts.db_path) as store:
-        return store.claim_run(claim_row(cfg, opts, utc_now_iso()))
+def _claim(store: Store, cfg: RunConfig, opts: WorkerOptions, ctx: RunContext) -> RunContext:
+    """The context of the claimed run: its 'running' row's id."""
+    return replace(ctx, run_id=store.claim_run(claim_row(cfg, opts, ctx, utc_now_iso())))
 
 
-def _stored_row(db_path: str, run_id: int | None) -> dict[str, Any] | None:
-    if run_id is None:
-        return None
-    from wattlab.experiment.store import open_store
+def _stored_row(store: Store, run_id: int | None) -> dict[str, Any] | None:
+    return None if run_id is None else store.run_record(run_id)
 
-    with open_store(db_path) as store:
-        return store.run_record(run_id)
+
+def run_context(
+    cfg: RunConfig, session: Any, base: RunContext, requested_unix: float, launched: bool
+) -> RunContext:
+    """The run's context once its power limit is set: the limit asked for, the GPUs' idle
+    readings and (a run launched in another process) when the launch was asked for."""
+    changes = getattr(session, "changes", None) or []
+    requested_w = base.power_limit_requested_w
+    if changes:
+        requested_w = changes[0].limit_w
+    elif cfg.power_limit_w is not None:
+        requested_w = cfg.power_limit_w
+    return replace(
+        base,
+        power_limit_requested_w=requested_w,
+        idle=base.idle if base.idle is not None else read_idle(cfg),
+        launched_at_unix=(base.launched_at_unix or requested_unix)
+        if launched
+        else base.launched_at_unix,
+    )
 
 
 def run(
@@ -193,63 +210,105 @@ def run(
     rdzv_endpoint: str | None = None,
     pynvml_module: Any = None,
     warm: Any = None,
+    context: RunContext | None = None,
 ) -> RunOutcome:
     """Run one configuration end to end and store it. Raises WattlabError on bad input.
 
     ``warm``: a sweep's WarmWorker; single-process runs go to it instead of a new process.
+    The database is opened once, after the checks (on the first node only; the other nodes'
+    workers write nothing), and serves the whole run.
     """
+    from wattlab.experiment.store import open_store
+
     requested_unix = time.time()  # the launch phase of a subprocess run starts here
     preflight(cfg, opts.db_path)
     if cfg.device == "cuda":
         restore_pending_limits(pynvml_module)
-    if node_rank == 0 and opts.sweep is None:
-        abandon_dead_lone_runs(opts.db_path)
+    store = open_store(opts.db_path) if node_rank == 0 else None
+    try:
+        return _run(
+            store,
+            cfg,
+            opts,
+            context or RunContext(),
+            requested_unix,
+            subprocess_launch=subprocess_launch,
+            nnodes=nnodes,
+            node_rank=node_rank,
+            rdzv_endpoint=rdzv_endpoint,
+            pynvml_module=pynvml_module,
+            warm=warm,
+        )
+    finally:
+        if store is not None:
+            store.close()
+
+
+def _run(
+    store: Store | None,
+    cfg: RunConfig,
+    opts: WorkerOptions,
+    ctx: RunContext,
+    requested_unix: float,
+    *,
+    subprocess_launch: bool | None,
+    nnodes: int,
+    node_rank: int,
+    rdzv_endpoint: str | None,
+    pynvml_module: Any,
+    warm: Any,
+) -> RunOutcome:
+    if store is not None and opts.sweep is None:
+        _abandon_dead_lone_runs(store)
     if subprocess_launch is None:
         subprocess_launch = cfg.world_size > 1 or nnodes > 1
     with _power_session(cfg, pynvml_module) as session:
-        changes = getattr(session, "changes", None) or []
-        if changes:
-            opts.power_limit_requested_w = changes[0].limit_w
-        elif cfg.power_limit_w is not None:
-            opts.power_limit_requested_w = cfg.power_limit_w
-        if opts.idle is None:
-            opts.idle = read_idle(cfg)
-        if subprocess_launch or warm is not None:
-            opts.launched_at_unix = opts.launched_at_unix or requested_unix
+        launched = subprocess_launch or warm is not None
+        ctx = run_context(cfg, session, ctx, requested_unix, launched)
         if warm is not None and cfg.world_size == 1 and nnodes == 1:
-            opts.launcher = "warm-worker"
-            opts.run_id = _claim(cfg, opts)
-            return warm.run(cfg, opts)
+            assert store is not None
+            ctx = _claim(store, cfg, opts, replace(ctx, launcher="warm-worker"))
+            outcome: RunOutcome = warm.run(cfg, opts, ctx, store)
+            return outcome
         if not subprocess_launch:
-            opts.run_id = _claim(cfg, opts)
+            assert store is not None
+            ctx = _claim(store, cfg, opts, ctx)
             with sigterm_as_interrupt():
-                result = execute(cfg, opts)
-            return RunOutcome(result.run_id, result.status, result.error, result.row, result.stored)
-        opts.launcher = "torchrun"
-        if node_rank == 0:
-            opts.run_id = _claim(cfg, opts)
-        return _launch(cfg, opts, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint)
+                return execute(cfg, opts, ctx, store=store)
+        ctx = replace(ctx, launcher="torchrun")
+        if store is not None:
+            ctx = _claim(store, cfg, opts, ctx)
+        return _launch(
+            store, cfg, opts, ctx, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint
+        )
 
 
-def finish_as_failed(cfg: RunConfig, opts: WorkerOptions, started_at: str, message: str) -> int:
+def finish_as_failed(
+    store: Store,
+    cfg: RunConfig,
+    opts: WorkerOptions,
+    ctx: RunContext,
+    started_at: str,
+    message: str,
+) -> int:
     """Store the failure of a run whose processes died: finish its claim (or add a row)."""
     from wattlab.errors import DataError
-    from wattlab.experiment.store import open_store
 
-    with open_store(opts.db_path) as store:
-        row = failed_row(cfg, opts, started_at, message)
-        if opts.run_id is None:
-            return store.insert_run(row)
-        try:
-            store.finish_run(opts.run_id, row)
-        except DataError:  # the worker finished it after all
-            pass
-        return opts.run_id
+    row = failed_row(cfg, opts, ctx, started_at, message)
+    if ctx.run_id is None:
+        return store.insert_run(row)
+    try:
+        store.finish_run(ctx.run_id, row)
+    except DataError:  # the worker finished it after all
+        pass
+    return ctx.run_id
 
 
 def _launch(
+    store: Store | None,
     cfg: RunConfig,
     opts: WorkerOptions,
+    ctx: RunContext,
     *,
     nnodes: int,
     node_rank: int,
@@ -262,12 +321,19 @@ def _launch(
     with tempfile.TemporaryDirectory(prefix="wattlab-run-") as tmp:
         cfg_path = Path(tmp) / "config.json"
         opts_path = Path(tmp) / "options.json"
+        ctx_path = Path(tmp) / "context.json"
         result_path = Path(tmp) / "result.json"
         cfg_path.write_text(json.dumps(cfg.model_dump()))
-        opts.result_file = str(result_path)
         command = torchrun_command(
             "wattlab.experiment.worker",
-            ["--config-json", str(cfg_path), "--options-json", str(opts_path)],
+            [
+                "--config-json",
+                str(cfg_path),
+                "--options-json",
+                str(opts_path),
+                "--context-json",
+                str(ctx_path),
+            ],
             nproc_per_node=cfg.world_size,
             nnodes=nnodes,
             node_rank=node_rank,
@@ -276,10 +342,14 @@ def _launch(
         env = dict(os.environ)
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // cfg.world_size)))
         env[ENV_PARENT_PID] = str(os.getpid())  # the workers watch us too, not only torchrun
-        if opts.launched_at_unix is None:
-            opts.launched_at_unix = time.time()
-        opts.launcher = "torchrun"
+        ctx = replace(
+            ctx,
+            launched_at_unix=ctx.launched_at_unix or time.time(),
+            launcher="torchrun",
+            result_file=str(result_path),
+        )
         opts_path.write_text(json.dumps(opts.to_json()))
+        ctx_path.write_text(json.dumps(ctx.to_json()))
         child = subprocess.Popen(
             command, env=env, start_new_session=True, preexec_fn=preexec_pdeathsig
         )
@@ -305,19 +375,20 @@ def _launch(
                 result.get("run_id"),
                 result["status"],
                 result.get("error"),
-                _stored_row(opts.db_path, result.get("run_id")),
+                _stored_row(store, result.get("run_id")) if store is not None else None,
                 bool(result.get("stored", True)),
             )
         elif node_rank != 0:
             outcome = RunOutcome(None, "ok" if code == 0 else "failed")
         else:
+            assert store is not None  # the first node's runner holds the run's store
             message = f"the training processes exited with code {code} before storing the run"
             if received:
                 message = f"interrupted by signal {received[0]} before the run was stored"
             elif code < 0:
                 message = f"the training processes were killed by signal {-code}"
-            run_id = finish_as_failed(cfg, opts, started_at, message)
-            outcome = RunOutcome(run_id, "failed", message, _stored_row(opts.db_path, run_id))
+            run_id = finish_as_failed(store, cfg, opts, ctx, started_at, message)
+            outcome = RunOutcome(run_id, "failed", message, _stored_row(store, run_id))
         if received:  # the user (or a scheduler) asked us to stop: no further runs
             raise Interrupted(received[0])
         return outcome

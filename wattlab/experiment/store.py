@@ -28,35 +28,16 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from wattlab.errors import ConfigError, DataError
+from wattlab.experiment.record import added_in
 
 if TYPE_CHECKING:
     from wattlab.monitor import Measurement
 
 SCHEMA_VERSION = 4
-# Columns version 2 added to `runs` (the migration from version 1 adds them, all NULL).
-_V2_RUN_COLUMNS = (
-    ("pid", "INTEGER"),
-    ("launcher", "TEXT"),
-    ("worker_run_index", "INTEGER"),
-    ("phase_launch_s", "REAL"),
-    ("phase_setup_s", "REAL"),
-    ("phase_data_s", "REAL"),
-    ("phase_warmup_s", "REAL"),
-    ("phase_budget_s", "REAL"),
-    ("phase_eval_s", "REAL"),
-    ("phase_teardown_s", "REAL"),
-    ("idle_power_w", "REAL"),
-    ("idle_temperature_c", "REAL"),
-    ("idle_json", "TEXT"),
-)
-# Columns version 3 added to `runs`.
-_V3_RUN_COLUMNS = (("gpu_utilization_basis", "TEXT"), ("step_marks_json", "TEXT"))
-# Columns version 4 added to `runs`: STEP's calibrated interval.
-_V4_RUN_COLUMNS = (
-    ("projected_energy_low_j", "REAL"),
-    ("projected_energy_high_j", "REAL"),
-    ("projection_interval_basis", "TEXT"),
-)
+# The columns each version added to `runs` (declared once, in wattlab.experiment.record).
+_V2_RUN_COLUMNS = added_in(2)  # phases, idle readings, the claiming process
+_V3_RUN_COLUMNS = added_in(3)  # how GPU utilisation was obtained, STEP's marks
+_V4_RUN_COLUMNS = added_in(4)  # STEP's calibrated interval
 # version -> the run columns its successor added: opening an older database adds them (NULL)
 _ADDED_RUN_COLUMNS = {1: _V2_RUN_COLUMNS, 2: _V3_RUN_COLUMNS, 3: _V4_RUN_COLUMNS}
 RUN_STATUSES = ("running", "ok", "failed", "abandoned")

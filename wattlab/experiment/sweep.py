@@ -19,11 +19,11 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from wattlab.experiment.worker import WorkerOptions
+from wattlab.experiment.options import WorkerOptions
 from wattlab.train.config import RunConfig
 
 
@@ -309,12 +309,13 @@ def run_plan(
             # untimed warm-up runs of the first configuration, stored in a throw-away database
             with tempfile.TemporaryDirectory(prefix="wattlab-warmup-") as tmp:
                 for _ in range(plan.warmup_runs):
-                    warm_opts = WorkerOptions(
-                        **{**opts.__dict__, "db_path": str(Path(tmp) / "w.db")}
+                    warm_opts = replace(
+                        opts,
+                        db_path=str(Path(tmp) / "w.db"),
+                        sweep=None,
+                        progress=False,
+                        eval_samples=SWEEP_EVAL_SAMPLES,
                     )
-                    warm_opts.sweep = None
-                    warm_opts.progress = False
-                    warm_opts.eval_samples = SWEEP_EVAL_SAMPLES
                     launch(todo[0].config, warm_opts)
         for i, entry in enumerate(todo):
             with open_store(opts.db_path) as store:
@@ -324,10 +325,12 @@ def run_plan(
                 cool_down(plan.cooldown_s, plan.cooldown_until_c)
             if on_start:
                 on_start(entry)
-            run_opts = WorkerOptions(**{**opts.__dict__})
-            run_opts.sweep = plan.name
-            run_opts.repetition = entry.repetition
-            run_opts.eval_samples = SWEEP_EVAL_SAMPLES
+            run_opts = replace(
+                opts,
+                sweep=plan.name,
+                repetition=entry.repetition,
+                eval_samples=SWEEP_EVAL_SAMPLES,
+            )
             outcome = launch(entry.config, run_opts)
             outcomes.append((entry, outcome))
             if on_finish:

@@ -22,12 +22,17 @@ import signal
 import subprocess
 import sys
 import time
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from wattlab.errors import Interrupted
-from wattlab.experiment.worker import WorkerOptions
+from wattlab.experiment.options import RunContext, WorkerOptions
 from wattlab.monitor import utc_now_iso
 from wattlab.train.config import RunConfig
+
+if TYPE_CHECKING:
+    from wattlab.experiment.record import RunOutcome
+    from wattlab.experiment.store import Store
 
 CLOSE_TIMEOUT_S = 30.0
 
@@ -56,18 +61,20 @@ class WarmWorker:
         )
         return self.proc
 
-    def run(self, cfg: RunConfig, opts: WorkerOptions) -> Any:
-        """Run one claimed run (``opts.run_id``) in the worker; return a RunOutcome."""
-        from wattlab.experiment.runner import RunOutcome, _stored_row, finish_as_failed
+    def run(self, cfg: RunConfig, opts: WorkerOptions, ctx: RunContext, store: Store) -> RunOutcome:
+        """Run one claimed run (``ctx.run_id``) in the worker; return its outcome. ``store``:
+        the run's open store (the runner's), where a run the worker could not store is
+        finished as failed and the stored row is read back."""
+        from wattlab.experiment.record import RunOutcome
+        from wattlab.experiment.runner import _stored_row, finish_as_failed
 
-        if opts.launched_at_unix is None:  # the runner sets it when the run was asked for
-            opts.launched_at_unix = time.time()
+        if ctx.launched_at_unix is None:  # the runner sets it when the run was asked for
+            ctx = replace(ctx, launched_at_unix=time.time())
         proc = self.proc
         if proc is None or proc.poll() is not None:
             proc = self._start()  # the first run's launch phase includes the worker's start
-        opts.launcher = "warm-worker"
-        opts.worker_run_index = self.runs
-        opts.progress = False
+        ctx = replace(ctx, launcher="warm-worker", worker_run_index=self.runs)
+        opts = replace(opts, progress=False)
         started_at = utc_now_iso()
         received: list[int] = []
 
@@ -84,7 +91,14 @@ class WarmWorker:
             try:
                 assert proc.stdin is not None and proc.stdout is not None
                 proc.stdin.write(
-                    json.dumps({"config": cfg.model_dump(), "options": opts.to_json()}) + "\n"
+                    json.dumps(
+                        {
+                            "config": cfg.model_dump(),
+                            "options": opts.to_json(),
+                            "context": ctx.to_json(),
+                        }
+                    )
+                    + "\n"
                 )
                 proc.stdin.flush()
                 line = proc.stdout.readline()
@@ -101,7 +115,7 @@ class WarmWorker:
                 run_id,
                 result["status"],
                 result.get("error"),
-                _stored_row(opts.db_path, run_id),
+                _stored_row(store, run_id),
                 bool(result.get("stored", True)),
             )
         else:
@@ -113,8 +127,8 @@ class WarmWorker:
                 message = f"the warm worker was killed by signal {-code}"
             else:
                 message = f"the warm worker exited with code {code} before storing the run"
-            run_id = finish_as_failed(cfg, opts, started_at, message)
-            outcome = RunOutcome(run_id, "failed", message, _stored_row(opts.db_path, run_id))
+            run_id = finish_as_failed(store, cfg, opts, ctx, started_at, message)
+            outcome = RunOutcome(run_id, "failed", message, _stored_row(store, run_id))
         if received:
             self.close()
             raise Interrupted(received[0])
@@ -166,14 +180,15 @@ def serve() -> int:
         job = json.loads(line)
         cfg = RunConfig(**job["config"])
         opts = WorkerOptions.from_json(job["options"])
+        ctx = RunContext.from_json(job.get("context", {}))
         try:
-            result = execute(cfg, opts)
+            result = execute(cfg, opts, ctx)
         except (Interrupted, KeyboardInterrupt) as error:
             signum = error.signum if isinstance(error, Interrupted) else int(signal.SIGINT)
-            _reply(replies, opts.run_id, "failed", f"interrupted by signal {signum}")
+            _reply(replies, ctx.run_id, "failed", f"interrupted by signal {signum}")
             return 128 + signum
         except BaseException as error:  # stored as failed by execute (or not: it says so)
-            _reply(replies, opts.run_id, "failed", f"{type(error).__name__}: {error}")
+            _reply(replies, ctx.run_id, "failed", f"{type(error).__name__}: {error}")
             return 1
         _reply(replies, result.run_id, result.status, result.error, result.stored)
         del result

@@ -11,8 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
-import socket
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -281,17 +279,6 @@ def config_hash(config: dict[str, Any]) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def run_row(
     *,
     config: dict[str, Any],
@@ -309,55 +296,27 @@ def run_row(
     train_loss: float | None = None,
     sweep: str | None = None,
 ) -> dict[str, Any]:
-    """The `runs` row of a framework-driven run: the config as given, the train window's energy."""
-    c = window_co2e(train)
-    components = {
-        comp: {
-            "energy_j": train.energy_j[comp],
-            "provenance": train.provenance[comp].value,
-            "uncertainty_j": train.uncertainty_j.get(comp, 0.0),
-            "in_total": train.in_total.get(comp, True),
-        }
-        for comp in train.energy_j
-    }
-    gpus = sum(1 for comp in train.energy_j if comp.startswith("gpu:"))
-    return {
-        "sweep": sweep,
-        "status": "ok",
-        "config_hash": config_hash(config),
-        "repetition": 0,
-        "config_json": config,
-        "label": label,
-        "model": model,
-        "precision": precision,
-        "device": device,
-        "gpus": gpus if device == "cuda" else 0,
-        "world_size": world_size,
-        "batch_size": batch_size,
-        "epochs": epochs,
-        "samples": samples,
-        "started_at": started_at,
-        "finished_at": utc_now_iso(),
-        "hostname": socket.gethostname(),
-        "cpu_model": _cpu_model(),
-        "duration_s": train.duration_s,
-        "wall_s": train.duration_s,
-        "energy_total_j": train.total_energy_j,
-        "energy_gpu_j": train.gpu_energy_j,
-        "energy_cpu_j": train.cpu_energy_j,
-        "energy_dram_j": train.dram_energy_j,
-        "energy_other_j": train.other_energy_j,
-        "energy_uncertainty_j": train.total_uncertainty_j,
-        "provenance": train.total_provenance.value,
-        "components_json": components,
-        "co2e_kg": c.value_kg,
-        "co2e_low_kg": c.low_kg,
-        "co2e_high_kg": c.high_kg,
-        "intensity_kg_per_kwh": c.settings.intensity_kg_per_kwh,
-        "pue": c.settings.pue,
-        "accuracy": accuracy,
-        "train_loss": train_loss,
-    }
+    """The `runs` row of a framework-driven run: the config as given, the train window's energy
+    (built from the same column groups as a wattlab run's, ``wattlab.experiment.record``)."""
+    from wattlab.experiment.record import callback_row
+
+    return callback_row(
+        config=config,
+        config_hash=config_hash(config),
+        label=label,
+        train=train,
+        started_at=started_at,
+        model=model,
+        precision=precision,
+        device=device,
+        world_size=world_size,
+        batch_size=batch_size,
+        epochs=epochs,
+        samples=samples,
+        accuracy=accuracy,
+        train_loss=train_loss,
+        sweep=sweep,
+    )
 
 
 def store_run(

@@ -34,7 +34,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -196,9 +196,10 @@ def run_task(task: dict[str, Any]) -> str:
     on the node, then to ``task['result_path']``. A run that cannot even start (a bad dataset
     path on this node, no GPU) is written as a failed run, so the sweep sees why.
     """
+    from wattlab.experiment.options import RunContext, WorkerOptions
+    from wattlab.experiment.record import failed_row
     from wattlab.experiment.runner import run as run_one
     from wattlab.experiment.store import open_store
-    from wattlab.experiment.worker import WorkerOptions, failed_row
     from wattlab.monitor import utc_now_iso
     from wattlab.train.config import RunConfig
 
@@ -206,16 +207,19 @@ def run_task(task: dict[str, Any]) -> str:
     job = job_identity()
     with tempfile.TemporaryDirectory(prefix="wattlab-task-") as tmp:
         db_path = str(Path(tmp) / "run.db")
-        opts = WorkerOptions.from_json({**task["options"], "db_path": db_path, "progress": False})
-        opts.sweep = task["sweep"]
-        opts.repetition = int(task["repetition"])
+        opts = WorkerOptions.from_json(
+            {
+                **task["options"],
+                "db_path": db_path,
+                "progress": False,
+                "sweep": task["sweep"],
+                "repetition": int(task["repetition"]),
+            }
+        )
         started_at = utc_now_iso()
         try:
             for i in range(int(task.get("warmup_runs", 0))):
-                warm = WorkerOptions.from_json(
-                    {**opts.to_json(), "db_path": str(Path(tmp) / f"warmup-{i}.db")}
-                )
-                warm.sweep = None
+                warm = replace(opts, db_path=str(Path(tmp) / f"warmup-{i}.db"), sweep=None)
                 run_one(cfg, warm)
             # one process runs here (the task is its own process already), several under torchrun
             run_one(cfg, opts)
@@ -225,7 +229,7 @@ def run_task(task: dict[str, Any]) -> str:
             with open_store(db_path) as store:
                 if store.runs().empty:
                     message = f"{type(error).__name__}: {error}"
-                    store.insert_run(failed_row(cfg, opts, started_at, message))
+                    store.insert_run(failed_row(cfg, opts, RunContext(), started_at, message))
         export_result(db_path, task["result_path"], job, result_id=task["result_id"])
     return str(task["result_path"])
 
@@ -512,7 +516,7 @@ class SlurmSweep:
         self, store: Any, task: TaskRecord, state: str | None, gone_since: dict[str, float]
     ) -> Any:
         """The outcome of a task SLURM no longer runs, or None to look again later."""
-        from wattlab.experiment.runner import RunOutcome
+        from wattlab.experiment.record import RunOutcome
 
         path = Path(task.result_path)
         merged = path.parent / "merged" / path.name
@@ -560,9 +564,9 @@ class SlurmSweep:
 
     def _store_lost(self, store: Any, task: TaskRecord, state: str | None) -> Any:
         """A failed row for a task that ended without a result file (cancelled, lost)."""
-        from wattlab.experiment.runner import RunOutcome
+        from wattlab.experiment.options import RunContext
+        from wattlab.experiment.record import RunOutcome, failed_row
         from wattlab.experiment.store import AlreadyStoredError
-        from wattlab.experiment.worker import WorkerOptions, failed_row
         from wattlab.monitor import utc_now_iso
         from wattlab.train.config import RunConfig
 
@@ -574,9 +578,8 @@ class SlurmSweep:
             f"SLURM task {task.job_id} ended ({final}) without a result; "
             "run the sweep again to resubmit it."
         )
-        opts = WorkerOptions(**{**self.opts.__dict__})
-        opts.sweep, opts.repetition = self.plan.name, task.repetition
-        row = failed_row(cfg, opts, utc_now_iso(), message)
+        opts = replace(self.opts, sweep=self.plan.name, repetition=task.repetition)
+        row = failed_row(cfg, opts, RunContext(), utc_now_iso(), message)
         job = {
             "scheduler": "slurm",
             "job_id": task.job_id,

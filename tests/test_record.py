@@ -1,0 +1,131 @@
+"""The run record: one declaration of the `runs` columns, held against the schema, the
+migrations, and every module that lists columns."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import fields
+
+import pytest
+
+from wattlab.experiment import store as store_module
+from wattlab.experiment.record import (
+    COLUMN_GROUPS,
+    RUN_COLUMN_NAMES,
+    RUN_COLUMNS,
+    added_in,
+    run_columns,
+)
+from wattlab.experiment.store import SCHEMA_VERSION, open_store, schema_sql
+
+
+def _schema_run_columns() -> list[tuple[str, str]]:
+    conn = sqlite3.connect(":memory:")
+    conn.executescript(schema_sql())
+    return [(r[1], r[2]) for r in conn.execute("PRAGMA table_info(runs)")]
+
+
+def test_the_declaration_is_schema_sql_column_for_column_in_order():
+    declared = [(c.name, c.sql_type) for c in RUN_COLUMNS]
+    assert declared == _schema_run_columns()
+    assert len(set(RUN_COLUMN_NAMES)) == len(RUN_COLUMN_NAMES)
+
+
+def test_the_migrations_add_exactly_the_columns_each_version_declares():
+    # version v's migration (from v-1) adds the columns declared `since=v`, in order; version 1
+    # columns are never added; together they are every declared column
+    added = store_module._ADDED_RUN_COLUMNS
+    assert sorted(added) == list(range(1, SCHEMA_VERSION))
+    for before, columns in added.items():
+        assert tuple(columns) == added_in(before + 1) and columns
+    assert {c.since for c in RUN_COLUMNS} == set(range(1, SCHEMA_VERSION + 1))
+    later = [name for v in sorted(added) for name, _ in added[v]]
+    first = [c.name for c in RUN_COLUMNS if c.since == 1]
+    assert first + later == list(RUN_COLUMN_NAMES)
+
+
+def test_a_version_1_database_migrates_to_the_declared_columns(tmp_path):
+    path = tmp_path / "v1.db"
+    conn = sqlite3.connect(path)
+    conn.executescript(schema_sql())
+    conn.execute("INSERT INTO meta VALUES ('app', 'wattlab'), ('schema_version', '1')")
+    first = ", ".join(c.name for c in RUN_COLUMNS if c.since == 1)  # a version-1 runs table
+    conn.execute(f"CREATE TABLE runs_v1 AS SELECT {first} FROM runs")
+    conn.execute("DROP TABLE runs")
+    conn.execute("ALTER TABLE runs_v1 RENAME TO runs")
+    conn.commit()
+    conn.close()
+    with open_store(path) as store:
+        assert store.columns("runs") == RUN_COLUMN_NAMES
+
+
+def test_every_column_group_writes_declared_columns_and_every_column_is_written():
+    written = {f.name for group in COLUMN_GROUPS for f in fields(group)}
+    assert written <= set(RUN_COLUMN_NAMES)
+    # `id` is assigned by SQLite
+    assert set(RUN_COLUMN_NAMES) - written == {"id"}
+
+
+def test_modules_that_list_run_columns_list_declared_ones():
+    from wattlab.analysis import runs_table
+    from wattlab.estimate import reference
+
+    # the reference set keeps a subset of the runs columns, `id` renamed `run_id`
+    assert reference.RUN_COLUMNS[0] == "run_id"
+    assert set(reference.RUN_COLUMNS[1:]) <= set(RUN_COLUMN_NAMES)
+    for listed in (
+        runs_table.CONFIG_COLUMNS,
+        runs_table.MEDIAN_ONLY,
+        runs_table.CONTEXT_COLUMNS,
+        runs_table.REQUIRED_COLUMNS,
+        runs_table.INT_COLUMNS,
+    ):
+        assert set(listed) <= set(RUN_COLUMN_NAMES)
+    assert set(runs_table.METRICS) - set(RUN_COLUMN_NAMES) == {"energy_per_sample_j"}
+
+
+def test_an_undeclared_column_name_is_refused():
+    assert run_columns("energy_total_j") == ("energy_total_j",)
+    with pytest.raises(ValueError, match="energy_totl_j"):
+        run_columns("energy_total_j", "energy_totl_j")
+
+
+def test_the_worker_and_the_callbacks_build_rows_the_store_takes(tmp_path):
+    from wattlab.experiment.options import RunContext, WorkerOptions
+    from wattlab.experiment.record import claim_row, failed_row
+    from wattlab.integrations.session import run_row
+    from wattlab.meters.base import Provenance
+    from wattlab.monitor import Measurement
+    from wattlab.train.config import RunConfig
+
+    cfg = RunConfig(model="resnet18", device="cpu", epochs=1)
+    opts = WorkerOptions(db_path=str(tmp_path / "r.db"), sweep="s", repetition=2)
+    ctx = RunContext(launcher="torchrun", worker_run_index=3, idle={"gpu:0": {"power_w": 60.0}})
+    window = Measurement(
+        name="train",
+        started_at="2026-01-01T00:00:00+00:00",
+        duration_s=10.0,
+        energy_j={"gpu:0": 900.0, "cpu:package-0": 100.0},
+        provenance={"gpu:0": Provenance.MEASURED, "cpu:package-0": Provenance.MEASURED},
+        uncertainty_j={},
+        in_total={},
+    )
+    with open_store(opts.db_path) as store:
+        claimed = store.claim_run(claim_row(cfg, opts, ctx, "2026-01-01T00:00:00+00:00"))
+        failed = failed_row(cfg, opts, ctx, "2026-01-01T00:00:00+00:00", "x" * 5000)
+        store.finish_run(claimed, failed)
+        framework = run_row(
+            config={"lr": 0.1}, label="hf", train=window, started_at="t", model="bert",
+            precision="fp32", device="cuda", world_size=1, batch_size=8, epochs=1.0,
+            samples=80, accuracy=0.5,
+        )  # fmt: skip
+        other = store.insert_run(framework)
+        runs = store.runs().set_index("id")
+    first = runs.loc[claimed]
+    assert first["status"] == "failed" and len(first["error"]) == 4000
+    assert first["sweep"] == "s" and first["repetition"] == 2 and first["launcher"] == "torchrun"
+    assert first["worker_run_index"] == 3 and first["idle_power_w"] == 60.0
+    assert first["pid"] > 0  # the claim's process stays on the finished row
+    second = runs.loc[other]
+    assert second["energy_total_j"] == pytest.approx(1000.0) and second["gpus"] == 1
+    assert second["energy_gpu_j"] == pytest.approx(900.0) and second["label"] == "hf"
