@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import BinaryIO
 
 import pandas as pd
 import pytest
@@ -101,8 +102,8 @@ def test_failed_write_keeps_the_old_file(tmp_path: Path) -> None:
     target = tmp_path / "runs.csv"
     target.write_text("old\n")
 
-    def broken(path: Path) -> None:
-        path.write_text("half a fi")
+    def broken(handle: BinaryIO) -> None:
+        handle.write(b"half a fi")
         raise OSError("disk full")
 
     with pytest.raises(OSError, match="disk full"):

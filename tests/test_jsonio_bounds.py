@@ -6,6 +6,7 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 import pandas as pd
@@ -60,8 +61,8 @@ def test_write_atomic_removes_its_temporary_file_on_failure(tmp_path):
     target = tmp_path / "t.csv"
     target.write_text("old\n")
 
-    def broken(path: Path) -> None:
-        path.write_text("half")
+    def broken(handle: BinaryIO) -> None:
+        handle.write(b"half")
         raise OSError("disk full")
 
     with pytest.raises(OSError, match="disk full"):

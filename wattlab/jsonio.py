@@ -1,27 +1,33 @@
 """Result files: one JSON cleaner, one atomic writer, and the checks that run before any work.
 
 * ``jsonable`` turns numpy/pandas values into plain JSON values (NaN and infinity become null).
-* ``write_atomic`` writes through a temporary file in the target's folder and renames it into
-  place, so a reader never sees half a file; the file gets the mode a plain ``open()`` would give
-  (``0666 & ~umask``, or the mode of the file it replaces), not mkstemp's 0600.
+* ``write_atomic`` is the one writer of every output file (reports, figures, exports, JSON,
+  result files). It writes a temporary file created with ``O_CREAT|O_EXCL|O_NOFOLLOW`` in the
+  target's folder, fsyncs it and renames it into place, so a reader never sees half a file and
+  nothing is ever written through a symbolic link: a target or an output folder that is a link
+  is refused in one sentence. The file gets the mode a plain ``open()`` would give
+  (``0666 & ~umask``, or the permission bits of the regular file it replaces; never a link
+  target's, never set-id bits), not mkstemp's 0600.
 * ``check_writable`` / ``check_output_dir`` prove, before anything runs, that an output can be
-  created where it will be written (they create and remove a probe file).
+  created where it will be written (they create and remove a probe file), and refuse links.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
+import secrets
 import shutil
 import stat
 import sys
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from wattlab.errors import ConfigError
 
@@ -65,34 +71,110 @@ def _current_umask() -> int:
 
 
 def _file_mode(target: Path) -> int:
-    """The mode a plain open() would leave: the replaced file's, else 0666 & ~umask."""
+    """The permission bits of the new file: those of the regular file it replaces (never a
+    link's target's, never set-id bits), else what a plain open() gives, 0666 & ~umask."""
     try:
-        return stat.S_IMODE(target.stat().st_mode)
+        st = os.lstat(target)
     except OSError:
         return 0o666 & ~_current_umask()
+    if stat.S_ISREG(st.st_mode):
+        return stat.S_IMODE(st.st_mode) & 0o777
+    return 0o666 & ~_current_umask()
 
 
 def _folder(target: Path) -> Path:
     return target.parent if str(target.parent) else Path(".")
 
 
-def write_atomic(path: str | Path, write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp)`` on a temporary file beside ``path``, then rename it over ``path``.
+def _is_link(path: Path) -> bool:
+    try:
+        return stat.S_ISLNK(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
-    The temporary file is removed when ``write`` fails; the result honours the umask."""
+
+def refuse_link_folder(folder: str | Path, shown: str | Path | None = None) -> None:
+    """A ConfigError when the output folder ``folder`` is itself a symbolic link."""
+    if str(folder) not in ("", ".") and _is_link(Path(folder)):
+        raise ConfigError(
+            f"cannot write into {shown or folder}: the folder {folder} is a symbolic link, and "
+            "wattlab never writes through links; give the real folder."
+        )
+
+
+def refuse_link_target(target: str | Path) -> None:
+    """A ConfigError when the output file ``target`` exists as a link or as something other
+    than a regular file (a FIFO, a device), or when its folder is a link."""
+    path = Path(target)
+    refuse_link_folder(_folder(path), path)
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return
+    if stat.S_ISLNK(st.st_mode):
+        raise ConfigError(
+            f"cannot write {path}: it is a symbolic link, and wattlab never writes through "
+            "links; remove it or give another name."
+        )
+    if stat.S_ISDIR(st.st_mode):
+        raise ConfigError(f"cannot write {path}: it is a folder; give a file name.")
+    if not stat.S_ISREG(st.st_mode):
+        raise ConfigError(f"cannot write {path}: it exists and is not a regular file.")
+
+
+def refuse_links_in(folder: str | Path, names: Iterable[str], what: str) -> None:
+    """Before writing ``names`` into ``folder``: refuse the folder when it is a link, or when
+    one of the files it would replace (a name, or a glob such as ``*.png``) is a link."""
+    path = Path(folder)
+    refuse_link_folder(path)
+    if not path.is_dir():
+        return
+    for pattern in names:
+        for entry in sorted(path.glob(pattern)):
+            if _is_link(entry):
+                raise ConfigError(
+                    f"cannot write the {what} into {path}: {entry} is a symbolic link, and "
+                    "wattlab never writes through links; remove it or choose another folder."
+                )
+
+
+def _new_temp(folder: Path, name: str) -> tuple[int, Path]:
+    """A new file beside the target: O_CREAT|O_EXCL|O_NOFOLLOW, mode 0666 & ~umask."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    flags |= getattr(os, "O_CLOEXEC", 0)
+    for _attempt in range(100):
+        tmp = folder / f".{name}.{secrets.token_hex(6)}.tmp"
+        try:
+            return os.open(tmp, flags, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name for {name} in {folder}")
+
+
+def write_atomic(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
+    """Call ``write(handle)`` on a new temporary file beside ``path`` (opened binary), then
+    flush it to disk and rename it over ``path``.
+
+    Never follows a link: the temporary file is created with O_EXCL|O_NOFOLLOW, a target or a
+    folder that is a symbolic link is refused (ConfigError), and the rename replaces a name,
+    never a link's target. The file honours the umask (see ``_file_mode``). The temporary file
+    is removed when ``write`` fails."""
     target = Path(path)
     folder = _folder(target)
     if not folder.is_dir():
         raise ConfigError(f"cannot write {target}: the folder {folder} does not exist.")
+    refuse_link_target(target)
+    mode = _file_mode(target)
     try:
-        fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+        fd, tmp = _new_temp(folder, target.name)
     except OSError as error:
         raise ConfigError(f"cannot write {target}: {error.strerror or error}.") from None
-    os.close(fd)
-    tmp = Path(tmp_name)
     try:
-        write(tmp)
-        os.chmod(tmp, _file_mode(target))
+        with os.fdopen(fd, "wb") as handle:
+            write(handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+            os.fchmod(handle.fileno(), mode)
         os.replace(tmp, target)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -100,16 +182,20 @@ def write_atomic(path: str | Path, write: Callable[[Path], None]) -> Path:
     return target
 
 
+@contextmanager
+def text_handle(handle: BinaryIO) -> Iterator[io.TextIOWrapper]:
+    """A UTF-8 text view of a binary ``handle`` that leaves it open afterwards."""
+    text = io.TextIOWrapper(handle, encoding="utf-8", newline="")  # type: ignore[arg-type]
+    try:
+        yield text
+    finally:
+        text.flush()
+        text.detach()
+
+
 def write_text_atomic(path: str | Path, text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically, flushed to disk before the rename."""
-
-    def write(tmp: Path) -> None:
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-
-    return write_atomic(path, write)
+    return write_atomic(path, lambda handle: handle.write(text.encode("utf-8")))
 
 
 def dump_json(data: object, path: str | Path) -> None:
@@ -141,6 +227,7 @@ def check_writable(path: str | Path | None) -> None:
     if path is None or str(path) == "-":
         return
     target = Path(path)
+    refuse_link_target(target)
     if str(path).endswith(os.sep) or target.is_dir():
         raise ConfigError(f"cannot write {path}: it is a folder; give a file name.")
     folder = _folder(target)
@@ -157,6 +244,7 @@ def check_output_dir(path: str | Path) -> None:
     Nothing is created: a missing folder is fine when its nearest existing parent is a
     writable folder (``output_folder`` creates it when the results are ready)."""
     target = Path(path)
+    refuse_link_folder(target)
     if target.exists() and not target.is_dir():
         raise ConfigError(f"--out {path} is an existing file, not a folder; give a folder.")
     existing = target
@@ -175,6 +263,7 @@ def output_folder(path: str | Path) -> Iterator[Path]:
     """Create the output folder ``path`` (with parents) for the block; when the block fails,
     remove what this call created, so a failed command leaves no folder behind."""
     target = Path(path)
+    refuse_link_folder(target)
     first_new = None
     probe = target
     while not probe.exists():

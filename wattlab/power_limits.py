@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -34,7 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from wattlab.errors import PowerLimitError
+from wattlab.errors import PowerLimitError, echo
 from wattlab.meters.nvml import (
     GpuDevice,
     GpuHandle,
@@ -99,13 +100,10 @@ def _boot_id() -> str | None:
 
 def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
     """Write JSON so that a crash leaves either the old file or the new one, never half."""
+    from wattlab.jsonio import write_text_atomic
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=2)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_text_atomic(path, json.dumps(data, indent=2))  # O_EXCL|O_NOFOLLOW temp, then rename
     try:
         fd = os.open(path.parent, os.O_RDONLY)
     except OSError:
@@ -119,16 +117,72 @@ def _write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
 
 
 def _read_journal(path: Path) -> dict[str, Any]:
+    """The journal, checked entry by entry: a dict with a ``gpus`` list of dicts, each with a
+    text ``uuid`` and a whole positive ``original_limit_mw``; ``pid`` a whole number and
+    ``hostname`` text when present. Anything else is one sentence, never a TypeError."""
     try:
         data = json.loads(path.read_text())
         if not isinstance(data, dict) or not isinstance(data.get("gpus"), list):
             raise ValueError("no 'gpus' list")
-        return data
     except (OSError, ValueError) as exc:
         raise PowerLimitError(
             f"the power-limit journal {path} cannot be read ({exc}); check the GPUs' limits "
             "with nvidia-smi -q -d POWER, then delete the file."
-        ) from exc
+        ) from None
+    problem = _journal_problem(data)
+    if problem:
+        raise PowerLimitError(
+            f"the power-limit journal {path} is malformed ({problem}); nothing was restored: "
+            "check the GPUs' limits with nvidia-smi -q -d POWER, then delete the file."
+        )
+    return data
+
+
+def _whole(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _journal_problem(data: Mapping[str, Any]) -> str:
+    """What is wrong with a journal's fields, or '' when every entry is usable."""
+    pid = data.get("pid")
+    if pid is not None and not _whole(pid):
+        return f"pid {echo(pid)} is not a whole number"
+    for key in ("hostname", "boot_id"):
+        if data.get(key) is not None and not isinstance(data.get(key), str):
+            return f"{key} {echo(data.get(key))} is not text"
+    for i, entry in enumerate(data["gpus"]):
+        if not isinstance(entry, dict):
+            return f"entry {i} is {echo(entry)}, not an object"
+        if not isinstance(entry.get("uuid"), str) or not entry.get("uuid"):
+            return f"entry {i} has uuid {echo(entry.get('uuid'))}, not a GPU UUID"
+        limit = entry.get("original_limit_mw")
+        if not _whole(limit) or not 0 < limit <= 10**8:  # type: ignore[operator]
+            return f"entry {i} has original_limit_mw {echo(limit)}, not a whole number of mW"
+        if entry.get("name") is not None and not isinstance(entry.get("name"), str):
+            return f"entry {i} has name {echo(entry.get('name'))}, not text"
+    return ""
+
+
+def _check_host(data: Mapping[str, Any], path: Path) -> None:
+    """A journal written on another host is that host's record: kept, named, never applied
+    (nor deleted) here."""
+    host = data.get("hostname")
+    here = socket.gethostname()
+    if host and host != here:
+        raise PowerLimitError(
+            f"the power-limit journal {path} was written on host {host!r}, not on this host "
+            f"({here!r}); it is kept untouched: run `wattlab power restore` on {host}."
+        )
+
+
+def _keep_unapplied(path: Path, data: Mapping[str, Any], unapplied: list[Any]) -> None:
+    """Delete the journal when every entry was applied; otherwise rewrite it with only the
+    entries that were not (the others are done)."""
+    if not unapplied:
+        path.unlink(missing_ok=True)
+        return
+    if len(unapplied) != len(data["gpus"]):
+        _write_json_atomic(path, {**data, "gpus": unapplied})
 
 
 def _owner_alive(data: Mapping[str, Any]) -> bool:
@@ -159,6 +213,7 @@ def restore_from_journal(
     if not path.exists():
         return []
     data = _read_journal(path)
+    _check_host(data, path)
     pid = data.get("pid")
     if not force and pid != os.getpid() and _owner_alive(data):
         raise PowerLimitError(
@@ -174,9 +229,10 @@ def restore_from_journal(
             f"available ({type(exc).__name__}); run `wattlab power restore` on the machine whose "
             "GPUs it lists."
         ) from None
+    unapplied: list[Any] = []  # entries not put back: kept in the journal
     with nvml as session:
         devices = devices_by_uuid(session)
-        for entry in data["gpus"]:
+        for index, entry in enumerate(data["gpus"]):
             uuid = str(entry["uuid"])
             original_mw = int(entry["original_limit_mw"])
             row: dict[str, object] = {
@@ -189,6 +245,7 @@ def restore_from_journal(
             if device is None:
                 row["status"] = "gpu not found"
                 results.append(row)
+                unapplied.append(entry)
                 continue
             current_w = device.power_limit_w()
             row["previous_limit_w"] = current_w
@@ -198,6 +255,8 @@ def restore_from_journal(
                 try:
                     device.set_power_limit_w(original_mw / 1000.0)
                 except NvmlError as exc:
+                    # keep this entry and every one not tried yet; drop those put back
+                    _keep_unapplied(path, data, [*unapplied, *data["gpus"][index:]])
                     if exc.no_permission:
                         raise PowerLimitError(
                             f"restoring the power limit of {uuid} to {original_mw / 1000:g} W "
@@ -209,7 +268,7 @@ def restore_from_journal(
                     ) from exc
                 row["status"] = "restored"
             results.append(row)
-    path.unlink(missing_ok=True)
+    _keep_unapplied(path, data, unapplied)
     return results
 
 
@@ -362,6 +421,7 @@ class PowerLimitSession:
             journal = {
                 "version": JOURNAL_VERSION,
                 "pid": os.getpid(),
+                "hostname": socket.gethostname(),
                 "boot_id": _boot_id(),
                 "created_utc": datetime.now(timezone.utc).isoformat(),
                 "gpus": [
@@ -419,6 +479,7 @@ class PowerLimitSession:
         if not self.journal_path.exists():
             return
         data = _read_journal(self.journal_path)
+        _check_host(data, self.journal_path)
         if _owner_alive(data):
             raise PowerLimitError(
                 f"another power-limit session (process {data.get('pid')}) holds the journal "
@@ -426,6 +487,14 @@ class PowerLimitSession:
                 "GPUs from one process."
             )
         restored = restore_from_journal(self._pynvml, self.journal_path)
+        left = [r for r in restored if r.get("status") == "gpu not found"]
+        if left:  # the journal still holds them: never overwrite the only record
+            raise PowerLimitError(
+                f"the power-limit journal {self.journal_path} holds {len(left)} GPU limit(s) "
+                f"that could not be put back ({', '.join(str(r['uuid']) for r in left)} not "
+                "found here), so no new limit is set; restore them where those GPUs are, "
+                "or delete the file once their limits are checked."
+            )
         warnings.warn(
             f"found the power-limit journal {self.journal_path} of a session that did not "
             f"finish, and restored {len(restored)} GPU limit(s) from it first.",

@@ -28,6 +28,7 @@ from wattlab.analysis.runs_table import (
     parse_json_cell,
     weakest_provenance,
 )
+from wattlab.jsonio import write_atomic
 
 PNG_DPI = 110
 _COLORS = (
@@ -85,8 +86,19 @@ def _save(fig: Any, out_dir: Path, name: str, title: str, context: str) -> Figur
     fig.suptitle(f"{_t(title)}\n{_t(wrapped)}", fontsize=9.5)
     png, svg = out_dir / f"{name}.png", out_dir / f"{name}.svg"
     with matplotlib.rc_context({"svg.hashsalt": "wattlab", "svg.fonttype": "path"}):
-        fig.savefig(png, format="png", dpi=PNG_DPI, metadata={"Software": None})
-        fig.savefig(svg, format="svg", metadata={"Date": None, "Creator": None})
+        # through the one writer: a temporary file, renamed into place, never through a link
+        write_atomic(
+            png,
+            lambda handle: fig.savefig(
+                handle, format="png", dpi=PNG_DPI, metadata={"Software": None}
+            ),
+        )
+        write_atomic(
+            svg,
+            lambda handle: fig.savefig(
+                handle, format="svg", metadata={"Date": None, "Creator": None}
+            ),
+        )
     return FigureFile(name=name, png=png, svg=svg, title=title, caption=f"{title}. {context}")
 
 

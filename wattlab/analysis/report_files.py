@@ -13,7 +13,10 @@ from wattlab.analysis.report_document import Block, ReportPaths
 from wattlab.analysis.report_html import render_html
 from wattlab.analysis.report_markdown import render_markdown
 from wattlab.errors import ConfigError
-from wattlab.jsonio import jsonable, write_text_atomic
+from wattlab.jsonio import jsonable, refuse_links_in, write_text_atomic
+
+# every name a report writes (figures vary with the data): none may be a link
+REPORT_FILES = ("report.md", "report.html", "summary.json", "*.png", "*.svg")
 
 
 def write_document(
@@ -33,6 +36,7 @@ def write_document(
 
 def prepare_out_dir(out_dir: str | Path) -> Path:
     out = Path(out_dir)
+    refuse_links_in(out, REPORT_FILES, "report")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} is a file; give a folder for the report.")
     try:

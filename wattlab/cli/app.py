@@ -69,6 +69,7 @@ from wattlab.cli.options import (
     TrainSize,
     WarmupSteps,
     bounded,
+    endpoint_option,
     project_after_settings,
 )
 from wattlab.errors import Interrupted, WattlabError
@@ -108,10 +109,13 @@ def _measurement_settings(
     from wattlab.monitor.carbon import settings_from_flags
 
     carbon = settings_from_flags(carbon_intensity, intensity_range, pue, region, intensity_trace)
+    if carbon.trace is not None:  # a live measurement: the trace must cover the present
+        carbon.trace.check_covers_now()
     if mlflow:  # say which extra is missing before anything runs
-        from wattlab.integrations.mlflow import _mlflow
+        from wattlab.integrations.mlflow import _mlflow, check_tracking_uri
 
         _mlflow()
+        check_tracking_uri()  # a closed port or a missing folder: one sentence, now
     return carbon, _powercap_root(powercap_root)
 
 
@@ -228,6 +232,8 @@ def monitor(
     if csv_trace == "-":
         raise WattlabError("--csv-trace needs a file name; '-' (stdout) is for --json only.")
     carbon = settings_from_flags(carbon_intensity, intensity_range, pue, region, intensity_trace)
+    if carbon.trace is not None:  # checked before the command starts, not after it ran
+        carbon.trace.check_covers_now()
     code = monitor_command(
         command,
         interval_s=interval,
@@ -290,7 +296,10 @@ def run(
     nnodes: Nnodes = 1,
     node_rank: NodeRank = 0,
     rdzv_endpoint: Annotated[
-        str | None, typer.Option("--rdzv-endpoint", help="HOST:PORT rendezvous (torchrun).")
+        str | None,
+        typer.Option(
+            "--rdzv-endpoint", help="HOST:PORT rendezvous (torchrun).", callback=endpoint_option
+        ),
     ] = None,
     power_limit: PowerLimit = None,
     power_limit_fraction: PowerLimitFraction = None,
@@ -477,7 +486,7 @@ def sweep(
     from wattlab.cli.sweep_view import print_plan, run_with_progress
     from wattlab.experiment.spec import SweepSpec, load_sweep_spec
     from wattlab.experiment.store import check_writable_database, open_store
-    from wattlab.experiment.sweep import MachineFacts, make_plan
+    from wattlab.experiment.sweep import MachineFacts, check_spec_inputs, make_plan
     from wattlab.experiment.worker import WorkerOptions
     from wattlab.jsonio import dump_json
 
@@ -516,6 +525,10 @@ def sweep(
         else:
             plan = make_plan(sweep_spec, None, machine, register=False)
     else:
+        from wattlab.experiment.sweep_lock import check_lock_path
+
+        check_lock_path(db, sweep_spec.name)
+        check_spec_inputs(sweep_spec, machine)  # before the database is created or opened
         check_writable_database(db)
         with open_store(db) as store:
             plan = make_plan(sweep_spec, store, machine)
@@ -1124,12 +1137,21 @@ app.add_typer(power_app, name="power")
 def power_restore() -> None:
     """Put back the GPU power limits a killed run left behind (from the journal)."""
     from wattlab.experiment.runner import restore_pending_limits
+    from wattlab.power_limits import default_journal_path
 
     restored = restore_pending_limits()
     if not restored:
         print("nothing to restore: no power-limit journal was left behind.")
     for entry in restored:
         print(f"restored {entry}")
+    left = [str(e["uuid"]) for e in restored if e.get("status") == "gpu not found"]
+    if left:
+        print(
+            f"wattlab: the journal {default_journal_path()} is kept with the {len(left)} "
+            f"GPU limit(s) that could not be put back here ({', '.join(left)} not found).",
+            file=sys.stderr,
+        )
+        raise typer.Exit(1)
 
 
 def _click_error_class() -> type[Exception]:

@@ -50,6 +50,15 @@ def output_dir(value: str | None) -> str | None:
     return value
 
 
+def endpoint_option(value: str | None) -> str | None:
+    """A typer callback: --rdzv-endpoint is HOST:PORT (checked before anything starts)."""
+    if value is not None:
+        from wattlab.launch_args import parse_endpoint
+
+        parse_endpoint("--rdzv-endpoint", value)
+    return value
+
+
 def intensity_range(value: str | None) -> str | None:
     """A typer callback: --intensity-range is LOW:HIGH with both ends inside their bound."""
     if value is not None:

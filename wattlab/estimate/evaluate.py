@@ -930,16 +930,17 @@ def write_evaluation(result: EvaluationResult, out_dir: str | Path) -> dict[str,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from wattlab.jsonio import write_text_atomic
+    from wattlab.jsonio import refuse_links_in, write_atomic, write_text_atomic
 
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     paths = {
         "markdown": out / "evaluation.md",
         "json": out / "evaluation.json",
         "png": out / "predicted-vs-measured.png",
         "svg": out / "predicted-vs-measured.svg",
     }
+    refuse_links_in(out, [p.name for p in paths.values()], "evaluation")
+    out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(paths["markdown"], evaluation_markdown(result))
     write_text_atomic(paths["json"], result.to_json() + "\n")
 
@@ -976,8 +977,8 @@ def write_evaluation(result: EvaluationResult, out_dir: str | Path) -> dict[str,
     ax.set_ylabel("predicted energy, kJ (estimated)")
     ax.set_title(f"Energy estimates against measurements ({first})")
     fig.tight_layout()
-    fig.savefig(paths["png"], dpi=150)
-    fig.savefig(paths["svg"])
+    write_atomic(paths["png"], lambda handle: fig.savefig(handle, format="png", dpi=150))
+    write_atomic(paths["svg"], lambda handle: fig.savefig(handle, format="svg"))
     plt.close(fig)
     return paths
 

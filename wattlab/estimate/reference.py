@@ -15,6 +15,7 @@ import json
 import math
 from importlib import resources
 from pathlib import Path
+from typing import BinaryIO
 
 import pandas as pd
 
@@ -162,14 +163,20 @@ def write_reference_csv(
     out["epoch_duration_s"] = duration_lists
     for list_column, values in component_lists.items():
         out[list_column] = values
+    from wattlab.jsonio import text_handle, write_atomic
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", encoding="utf-8", newline="") as handle:
-        for line in header_lines:
-            for part in str(line).splitlines() or [""]:
-                handle.write(part if part.startswith("#") else f"# {part}".rstrip())
-                handle.write("\n")
-        out.to_csv(handle, index=False, float_format="%.10g")
+
+    def write(raw: BinaryIO) -> None:
+        with text_handle(raw) as handle:
+            for line in header_lines:
+                for part in str(line).splitlines() or [""]:
+                    handle.write(part if part.startswith("#") else f"# {part}".rstrip())
+                    handle.write("\n")
+            out.to_csv(handle, index=False, float_format="%.10g")
+
+    write_atomic(path, write)
     return path
 
 

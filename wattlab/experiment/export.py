@@ -11,12 +11,13 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from pathlib import Path
+from typing import BinaryIO
 
 import pandas as pd
 
 from wattlab.errors import ConfigError, DataError
 from wattlab.experiment.store import Store
-from wattlab.jsonio import write_atomic
+from wattlab.jsonio import refuse_links_in, text_handle, write_atomic
 
 FORMATS = ("csv", "parquet", "json")
 TABLES = ("runs", "windows", "trace", "sweeps")
@@ -38,6 +39,7 @@ def export_tables(
         _require_pyarrow()
     tables = _tables(store, sweep)
     out = Path(out_dir).expanduser()
+    refuse_links_in(out, [f"{name}.{fmt}" for name in TABLES], "export")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as error:
@@ -81,9 +83,17 @@ def _tables(store: Store, sweep: str | None) -> dict[str, pd.DataFrame]:
     }
 
 
-def _writer(frame: pd.DataFrame, fmt: str) -> Callable[[Path], None]:
-    if fmt == "csv":
-        return lambda path: frame.to_csv(path, index=False)
-    if fmt == "json":
-        return lambda path: frame.to_json(path, orient="records", indent=1)
-    return lambda path: frame.to_parquet(path, index=False)
+def _writer(frame: pd.DataFrame, fmt: str) -> Callable[[BinaryIO], None]:
+    """Write ``frame`` into the open temporary file the one writer hands over."""
+
+    def write(handle: BinaryIO) -> None:
+        if fmt == "parquet":
+            frame.to_parquet(handle, index=False)
+            return
+        with text_handle(handle) as text:
+            if fmt == "csv":
+                frame.to_csv(text, index=False)
+            else:
+                frame.to_json(text, orient="records", indent=1)
+
+    return write

@@ -271,7 +271,7 @@ class SweepSpec(BaseModel):
     @field_validator("name")
     @classmethod
     def _check_name(cls, name: str) -> str:
-        if not _NAME_RE.match(name):
+        if not isinstance(name, str) or not _NAME_RE.fullmatch(name):  # no trailing newline
             raise ConfigError(
                 f"name: expected letters, digits, '.', '_' or '-' (no spaces), got {echo(name)}."
             )

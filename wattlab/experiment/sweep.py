@@ -160,6 +160,17 @@ def expected_duration_s(cfg: RunConfig, history: pd.DataFrame | None) -> float |
     return float(per_sample * samples)
 
 
+def check_spec_inputs(spec: SweepSpec, machine: MachineFacts, *, open_files: bool = True) -> None:
+    """The input checks of every configuration this machine would run (the CLI calls it
+    before the database is opened, so a bad input writes nothing)."""
+    from wattlab.experiment.runner import check_inputs
+
+    for point in spec.points():
+        config = spec.run_config(point)
+        if not skip_reason(config, machine):
+            check_inputs(config, open_files=open_files)
+
+
 def make_plan(
     spec: SweepSpec, store: Store | None, machine: MachineFacts, *, register: bool = True
 ) -> SweepPlan:
@@ -170,12 +181,7 @@ def make_plan(
     is stored. ``register`` records the sweep in the store (a real sweep); without it (a dry
     run) nothing is written and ``store`` may be None (no database yet).
     """
-    from wattlab.experiment.runner import check_inputs
-
-    for point in spec.points():
-        config = spec.run_config(point)
-        if not skip_reason(config, machine):
-            check_inputs(config)
+    check_spec_inputs(spec, machine, open_files=register)  # a dry run opens no data file
     notes: list[str] = []
     if register:
         if store is None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,21 @@ from wattlab.errors import ConfigError, DataError
 def lock_path(db_path: str | Path, sweep: str) -> Path:
     db = Path(db_path).expanduser()
     return db.with_name(f"{db.name}.{sweep}.sweep-lock")
+
+
+def check_lock_path(db_path: str | Path, sweep: str) -> None:
+    """Before anything is written: the lock file, when it exists, is a regular file and not a
+    symbolic link (the lock is opened with O_NOFOLLOW, so a link is never written through)."""
+    path = lock_path(db_path, sweep)
+    if path.is_symlink():
+        raise ConfigError(
+            f"the sweep lock {path} is a symbolic link, and wattlab never writes through links; "
+            "remove it, then run the sweep again."
+        )
+    if path.exists() and not path.is_file():
+        raise ConfigError(
+            f"the sweep lock {path} is not a regular file; remove it, then run the sweep again."
+        )
 
 
 class SweepLock:
@@ -36,13 +52,26 @@ class SweepLock:
             import fcntl
         except ImportError:  # not POSIX: no lock (documented)
             return self
+        flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK
+        flags |= getattr(os, "O_NOFOLLOW", 0)
         try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            fd = os.open(self.path, flags, 0o666)
         except OSError as error:
+            if self.path.is_symlink():
+                raise ConfigError(
+                    f"the sweep lock {self.path} is a symbolic link, and wattlab never writes "
+                    "through links; remove it, then run the sweep again."
+                ) from None
             raise DataError(
                 f"cannot create the sweep lock {self.path} ({error.strerror or error}); "
                 "check that the database's folder is writable."
             ) from None
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise ConfigError(
+                f"the sweep lock {self.path} is not a regular file; remove it, then run the "
+                "sweep again."
+            )
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:

@@ -191,8 +191,71 @@ def _experiment_id(client: Any, name: str) -> str:
     return client.create_experiment(name)
 
 
+CONNECT_TIMEOUT_S = 5.0  # a tracking server that does not answer a TCP connect in 5 s is down
+HTTP_TIMEOUT_S = "15"  # MLflow's per-request timeout (its default is 120 s, with 7 retries)
+HTTP_RETRIES = "1"
+
+
+def check_tracking_uri(tracking_uri: str | None = None) -> None:
+    """Before any work: the tracking store ``tracking_uri`` (else $MLFLOW_TRACKING_URI) can be
+    used. An http(s) server must accept a TCP connection within CONNECT_TIMEOUT_S; a
+    ``sqlite:///`` or ``file:`` store must lie in an existing folder. One sentence otherwise,
+    never MLflow's own log lines. Without a URI, MLflow's local default is used."""
+    import os
+    import socket
+    from urllib.parse import urlparse
+
+    uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI") or ""
+    if not uri:
+        return
+    parsed = urlparse(uri)
+    scheme = parsed.scheme.lower()
+    if scheme in ("http", "https"):
+        try:
+            port = parsed.port or (443 if scheme == "https" else 80)
+        except ValueError:
+            raise ConfigError(f"the MLflow tracking URI {uri!r} has a bad port.") from None
+        if not parsed.hostname:
+            raise ConfigError(f"the MLflow tracking URI {uri!r} names no host.")
+        try:
+            socket.create_connection((parsed.hostname, port), timeout=CONNECT_TIMEOUT_S).close()
+        except OSError as error:
+            reason = error.strerror or type(error).__name__
+            raise ConfigError(
+                f"cannot reach the MLflow tracking server {uri} ({reason}); start it or fix "
+                "--tracking-uri / $MLFLOW_TRACKING_URI."
+            ) from None
+        return
+    if scheme in ("sqlite", "file") or (not scheme and uri):
+        if scheme == "sqlite":
+            raw = uri[len("sqlite:///") :] if uri.startswith("sqlite:///") else ""
+            if uri.startswith("sqlite:////"):
+                raw = "/" + raw.lstrip("/")
+            if not raw or raw == ":memory:":
+                return
+            folder = Path(raw).expanduser().parent
+        else:
+            raw = parsed.path if scheme == "file" else uri
+            folder = Path(raw).expanduser().parent
+        if not folder.is_dir():
+            raise ConfigError(
+                f"the MLflow tracking store {uri} lies in the folder {folder}, which does not "
+                "exist; create it or fix --tracking-uri / $MLFLOW_TRACKING_URI."
+            )
+
+
+def _short_timeouts() -> None:
+    """MLflow's HTTP timeout and retries, short unless the user set them."""
+    import os
+
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", HTTP_TIMEOUT_S)
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", HTTP_RETRIES)
+
+
 def _client(tracking_uri: str | None) -> Any:
     _mlflow()
+    check_tracking_uri(tracking_uri)
+    _short_timeouts()
     from mlflow.tracking import MlflowClient
 
     try:
@@ -309,6 +372,7 @@ def export_store(
     from wattlab.experiment.store import open_store
 
     _mlflow()  # say which extra is missing before touching anything
+    check_tracking_uri(tracking_uri)  # a closed port or a missing folder fails at once
     if not Path(db_path).expanduser().exists():
         raise DataError(f"no wattlab database at {db_path}; run `wattlab run` first.")
     with open_store(db_path, create=False) as store:

@@ -14,6 +14,7 @@ import bisect
 import csv
 import io
 import math
+import os
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from importlib import resources
@@ -299,6 +300,18 @@ class IntensityTrace:
         total = sum((b - a) * self.value_at(a) for a, b in pairwise(edges))
         return total / (end_s - start_s)
 
+    def check_covers_now(self, now_s: float | None = None) -> None:
+        """Before a live measurement: the trace must cover the present moment (whether it
+        covers the whole run cannot be known before the run ends)."""
+        import time
+
+        now_s = time.time() if now_s is None else now_s
+        if not self.start_s <= now_s < self.end_s:
+            raise DataError(
+                f"the {self.source} covers {_iso(self.start_s)} to {_iso(self.end_s)}, which "
+                f"does not include now ({_iso(now_s)}); give a trace that covers the run."
+            )
+
     def check_covers(self, start_s: float, end_s: float) -> None:
         if start_s < self.start_s or end_s > self.end_s:
             raise DataError(
@@ -326,14 +339,52 @@ def _parse_time(text: str, path: str, line: int) -> float:
     return stamp.timestamp()
 
 
-def load_intensity_trace(path: str | Path) -> IntensityTrace:
-    """Read a CSV with a ``timestamp`` column (ISO-8601; no zone = UTC) and an
-    ``intensity_kg_per_kwh`` (or ``intensity_g_per_kwh``) column, in time order."""
+TRACE_MAX_BYTES = 64 * 1024 * 1024  # ten years of 5-minute rows fit in ~40 MiB
+TRACE_MAX_KG_PER_KWH = 3.0  # the dirtiest grids are near 1.2; above 3 is a unit mistake
+TRACE_GAP_STEPS = 3  # a hole longer than this many median steps ...
+TRACE_GAP_MIN_S = 6 * 3600.0  # ... and longer than 6 hours is refused, never bridged
+
+
+def _read_trace_text(path: str | Path) -> str:
+    """The text of a trace file: a regular file no larger than TRACE_MAX_BYTES (a device
+    such as /dev/zero, a FIFO or a folder is refused at once, before any read)."""
+    import stat
+
     name = str(path)
     try:
-        text = Path(path).read_text("utf-8-sig")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as error:
         raise DataError(f"cannot read the intensity trace {name}: {error.strerror}.") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise DataError(f"the intensity trace {name} is not a regular file; give a CSV file.")
+        if st.st_size > TRACE_MAX_BYTES:
+            raise DataError(
+                f"the intensity trace {name} is {st.st_size / 2**20:.0f} MiB, more than the "
+                f"{TRACE_MAX_BYTES // 2**20} MiB a trace may be."
+            )
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read(TRACE_MAX_BYTES + 1)
+    except OSError as error:
+        raise DataError(f"cannot read the intensity trace {name}: {error.strerror}.") from None
+    finally:
+        os.close(fd)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise DataError(f"the intensity trace {name} is not UTF-8 text; give a CSV file.") from None
+
+
+def load_intensity_trace(path: str | Path) -> IntensityTrace:
+    """Read a CSV with a ``timestamp`` column (ISO-8601; no zone = UTC) and an
+    ``intensity_kg_per_kwh`` (or ``intensity_g_per_kwh``) column, in time order.
+
+    Refused in one sentence: anything but a regular file of at most 64 MiB, a value outside
+    0..3 kgCO2e/kWh, and a hole between two rows longer than both 3 median steps and 6 hours
+    (a hole is never bridged)."""
+    name = str(path)
+    text = _read_trace_text(path)
     reader = csv.DictReader(io.StringIO(text))
     columns = [c.strip() for c in (reader.fieldnames or [])]
     reader.fieldnames = columns
@@ -360,6 +411,11 @@ def load_intensity_trace(path: str | Path) -> IntensityTrace:
             raise DataError(
                 f"{name} line {line}: {column} must be a number >= 0, got {row[column]!r}."
             )
+        if v > TRACE_MAX_KG_PER_KWH:
+            raise DataError(
+                f"{name} line {line}: {column} {row[column]!r} is {v:g} kgCO2e/kWh, above the "
+                f"{TRACE_MAX_KG_PER_KWH:g} kgCO2e/kWh of any real grid (a unit mistake?)."
+            )
         if times and t <= times[-1]:
             raise DataError(
                 f"{name} line {line}: timestamps must increase; {row['timestamp']} does not."
@@ -370,6 +426,15 @@ def load_intensity_trace(path: str | Path) -> IntensityTrace:
         raise DataError(f"the intensity trace {name} has no rows.")
     steps = sorted(b - a for a, b in pairwise(times))
     step_s = steps[len(steps) // 2] if steps else 3600.0
+    typical_s = steps[(len(steps) - 1) // 2] if steps else step_s  # the lower median
+    tolerance_s = max(TRACE_GAP_STEPS * typical_s, TRACE_GAP_MIN_S)
+    for a, b in pairwise(times):
+        if b - a > tolerance_s:
+            raise DataError(
+                f"the intensity trace {name} has no rows from {_iso(a)} to {_iso(b)} "
+                f"({(b - a) / 3600:g} h, more than the {tolerance_s / 3600:g} h allowed); "
+                "fill the hole, wattlab does not bridge it."
+            )
     return IntensityTrace(tuple(times), tuple(values), f"intensity trace {Path(path).name}", step_s)
 
 

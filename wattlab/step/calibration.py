@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from wattlab.errors import ConfigError, DataError
 
@@ -147,26 +147,31 @@ def fit_step_calibration(
 def write_step_calibration(
     calibration: StepCalibration, path: str | Path, header: Sequence[str] = ()
 ) -> Path:
-    """Write the table as CSV with ``# key: value`` header lines (level and source first)."""
+    """Write the table as CSV with ``# key: value`` header lines (level and source first),
+    through the one atomic writer (never a half-written table, never through a link)."""
+    from wattlab.jsonio import text_handle, write_atomic
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", newline="") as handle:
-        handle.write(f"# level: {calibration.level:g}\n")
-        handle.write(f"# source: {calibration.source}\n")
-        for line in header:
-            handle.write(f"# {line}\n")
-        writer = csv.writer(handle)
-        writer.writerow(_COLUMNS)
-        for row in zip(
-            calibration.fractions,
-            calibration.runs,
-            calibration.error_low,
-            calibration.error_high,
-            strict=True,
-        ):
-            writer.writerow([f"{row[0]:g}", row[1], f"{row[2]:.6f}", f"{row[3]:.6f}"])
-    tmp.replace(path)  # never a half-written table
+
+    def write(raw: BinaryIO) -> None:
+        with text_handle(raw) as handle:
+            handle.write(f"# level: {calibration.level:g}\n")
+            handle.write(f"# source: {calibration.source}\n")
+            for line in header:
+                handle.write(f"# {line}\n")
+            writer = csv.writer(handle)
+            writer.writerow(_COLUMNS)
+            for row in zip(
+                calibration.fractions,
+                calibration.runs,
+                calibration.error_low,
+                calibration.error_high,
+                strict=True,
+            ):
+                writer.writerow([f"{row[0]:g}", row[1], f"{row[2]:.6f}", f"{row[3]:.6f}"])
+
+    write_atomic(path, write)
     return path
 
 

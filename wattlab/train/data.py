@@ -25,7 +25,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -125,14 +125,101 @@ def find_cifar10_dir(data_dir: str | Path) -> Path:
     return root if (root / CIFAR_TRAIN_FILES[0]).is_file() else root / "cifar-10-batches-py"
 
 
+CIFAR_MAX_BATCH_BYTES = 256 * 1024 * 1024  # an official batch is 31 MB; no batch comes near this
+_CIFAR_EXPECTED = 'a pickled dict with b"data" (uint8 [N, 3072]) and b"labels" (N ints in 0..9)'
+_PLAIN_DATA = "dict, bytes, str, list, int and numpy arrays"
+
+
+def _numpy_reconstruct() -> Any:
+    try:
+        from numpy._core.multiarray import _reconstruct  # numpy >= 2
+    except ImportError:  # pragma: no cover - numpy 1.x
+        from numpy.core.multiarray import _reconstruct  # type: ignore[no-redef]
+    return _reconstruct
+
+
+def _latin1_encode(text: str, encoding: str = "utf-8") -> bytes:
+    """``_codecs.encode`` as a protocol-2 pickle of ``bytes`` uses it: latin-1 only."""
+    if not isinstance(text, str) or encoding != "latin1":
+        raise pickle.UnpicklingError("_codecs.encode with anything but a latin1 str")
+    return text.encode("latin1")
+
+
+def _array_reconstruct(cls: Any, shape: Any, dtype_char: Any) -> Any:
+    """numpy's ``_reconstruct``, for plain ndarrays only (never a subclass)."""
+    if cls is not np.ndarray:
+        raise pickle.UnpicklingError("_reconstruct of something other than numpy.ndarray")
+    return _numpy_reconstruct()(cls, shape, dtype_char)
+
+
+# What a CIFAR batch may reference (python 2 pickles from the official archive reference the
+# numpy names; python 3 protocol-2 pickles of bytes add _codecs.encode). Nothing else.
+_CIFAR_GLOBALS: dict[tuple[str, str], Any] = {
+    ("numpy.core.multiarray", "_reconstruct"): _array_reconstruct,
+    ("numpy._core.multiarray", "_reconstruct"): _array_reconstruct,
+    ("numpy", "ndarray"): np.ndarray,
+    ("numpy", "dtype"): np.dtype,
+    ("_codecs", "encode"): _latin1_encode,
+}
+
+
+class UnsafePickleError(DataError):
+    """A data file that asks to import or call something a plain data file never needs."""
+
+
+class _DataOnlyUnpickler(pickle.Unpickler):
+    """An unpickler that builds plain data only: dict, bytes, str, list, int, float, tuple
+    and numpy arrays. Any other global (os.system, builtins.eval, ...) is refused before it
+    is looked up, so a hostile batch runs no code."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        found = _CIFAR_GLOBALS.get((module, name))
+        if found is None:
+            raise UnsafePickleError(f"{module}.{name}")
+        return found
+
+
+def load_data_pickle(path: Path) -> Any:
+    """Unpickle the data file ``path`` (python-2 strings as bytes) allowing plain data only.
+
+    Raises UnsafePickleError (one sentence) when the file references anything else."""
+    with path.open("rb") as f:
+        try:
+            return _DataOnlyUnpickler(f, encoding="bytes").load()
+        except UnsafePickleError as error:
+            raise UnsafePickleError(
+                f"CIFAR-10 file {str(path)!r} asks to load {error}, which no data file needs; "
+                f"wattlab loads only {_PLAIN_DATA} from a data file, so it was not loaded."
+            ) from None
+
+
+def _check_batch_file(path: Path) -> None:
+    """The batch is a regular file of a plausible size (checked without reading it)."""
+    import stat
+
+    try:
+        st = path.stat()
+    except OSError:
+        raise DataError(
+            f"CIFAR-10 file {str(path)!r} is missing; expected {_CIFAR_EXPECTED}."
+        ) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise DataError(f"CIFAR-10 file {str(path)!r} is not a regular file.")
+    if st.st_size > CIFAR_MAX_BATCH_BYTES:
+        raise DataError(
+            f"CIFAR-10 file {str(path)!r} is {st.st_size / 2**20:.0f} MiB, more than the "
+            f"{CIFAR_MAX_BATCH_BYTES // 2**20} MiB a batch may be (an official batch is 30 MiB)."
+        )
+
+
 def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     """One pickle: ``{b"data": uint8 [N, 3072], b"labels": [N] in 0..9}`` -> (x, y) arrays."""
-    expected = 'a pickled dict with b"data" (uint8 [N, 3072]) and b"labels" (N ints in 0..9)'
-    if not path.is_file():
-        raise DataError(f"CIFAR-10 file {str(path)!r} is missing; expected {expected}.")
+    expected = _CIFAR_EXPECTED
+    _check_batch_file(path)
     try:
-        with path.open("rb") as f:
-            batch: object = pickle.load(f, encoding="bytes")
+        batch: object = load_data_pickle(path)
+    except UnsafePickleError:
+        raise
     except Exception as error:  # any unpickling failure is a malformed file
         raise DataError(
             f"CIFAR-10 file {str(path)!r} could not be read ({type(error).__name__}); "
@@ -162,6 +249,36 @@ def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
             f"{list(y.shape)}; expected {expected}."
         )
     return x.reshape(-1, *IMAGE_SHAPE), y.astype(np.int64)
+
+
+_checked_batches: set[tuple[str, int, int]] = set()  # (path, size, mtime_ns) known good
+
+
+def check_cifar10_dir(data_dir: str | Path, *, open_files: bool = True) -> Path:
+    """Check a CIFAR-10 folder before any work: every batch file (data_batch_1..5 and
+    test_batch) is present, a regular file of a plausible size, and, with ``open_files``,
+    parses as plain data of the right shape. Without ``open_files`` (a dry run) no data file
+    is opened. Returns the folder; raises DataError (one sentence)."""
+    folder = find_cifar10_dir(data_dir)
+    names = (*CIFAR_TRAIN_FILES, CIFAR_TEST_FILE)
+    missing = [f for f in names if not (folder / f).is_file()]
+    if missing:
+        raise DataError(
+            f"CIFAR-10 folder {str(folder)!r} lacks {', '.join(missing)}; expected the "
+            "cifar-10-batches-py files data_batch_1..5 and test_batch."
+        )
+    for name in names:
+        path = folder / name
+        _check_batch_file(path)
+        if not open_files:
+            continue
+        st = path.stat()
+        key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+        if key in _checked_batches:
+            continue
+        _read_cifar_batch(path)
+        _checked_batches.add(key)
+    return folder
 
 
 def _read_cifar_split(

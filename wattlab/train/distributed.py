@@ -159,6 +159,10 @@ def torchrun_command(
             )
         cmd += ["--standalone", "--nnodes=1"]
     else:
+        from wattlab.launch_args import parse_endpoint
+
+        host, port = parse_endpoint("--rdzv-endpoint", rdzv_endpoint)
+        rdzv_endpoint = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
         cmd += [
             f"--nnodes={nnodes}",
             f"--node-rank={node_rank}",

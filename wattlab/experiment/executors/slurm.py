@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -46,6 +47,7 @@ from wattlab.experiment.result_files import (
     read_result,
 )
 from wattlab.jsonio import dump_json
+from wattlab.launch_args import check_plain_text, check_slurm_name
 
 if TYPE_CHECKING:
     from wattlab.experiment.store import Store
@@ -72,6 +74,7 @@ LIVE_STATES = frozenset(
     }
 )
 SQUEUE_TIMEOUT_S = 30.0
+_OPTION_RE = re.compile(r"[A-Za-z][A-Za-z0-9-]*")
 
 
 @dataclass
@@ -107,6 +110,12 @@ class SlurmOptions:
             raise ConfigError(
                 f"--slurm-poll must be a positive number of seconds, got {self.poll_s}."
             )
+        # every value below ends up on an #SBATCH line: one line each, names SLURM accepts
+        if self.partition is not None:
+            check_slurm_name("--partition", self.partition)
+        if self.account is not None:
+            check_slurm_name("--account", self.account)
+        check_plain_text("--slurm-folder", str(self.folder))
         parse_sbatch_flags(self.sbatch_flags)
 
 
@@ -117,6 +126,7 @@ def parse_sbatch_flags(flags: list[str]) -> dict[str, Any]:
     """
     params: dict[str, Any] = {}
     for raw in flags:
+        check_plain_text("--sbatch-flag", raw)
         for flag in _split_flags(raw):
             if not flag.startswith("--") or len(flag) < 3:
                 raise ConfigError(
@@ -124,6 +134,11 @@ def parse_sbatch_flags(flags: list[str]) -> dict[str, Any]:
                     "--sbatch-flag=--qos=high or --sbatch-flag=--exclusive."
                 )
             key, sep, value = flag[2:].partition("=")
+            if not _OPTION_RE.fullmatch(key):
+                raise ConfigError(
+                    f"--sbatch-flag {raw!r}: {key!r} is not an sbatch option name (letters, "
+                    "digits and '-')."
+                )
             params[key.replace("-", "_")] = value if sep else True
     return params
 
@@ -144,8 +159,9 @@ def _split_flags(raw: str) -> list[str]:
 
 def submitit_parameters(slurm: SlurmOptions, sweep: str, gpus: int) -> dict[str, Any]:
     """The SlurmExecutor.update_parameters keywords for one sweep's array."""
+    slurm.validate()  # nothing unchecked reaches the #SBATCH lines
     params: dict[str, Any] = {
-        "job_name": f"wattlab-{sweep}",
+        "job_name": check_slurm_name("the sweep name", f"wattlab-{sweep}"),
         "time": int(slurm.time_limit_min),
         "signal_delay_s": 60,
     }
