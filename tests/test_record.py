@@ -129,3 +129,87 @@ def test_the_worker_and_the_callbacks_build_rows_the_store_takes(tmp_path):
     second = runs.loc[other]
     assert second["energy_total_j"] == pytest.approx(1000.0) and second["gpus"] == 1
     assert second["energy_gpu_j"] == pytest.approx(900.0) and second["label"] == "hf"
+
+
+def _command_window(name, duration_s, start_offset_s):
+    from wattlab.meters.base import Provenance
+    from wattlab.monitor import Measurement
+
+    return Measurement(
+        name=name,
+        started_at="2026-01-01T00:00:00+00:00",
+        duration_s=duration_s,
+        energy_j={"gpu:0": 90.0 * duration_s, "ram:estimated": 5.0 * duration_s},
+        provenance={"gpu:0": Provenance.MEASURED, "ram:estimated": Provenance.ESTIMATED},
+        uncertainty_j={"gpu:0": 2.0},
+        in_total={},
+        start_offset_s=start_offset_s,
+        utilization_percent={"gpu:0": 40.0},
+    )
+
+
+def test_a_command_sweep_builds_its_rows_from_the_column_groups(tmp_path):
+    import json
+    import os
+    import socket
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from wattlab.experiment import command_record
+    from wattlab.experiment.command_meter import BudgetSegment, MeteredCommand
+    from wattlab.experiment.command_spec import CommandSweepSpec
+
+    spec = CommandSweepSpec.from_dict(
+        {
+            "name": "s",
+            "command": ["python", "t.py", "--bs", "{batch_size}", "--on", "{device}"],
+            "grid": {"batch_size": [8], "device": ["cpu"]},
+        }
+    )
+    point = spec.resolve(spec.points()[0])
+    gpu = SimpleNamespace(component="gpu:0", details={"name": "H", "uuid": "G1"})
+    ram = SimpleNamespace(component="ram:estimated", details={"ram_measure": "used"})
+    monitor = SimpleNamespace(meters=[SimpleNamespace(info=gpu), SimpleNamespace(info=ram)])
+    run = _command_window("run", 20.0, 1.0)
+    block = _command_window("budget", 10.0, 4.0)
+    segments = [BudgetSegment(block, samples=80)]
+    marked = MeteredCommand(0, run, block, True, segments, started_unix=0.0, ended_unix=21.0)
+    crashed = MeteredCommand(3, None, None, False, [], started_unix=0.0, ended_unix=21.0)
+    out, err = tmp_path / "1.stdout", tmp_path / "1.stderr"
+    err.write_text("boom\n")
+    with open_store(tmp_path / "r.db") as store:
+        idle = {"gpu:0": {"power_w": 60.0, "temperature_c": 40.0}}
+        ok_id = store.claim_run(command_record.claim_row(point, "s", 1, idle))
+        claimed = store.runs().set_index("id").loc[ok_id]
+        ok = command_record.finished_row(point, marked, monitor, out, err)
+        store.finish_run(ok_id, ok)
+        failed_id = store.claim_run(command_record.claim_row(point, "s", 2, None))
+        store.finish_run(failed_id, command_record.finished_row(point, crashed, monitor, out, err))
+        refused_id = store.claim_run(command_record.claim_row(point, "s", 3, None))
+        store.finish_run(refused_id, command_record.refused_row(ok, "stored elsewhere"))
+        runs = store.runs().set_index("id")
+    assert claimed["status"] == "running" and claimed["launcher"] == "command"
+    assert claimed["pid"] == os.getpid() and claimed["hostname"] == socket.gethostname()
+    assert json.loads(claimed["command_json"]) == {"argv": point.argv, "cwd": None, "env": {}}
+    assert claimed["idle_power_w"] == 60.0 and pd.isna(claimed["exit_code"])
+    first = runs.loc[ok_id]
+    assert first["status"] == "ok" and first["exit_code"] == 0
+    assert first["batch_size"] == 8 and first["device"] == "cuda"  # measured, not the axis
+    assert first["budget_window"] == "marked" and first["samples"] == 80
+    assert first["stdout_path"] == str(out) and first["stderr_path"] == str(err)
+    assert json.loads(first["command_json"])["marks"][0]["samples"] == 80
+    assert first["energy_total_j"] == pytest.approx(950.0) and first["duration_s"] == 10.0
+    assert first["wall_s"] == 20.0 and first["gpu_name"] == "H" and first["gpu_uuids"] == "G1"
+    assert json.loads(first["components_json"])["ram:estimated"]["ram_measure"] == "used"
+    assert first["gpu_utilization_percent"] == 40.0 and first["phase_budget_s"] == 10.0
+    assert first["phase_setup_s"] == 3.0 and first["phase_teardown_s"] == 7.0
+    assert pd.isna(first["phase_eval_s"]) and first["pue"] > 0 and first["co2e_kg"] > 0
+    second = runs.loc[failed_id]
+    assert second["status"] == "failed" and second["exit_code"] == 3
+    assert second["error"] == "the command exited with code 3; the end of its stderr:\nboom"
+    assert second["wall_s"] == 21.0 and pd.isna(second["budget_window"])
+    assert pd.isna(second["energy_total_j"]) and second["device"] == "cpu"  # the axis stays
+    third = runs.loc[refused_id]
+    assert third["status"] == "failed" and third["error"] == "stored elsewhere"
+    assert third["energy_total_j"] == pytest.approx(950.0)

@@ -6,7 +6,8 @@ the grid values, ``config_json`` the resolved command and its axes, and axes nam
 column (``batch_size``, ``precision``, ...) fill that column. The energy, time and CO2e are
 those of the budget window: the marked block (``budget_window = 'marked'``) or, without a
 mark, the whole process (``'whole process'``). Version 5 columns hold the exit code, the paths
-of the kept output and the marks with the script's own clocks (``command_json``).
+of the kept output and the marks with the script's own clocks (``command_json``). The rows are
+made of ``record``'s column groups, those of the worker's rows where a column means the same.
 """
 
 from __future__ import annotations
@@ -18,7 +19,20 @@ from typing import Any
 
 from wattlab.experiment.command_meter import MeteredCommand
 from wattlab.experiment.command_spec import CommandPoint
-from wattlab.monitor import EnergyMonitor, Measurement, utc_now_iso
+from wattlab.experiment.record import (
+    ClaimColumns,
+    CommandBudgetColumns,
+    CommandColumns,
+    CommandPointColumns,
+    EnergyColumns,
+    FailureColumns,
+    GpuColumns,
+    PhaseColumns,
+    cpuinfo_model,
+    idle_group,
+    row_of,
+)
+from wattlab.monitor import EnergyMonitor, utc_now_iso
 from wattlab.monitor.carbon import window_co2e
 
 LAUNCHER = "command"
@@ -49,70 +63,40 @@ def stderr_tail(path: Path) -> str:
     return "\n".join(lines)[-STDERR_TAIL_CHARS:]
 
 
-def _cpu_model() -> str | None:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return None
-
-
 def claim_row(
     point: CommandPoint, sweep: str, repetition: int, idle: dict[str, Any] | None
 ) -> dict[str, Any]:
     """The 'running' row claimed before the command starts."""
-    powers = [v.get("power_w") for v in (idle or {}).values() if v.get("power_w") is not None]
-    temps = [
-        v.get("temperature_c") for v in (idle or {}).values() if v.get("temperature_c") is not None
-    ]
-    return {
-        "sweep": sweep,
-        "config_hash": point.config_hash,
-        "repetition": repetition,
-        "config_json": point.config_json(),
-        "label": point.label,
-        "model": point.model,
-        **point.columns,
-        "started_at": utc_now_iso(),
-        "hostname": socket.gethostname(),
-        "cpu_model": _cpu_model(),
-        "pid": os.getpid(),
-        "launcher": LAUNCHER,
-        "command_json": {"argv": point.argv, "cwd": point.cwd, "env": point.env},
-        "idle_power_w": sum(powers) if powers else None,
-        "idle_temperature_c": max(temps) if temps else None,
-        "idle_json": idle or None,
-    }
+    identity = CommandPointColumns(
+        sweep=sweep,
+        config_hash=point.config_hash,
+        repetition=repetition,
+        config_json=point.config_json(),
+        label=point.label,
+        model=point.model,
+        started_at=utc_now_iso(),
+        cpu_model=cpuinfo_model(),
+        launcher=LAUNCHER,
+        command_json=_command(point),
+    )
+    claim = ClaimColumns(hostname=socket.gethostname(), pid=os.getpid())
+    return row_of([identity, point.columns, claim, idle_group(idle)])
 
 
-def _components(window: Measurement, monitor: EnergyMonitor) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {
-        comp: {
-            "energy_j": window.energy_j[comp],
-            "provenance": window.provenance[comp].value,
-            "uncertainty_j": window.uncertainty_j.get(comp, 0.0),
-            "in_total": window.in_total.get(comp, True),
-        }
-        for comp in window.energy_j
-    }
-    for meter in monitor.meters:  # say which memory the RAM estimate counted
-        measure = meter.info.details.get("ram_measure")
-        if measure and meter.info.component in out:
-            out[meter.info.component]["ram_measure"] = measure
-    return out
+def _command(point: CommandPoint) -> dict[str, Any]:
+    return {"argv": point.argv, "cwd": point.cwd, "env": point.env}
 
 
 def command_json(point: CommandPoint, result: MeteredCommand) -> dict[str, Any]:
     return {
-        "argv": point.argv,
-        "cwd": point.cwd,
-        "env": point.env,
+        **_command(point),
         "marks": [s.to_dict() for s in result.segments],
         "channel_errors": result.channel_errors,
     }
+
+
+def _failure(error: str) -> FailureColumns:
+    return FailureColumns(status="failed", error=error, hostname=socket.gethostname())
 
 
 def finished_row(
@@ -124,56 +108,55 @@ def finished_row(
 ) -> dict[str, Any]:
     """The finished row: 'ok' with the budget window's figures when the command exited 0 and
     was measured, else 'failed' with the exit code and the tail of its stderr."""
-    common: dict[str, Any] = {
-        "finished_at": utc_now_iso(),
-        "exit_code": result.exit_code,
-        "stdout_path": str(stdout_path),
-        "stderr_path": str(stderr_path),
-        "command_json": command_json(point, result),
-        "wall_s": result.run.duration_s if result.run else result.ended_unix - result.started_unix,
-    }
     error = failure_text(result, stderr_path)
-    if error is not None or result.budget is None or result.run is None:
-        return {**common, "status": "failed", "error": error or result.meter_error}
     budget, run = result.budget, result.run
+    failed = error is not None or budget is None or run is None
+    end = CommandColumns(
+        status="failed" if failed else "ok",
+        finished_at=utc_now_iso(),
+        wall_s=run.duration_s if run else result.ended_unix - result.started_unix,
+        exit_code=result.exit_code,
+        stdout_path=str(stdout_path),
+        stderr_path=str(stderr_path),
+        budget_window=None if failed else MARKED if result.marked else WHOLE_PROCESS,
+        command_json=command_json(point, result),
+    )
+    if error is not None or budget is None or run is None:
+        return row_of([end, _failure(error or str(result.meter_error))])
     gpu_details = [m.info.details for m in monitor.meters if m.info.component.startswith("gpu")]
-    c = window_co2e(budget)
+    energy = EnergyColumns.of(budget, wall_s=run.duration_s)
+    for meter in monitor.meters:  # say which memory the RAM estimate counted
+        measure = meter.info.details.get("ram_measure")
+        if measure and meter.info.component in energy.components_json:
+            energy.components_json[meter.info.component]["ram_measure"] = measure
     utilization = [v for k, v in budget.utilization_percent.items() if k.startswith("gpu")]
-    row = {
-        **common,
-        "status": "ok",
-        "error": None,
-        "device": "cuda" if gpu_details else "cpu",
-        "samples": result.samples,
-        "gpu_name": ",".join(sorted({str(d.get("name")) for d in gpu_details})) or None,
-        "gpu_uuids": ",".join(str(d.get("uuid")) for d in gpu_details) or None,
-        "driver": next((str(d.get("driver")) for d in gpu_details if d.get("driver")), None),
-        "duration_s": budget.duration_s,
-        "energy_total_j": budget.total_energy_j,
-        "energy_gpu_j": budget.gpu_energy_j,
-        "energy_cpu_j": budget.cpu_energy_j,
-        "energy_dram_j": budget.dram_energy_j,
-        "energy_other_j": budget.other_energy_j,
-        "energy_uncertainty_j": budget.total_uncertainty_j,
-        "provenance": budget.total_provenance.value,
-        "components_json": _components(budget, monitor),
-        "co2e_kg": c.value_kg,
-        "co2e_low_kg": c.low_kg,
-        "co2e_high_kg": c.high_kg,
-        "intensity_kg_per_kwh": c.settings.intensity_kg_per_kwh,
-        "pue": c.settings.pue,
-        "gpu_utilization_percent": sum(utilization) / len(utilization) if utilization else None,
-        "gpu_utilization_basis": "sampled over the budget window" if utilization else None,
-        "budget_window": MARKED if result.marked else WHOLE_PROCESS,
-        "phase_budget_s": budget.duration_s,
-    }
+    measured = CommandBudgetColumns(
+        device="cuda" if gpu_details else "cpu",
+        samples=result.samples,
+        pue=window_co2e(budget).settings.pue,
+        gpu_utilization_percent=sum(utilization) / len(utilization) if utilization else None,
+        gpu_utilization_basis="sampled over the budget window" if utilization else None,
+    )
+    setup_s = teardown_s = None
     if result.marked and result.segments and result.segments[0].measurement is not None:
         first = result.segments[0].measurement
-        row["phase_setup_s"] = max(first.start_offset_s - run.start_offset_s, 0.0)
-        row["phase_teardown_s"] = max(
-            run.duration_s - row["phase_setup_s"] - budget.duration_s, 0.0
-        )
-    return row
+        setup_s = max(first.start_offset_s - run.start_offset_s, 0.0)
+        teardown_s = max(run.duration_s - setup_s - budget.duration_s, 0.0)
+    phases = PhaseColumns(
+        phase_launch_s=None,
+        phase_setup_s=setup_s,
+        phase_data_s=None,
+        phase_warmup_s=None,
+        phase_budget_s=budget.duration_s,
+        phase_eval_s=None,
+        phase_teardown_s=teardown_s,
+    )
+    return row_of([end, GpuColumns.of(gpu_details), energy, measured, phases])
+
+
+def refused_row(row: dict[str, Any], error: str) -> dict[str, Any]:
+    """``row`` turned 'failed' with ``error`` (another process stored this run meanwhile)."""
+    return row_of([row, _failure(error)])
 
 
 def failure_text(result: MeteredCommand, stderr_path: Path) -> str | None:

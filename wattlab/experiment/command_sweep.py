@@ -154,7 +154,7 @@ def run_point(
         try:
             store.finish_run(run_id, row, windows, trace)
         except AlreadyStoredError as error:  # another process stored this run meanwhile
-            row = {**row, "status": "failed", "error": str(error)}
+            row = record.refused_row(row, str(error))
             store.finish_run(run_id, row)
     outcome = CommandRunOutcome(run_id, row["status"], row.get("error"), result.exit_code)
     if result.interrupted_by is not None:

@@ -4,8 +4,9 @@
 added it) in the order of ``schema.sql``; the store's migrations are taken from it, and a test
 holds it against ``schema.sql``. A row is made of typed column groups (``ConfigColumns``,
 ``EnergyColumns``, ...) whose field names are those columns: the worker (``build_run_row``,
-``claim_row``, ``failed_row``) and the framework callbacks (``callback_row``) build their rows
-from the same groups. ``RunOutcome`` is what one run came to, wherever it ran.
+``claim_row``, ``failed_row``), the framework callbacks (``callback_row``) and the command sweeps
+(``command_record``) build their rows from the same groups. ``RunOutcome`` is what one run
+came to, wherever it ran.
 """
 
 from __future__ import annotations
@@ -225,6 +226,24 @@ class HostColumns(ColumnGroup):
 
 
 @dataclass(frozen=True)
+class GpuColumns(ColumnGroup):
+    """Which GPUs a run measured, from their meters' details (name, uuid, driver)."""
+
+    gpu_name: str | None
+    gpu_uuids: str | None
+    driver: str | None
+
+    @classmethod
+    def of(cls, details: Iterable[Mapping[str, Any]]) -> GpuColumns:
+        gpus = list(details)
+        return cls(
+            gpu_name=",".join(sorted({str(d.get("name")) for d in gpus})) or None,
+            gpu_uuids=",".join(str(d.get("uuid")) for d in gpus) or None,
+            driver=next((str(d.get("driver")) for d in gpus if d.get("driver")), None),
+        )
+
+
+@dataclass(frozen=True)
 class EnergyColumns(ColumnGroup):
     """One window's time, energy by component kind, and CO2e (the budget, or a callback's)."""
 
@@ -370,6 +389,48 @@ class CallbackResultColumns(ColumnGroup):
     train_loss: float | None
 
 
+@dataclass(frozen=True)
+class CommandPointColumns(ColumnGroup):
+    """What a command sweep's run is when it is claimed: its grid point and its command."""
+
+    sweep: str
+    config_hash: str
+    repetition: int
+    config_json: dict[str, Any]
+    label: str
+    model: str
+    started_at: str
+    cpu_model: str | None
+    launcher: str
+    command_json: dict[str, Any]  # argv, cwd, env (CommandColumns adds the marks)
+
+
+@dataclass(frozen=True)
+class CommandColumns(ColumnGroup):
+    """How a command sweep's run ended (the schema version 5 columns, with its status and end):
+    its exit code, where its output is kept, which window is the budget, the command and marks."""
+
+    status: str
+    finished_at: str
+    wall_s: float
+    exit_code: int
+    stdout_path: str
+    stderr_path: str
+    budget_window: str | None  # None when the run failed
+    command_json: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CommandBudgetColumns(ColumnGroup):
+    """What a command run's budget window shows beside its energy (ok rows only)."""
+
+    device: str
+    samples: int | None
+    pue: float
+    gpu_utilization_percent: float | None
+    gpu_utilization_basis: str | None
+
+
 # Every group a row is built from (the test checks that their fields are declared columns).
 COLUMN_GROUPS: tuple[type[ColumnGroup], ...] = (
     ConfigColumns,
@@ -385,6 +446,10 @@ COLUMN_GROUPS: tuple[type[ColumnGroup], ...] = (
     FailureColumns,
     CallbackColumns,
     CallbackResultColumns,
+    GpuColumns,
+    CommandPointColumns,
+    CommandColumns,
+    CommandBudgetColumns,
 )
 
 
@@ -415,7 +480,8 @@ def component_energies(window: Measurement) -> dict[str, dict[str, Any]]:
     }
 
 
-def cpu_model() -> str:
+def cpuinfo_model() -> str | None:
+    """The CPU's model name from /proc/cpuinfo (None where it has none)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as handle:
             for line in handle:
@@ -423,7 +489,11 @@ def cpu_model() -> str:
                     return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine()
+    return None
+
+
+def cpu_model() -> str:
+    return cpuinfo_model() or platform.processor() or platform.machine()
 
 
 def _ram_gb() -> float | None:
@@ -640,6 +710,7 @@ def build_run_row(
         for d in gpu_details
         if d.get("default_power_limit_w") is not None
     ]
+    gpus = GpuColumns.of(gpu_details)
     host = HostColumns(
         world_size=len(payloads),  # every process on every node
         status="ok",
@@ -647,9 +718,9 @@ def build_run_row(
         power_limit_w=max(limits) if limits else None,
         samples=int(train_result.samples),
         hostname=",".join(hostnames),
-        gpu_name=",".join(sorted({str(d.get("name")) for d in gpu_details})) or None,
-        gpu_uuids=",".join(str(d.get("uuid")) for d in gpu_details) or None,
-        driver=next((str(d.get("driver")) for d in gpu_details if d.get("driver")), None),
+        gpu_name=gpus.gpu_name,
+        gpu_uuids=gpus.gpu_uuids,
+        driver=gpus.driver,
         cpu_model=cpu_model(),
     )
     result = ResultColumns(
