@@ -136,6 +136,37 @@ def test_vit_needs_a_patch_size_that_divides_the_image() -> None:
     assert "\n" not in str(info.value)
 
 
+def test_a_small_vit_is_named_by_patch_depth_and_width() -> None:
+    model = build_model("vit_p8_d2_w128", num_classes=10, image_size=32)
+    encoder = model.encoder.layers
+    assert len(encoder) == 2
+    assert encoder[0].self_attention.num_heads == 2 and encoder[0].self_attention.embed_dim == 128
+    assert encoder[0].mlp[0].out_features == 4 * 128
+    profile = profile_model(model, image_size=32)
+    tokens = (32 // 8) ** 2 + 1
+    assert profile.tokens_per_image == tokens
+    # per layer: QK^T and attention x V, each tokens x tokens x width multiply-adds (2 FLOPs)
+    assert profile.attention_flops_per_sample == 2 * 2 * (2 * tokens * tokens * 128)
+    assert model(torch.zeros(1, 3, 32, 32)).shape == (1, 10)
+    check_inputs(
+        make_run_config(model="vit_p8_d2_w128", device="cpu", batch_size=16, budget_samples=64)
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("vit_p3_d2_w128", "3x3 patches.*multiple of 3"),
+        ("vit_p4_d2_w100", "multiple of 64"),
+        ("vit_p4_d0_w128", "depth >= 1"),
+    ],
+)
+def test_a_small_vit_that_cannot_be_built_is_one_sentence(name: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as info:
+        build_model(name, num_classes=10, image_size=32)
+    assert "\n" not in str(info.value)
+
+
 def test_small_torchvision_models_beyond_the_seven_build_and_check() -> None:
     for name in ("shufflenet_v2_x0_5", "regnet_y_400mf"):
         check_model(name, num_classes=10, image_size=32)

@@ -13,7 +13,10 @@ more compute, much better accuracy). ``stem="imagenet"`` keeps torchvision's ste
 models (MobileNet, VGG, EfficientNet, DenseNet, ...) and factories ignore ``stem``.
 
 Vision transformers (``vit_*``) are built for the run's image size (torchvision's
-``VisionTransformer`` takes ``image_size``); their patch size must divide it.
+``VisionTransformer`` takes ``image_size``); their patch size must divide it. Besides
+torchvision's own sizes (``vit_b_16`` ...), ``vit_p{P}_d{D}_w{W}`` names a small ViT for small
+images: patch P, D encoder layers, width W (W/64 heads of 64, an MLP of 4W), e.g.
+``vit_p4_d6_w256``: 64 tokens per 32x32 image.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 import copy
 import difflib
 import functools
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -55,9 +59,42 @@ def torchvision_model_names() -> tuple[str, ...]:
     return tuple(tvm.list_models(module=tvm))
 
 
+# vit_p{patch}_d{depth}_w{width}: a ViT sized for small images (see the module docstring)
+_SMALL_VIT = re.compile(r"vit_p(\d+)_d(\d+)_w(\d+)")
+
+
+@dataclass(frozen=True)
+class SmallVit:
+    """The shape a ``vit_p{P}_d{D}_w{W}`` name gives."""
+
+    patch_size: int
+    depth: int
+    width: int
+
+    @property
+    def heads(self) -> int:
+        return self.width // 64
+
+
+def small_vit(name: str) -> SmallVit | None:
+    """The shape of a ``vit_p{P}_d{D}_w{W}`` name; None for other names; ConfigError when the
+    numbers cannot make a ViT (width a positive multiple of 64, patch and depth >= 1)."""
+    match = _SMALL_VIT.fullmatch(name)
+    if match is None:
+        return None
+    patch, depth, width = (int(g) for g in match.groups())
+    if patch < 1 or depth < 1 or width < 64 or width % 64:
+        raise ConfigError(
+            f"{name}: a small ViT needs patch >= 1, depth >= 1 and a width that is a multiple of "
+            f"64 (heads of 64), got patch {patch}, depth {depth}, width {width}."
+        )
+    return SmallVit(patch, depth, width)
+
+
 def check_model_name(name: str) -> None:
-    """A ConfigError unless ``name`` is a torchvision classification model or a factory ref."""
-    if is_factory(name):
+    """A ConfigError unless ``name`` is a torchvision classification model, a small ViT
+    (``vit_p{P}_d{D}_w{W}``) or a factory ref."""
+    if is_factory(name) or small_vit(name) is not None:
         return
     names = torchvision_model_names()
     if name in names:
@@ -71,9 +108,13 @@ def check_model_name(name: str) -> None:
 
 
 def vit_patch_size(name: str) -> int | None:
-    """The patch size of a torchvision ``vit_*`` name (``vit_b_16`` -> 16), else None."""
+    """The patch size of a ``vit_*`` name (``vit_b_16`` -> 16, ``vit_p4_d6_w256`` -> 4), else
+    None."""
     if not name.startswith("vit_"):
         return None
+    shape = small_vit(name)
+    if shape is not None:
+        return shape.patch_size
     tail = name.rsplit("_", 1)[-1]
     return int(tail) if tail.isdigit() else None
 
@@ -116,7 +157,19 @@ def build_model(
         return build_from_factory(name, num_classes=num_classes)
     check_model_name(name)
     kwargs = _constructor_kwargs(name, image_size)
-    model = getattr(tvm, name)(weights=None, num_classes=num_classes, **kwargs)
+    shape = small_vit(name)
+    if shape is not None:
+        model: nn.Module = tvm.VisionTransformer(
+            patch_size=shape.patch_size,
+            num_layers=shape.depth,
+            num_heads=shape.heads,
+            hidden_dim=shape.width,
+            mlp_dim=4 * shape.width,
+            num_classes=num_classes,
+            **kwargs,
+        )
+    else:
+        model = getattr(tvm, name)(weights=None, num_classes=num_classes, **kwargs)
     if isinstance(model, tvm.ResNet) and stem == "cifar":  # ResNet, ResNeXt, Wide ResNet
         model.conv1 = nn.Conv2d(3, model.conv1.out_channels, 3, stride=1, padding=1, bias=False)
         nn.init.kaiming_normal_(model.conv1.weight, mode="fan_out", nonlinearity="relu")
