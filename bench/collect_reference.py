@@ -109,7 +109,60 @@ def budget_samples(model: str, precision: str, batch_size: int = 256) -> int:
     return max(1, math.ceil(rate * TARGET_BUDGET_S / _BUDGET_UNIT)) * _BUDGET_UNIT
 
 
+# The families grid (``--grid families``, issue 21): architecture families the first grid lacks,
+# at the batch sizes where launch-bound networks behave differently (32 and 2048), so that PRE can
+# be judged with whole families held out. bf16 autocast at three batch sizes, fp32 at 256; CIFAR
+# stems for the ResNet family; ViTs for 32x32 images at several patch sizes, depths and widths.
+FAMILY_MODELS = (
+    "densenet121",
+    "regnet_y_400mf",
+    "convnext_tiny",
+    "shufflenet_v2_x1_0",
+    "resnext50_32x4d",
+    "wide_resnet50_2",
+    "resnet101",
+    "vit_p4_d6_w256",
+    "vit_p8_d12_w384",
+    "vit_p2_d4_w192",
+    "mobilenet_v2",  # the launch-bound model PRE missed at batch 64 and 384
+)
+FAMILY_PARTS = (("amp-bf16", (32, 256, 2048)), ("fp32", (256,)))
+FAMILY_TARGET_S = 7.0
+# Seconds per sample = a x forward GFLOPs + b x activation Melements + c x layers / batch, per
+# precision: non-negative least squares on the 168 first-grid runs (median error 8-9 %, worst
+# 22-48 %), with the features wattlab.train.models.profile_model counts. It sizes the budgets
+# of models nobody has measured; duration_s says what a run really took.
+PROFILE_RATE = {
+    "fp32": (6.08e-05, 8.97e-06, 1.52e-04),
+    "tf32": (4.43e-06, 3.55e-06, 1.55e-04),
+    "amp-bf16": (1.54e-06, 1.25e-06, 1.94e-04),
+    "amp-fp16": (2.43e-06, 8.65e-07, 1.91e-04),
+}
+
+
+def profiled_rate(model: str, precision: str, batch_size: int) -> float:
+    """Guessed H200 images/s of a model outside the first grid, from its counted profile."""
+    from wattlab.train.models import build_model, profile_model
+
+    profile = profile_model(build_model(model, stem="cifar"))
+    a, b, c = PROFILE_RATE[precision]
+    per_sample_s = (
+        a * profile.forward_flops_per_sample / 1e9
+        + b * profile.activation_elements_per_sample / 1e6
+        + c * profile.layers / batch_size
+    )
+    return 1.0 / per_sample_s
+
+
+def family_budget_samples(model: str, precision: str, batch_size: int) -> int:
+    """~FAMILY_TARGET_S at the profiled rate, in whole units of 16 batches (16 epochs)."""
+    unit = EPOCHS_PER_RUN * batch_size
+    rate = profiled_rate(model, precision, batch_size)
+    return max(1, math.ceil(rate * FAMILY_TARGET_S / unit)) * unit
+
+
 SWEEP_PREFIX = "h200-reference"
+FAMILY_PREFIX = "h200-families"
 TEMPLATE = Path(__file__).resolve().parent / "h200-reference.yaml"
 
 
@@ -117,8 +170,18 @@ def sweep_name(pass_no: int, model: str) -> str:
     return f"{SWEEP_PREFIX}-p{pass_no}-{model}"
 
 
+def part_name(args: argparse.Namespace, model: str) -> str:
+    """The sweep of one model (first grid) or one model and precision (families grid)."""
+    if args.grid == "families":
+        return f"{FAMILY_PREFIX}-p{args.pass_no}-{model}-{args.precisions[0]}"
+    return sweep_name(args.pass_no, model)
+
+
 def _budget_settings(model: str, precision: str, batch_size: int, args: argparse.Namespace) -> dict:
-    budget = args.budget_samples or budget_samples(model, precision, batch_size)
+    if args.grid == "families":
+        budget = args.budget_samples or family_budget_samples(model, precision, batch_size)
+    else:
+        budget = args.budget_samples or budget_samples(model, precision, batch_size)
     train = args.train_samples or max(budget // EPOCHS_PER_RUN, max(args.batch_sizes))
     return {"budget_samples": budget, "train_samples": train}
 
@@ -128,7 +191,7 @@ def spec_for(model: str, args: argparse.Namespace) -> dict:
     precisions x batch sizes, and one ``adjust`` rule per precision and batch size giving its
     budget and a training set of 1/16 of it (so one sweep, one warm worker, per model)."""
     spec = yaml.safe_load(TEMPLATE.read_text())
-    spec["name"] = sweep_name(args.pass_no, model)
+    spec["name"] = part_name(args, model)
     spec["description"] = spec["description"].replace("MODEL", model)
     first = _budget_settings(model, args.precisions[0], args.batch_sizes[0], args)
     base = spec["base"]
@@ -186,9 +249,30 @@ def export(db: Path, out: Path) -> tuple:
     return pd.read_csv(out / "runs.csv"), pd.read_csv(out / "windows.csv")
 
 
+FAMILY_GRID = len(FAMILY_MODELS) * sum(len(batches) for _, batches in FAMILY_PARTS)
+
+
+def _families_line(ok: pd.DataFrame) -> str | None:
+    """How much of the families grid the runs cover, or None without any of its runs."""
+    fam = ok[ok["sweep"].astype(str).str.startswith(FAMILY_PREFIX)]
+    if fam.empty:
+        return None
+    seconds = fam["duration_s"].astype(float)
+    return (
+        f"families: {fam['config_hash'].nunique()} of {FAMILY_GRID} configurations of the "
+        f"families grid (--grid families: {len(FAMILY_MODELS)} models at amp-bf16 x batch "
+        f"32/256/2048 and fp32 x 256; budgets sized for ~{FAMILY_TARGET_S:g} s at a rate "
+        f"guessed from each model's profile, PROFILE_RATE), {len(fam)} ok runs, budgets "
+        f"{seconds.min():.1f}-{seconds.max():.1f} s"
+    )
+
+
 def header_lines(runs, args: argparse.Namespace, grid_size: int) -> list[str]:
     """The ``key: value`` header: how the data was measured and how much of the grid it has."""
     ok = runs[runs["status"] == "ok"]
+    families = _families_line(ok)
+    first = ok[~ok["sweep"].astype(str).str.startswith(FAMILY_PREFIX)]
+    first_configs = first["config_hash"].nunique()
     per_config = ok.groupby("config_hash").size() if len(ok) else ok
     configs = len(per_config)
     spread = per_config.value_counts().sort_index(ascending=False) if configs else {}
@@ -220,8 +304,9 @@ def header_lines(runs, args: argparse.Namespace, grid_size: int) -> list[str]:
         f"grid: {len(args.models)} models x {len(args.precisions)} precisions x "
         f"{len(args.batch_sizes)} batch sizes requested = {grid_size} configurations; the full "
         f"reference grid is {FULL_GRID}",
-        f"covers: {configs} of {FULL_GRID} configurations of the full grid "
-        f"({configs} of {grid_size} requested), {len(ok)} ok runs: {reps or 'none'}",
+        f"covers: {first_configs} of {FULL_GRID} configurations of the full grid, "
+        f"{configs} configurations in all, {len(ok)} ok runs: {reps or 'none'}",
+        *([families] if families else []),
         f"models: {models or 'none'}",
         "columns: those of wattlab's `runs` table; epoch_energy_j / epoch_duration_s list the "
         "per-epoch windows (J, s), epoch 1 first",
@@ -246,7 +331,7 @@ def _reference_runs(db: Path) -> tuple:
     """The ok runs of ``db``'s reference sweeps and their windows, and how many ok runs were
     left out as superseded."""
     runs, windows = export(db, db.parent / f"{db.stem}-export")
-    mine = runs["sweep"].astype(str).str.startswith(SWEEP_PREFIX)
+    mine = runs["sweep"].astype(str).str.startswith((SWEEP_PREFIX, FAMILY_PREFIX))
     runs = runs[mine & (runs["status"] == "ok")].reset_index(drop=True)
     old = superseded(runs)
     runs = runs[~old].reset_index(drop=True)
@@ -298,8 +383,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--csv", default="h200-reference.csv", type=Path)
     parser.add_argument("--only-models", dest="models", nargs="+", default=list(MODELS))
     parser.add_argument("--precisions", nargs="+", default=list(PRECISIONS))
-    parser.add_argument("--batch-sizes", nargs="+", type=int, default=list(BATCH_SIZES))
+    parser.add_argument(
+        "--batch-sizes",
+        nargs="+",
+        type=int,
+        default=None,
+        help="Default: 128 256 512 (reference grid); with --grid families, keeps only these of "
+        "each part's batch sizes.",
+    )
     parser.add_argument("--pass", dest="pass_no", type=int, default=1, help="1, 2, ...")
+    parser.add_argument(
+        "--grid",
+        choices=("reference", "families"),
+        default="reference",
+        help="reference: 7 models x 4 precisions x 3 batch sizes; families: FAMILY_MODELS at "
+        "bf16 x batch 32/256/2048 and fp32 x 256 (budgets from the models' profiles).",
+    )
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--budget-samples", type=int, default=None, help="Same for every model.")
     parser.add_argument("--train-samples", type=int, default=None, help="Default: budget/16.")
@@ -325,15 +424,30 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repetitions < 1:
         parser.error(f"--repetitions must be >= 1, got {args.repetitions}")
-    unknown = [m for m in args.models if m not in MODELS]
+    allowed = MODELS if args.grid == "reference" else FAMILY_MODELS
+    if args.grid == "families" and args.models == list(MODELS):
+        args.models = list(FAMILY_MODELS)
+    unknown = [m for m in args.models if m not in allowed]
     if unknown:
-        parser.error(f"unknown models {unknown}; choose from {', '.join(MODELS)}")
+        parser.error(f"unknown models {unknown}; choose from {', '.join(allowed)}")
 
     args.db.parent.mkdir(parents=True, exist_ok=True)
     deadline = time.monotonic() + (args.max_minutes or 1e9) * 60
     if not args.convert_only:
-        for model in args.models:
-            name = sweep_name(args.pass_no, model)
+        parts: list[tuple[str, tuple[str, list[int]] | None]] = [(m, None) for m in args.models]
+        if args.grid == "families":  # every model at bf16 first, then fp32
+            wanted = set(args.batch_sizes or [b for _, bs in FAMILY_PARTS for b in bs])
+            parts = [
+                (m, (precision, [b for b in batches if b in wanted]))
+                for precision, batches in FAMILY_PARTS
+                for m in args.models
+                if any(b in wanted for b in batches)
+            ]
+        args.batch_sizes = args.batch_sizes or list(BATCH_SIZES)
+        for model, part in parts:
+            if part is not None:
+                args.precisions, args.batch_sizes = [part[0]], part[1]
+            name = part_name(args, model)
             spec_path = args.db.parent / f"{name}.yaml"
             spec = spec_for(model, args)
             spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
@@ -343,6 +457,7 @@ def main(argv: list[str] | None = None) -> int:
                 for r in spec["adjust"]
             )
             print(f"{name} (budgets {budgets}): {status}", flush=True)
+    args.batch_sizes = args.batch_sizes or list(BATCH_SIZES)
     path = convert(args.db, args.csv, args)
     covers = next(line for line in path.read_text().splitlines() if line.startswith("# covers"))
     print(f"wrote {path} ({covers[2:]}) at {dt.datetime.now(dt.timezone.utc):%H:%M} UTC")
