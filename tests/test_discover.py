@@ -233,12 +233,12 @@ def test_the_ram_estimate_counts_the_chosen_memory(tmp_path):
 
     build_powercap(tmp_path, sockets=1, dram=False)
     seams = {k: v for k, v in SEAMS.items() if k != "used_bytes_fn"}  # the real readings
-    child = subprocess.Popen([sys.executable, "-c", "b = bytearray(300 * 2**20); input()"],
-                             stdin=subprocess.PIPE)  # fmt: skip
+    # every page written (a bare bytearray(n) is calloc'd zero pages, which are not resident)
+    code = "b = b'\\x01' * (300 * 2**20); print('ready', flush=True); input()"
+    child = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)  # fmt: skip
     try:
-        import time
-
-        time.sleep(1.0)  # the child has its 300 MiB
+        assert child.stdout is not None and child.stdout.readline().strip() == "ready"
         found = {}
         for measure, pid in (("system", None), ("process", child.pid), ("process", None)):
             d = discover_meters(include_gpus=False, powercap_root=tmp_path, env={},

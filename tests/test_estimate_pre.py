@@ -351,7 +351,7 @@ def test_collect_reference_writes_specs_from_the_template(tmp_path) -> None:
     args = collect.argparse.Namespace(
         budget_samples=None, train_samples=None, device="cuda", test_samples=None, set=None,
         precisions=list(collect.PRECISIONS), batch_sizes=[128, 256, 512], pass_no=2,
-        cooldown_s=1.0,
+        cooldown_s=1.0, grid="reference",
     )  # fmt: skip
     spec = collect.spec_for("resnet50", args)
     assert spec["name"] == "h200-reference-p2-resnet50" and spec["repetitions"] == 1
