@@ -9,8 +9,9 @@ import pytest
 
 from wattlab.analysis.profiles import analyze_profile, describe_region, load_zeus_profile
 from wattlab.errors import ConfigError, DataError
+from wattlab.estimate.zeus_profiles import profiles_dir
 
-SOURCE = Path("/work/shared/reference/zeus-profile-data")
+SOURCE = profiles_dir()  # the packaged copy (or $WATTLAB_ZEUS_PROFILES)
 
 # The real files (Zeus tests/profile_data, Apache-2.0), copied verbatim so the tests run
 # anywhere; test_embedded_copies_match_the_files checks them against the originals.
@@ -70,7 +71,6 @@ def profile(tmp_path):
     return write
 
 
-@pytest.mark.skipif(not SOURCE.is_dir(), reason="the shared reference data is not on this machine")
 def test_embedded_copies_match_the_files():
     for name, text in FILES.items():
         assert (SOURCE / name).read_text() == text

@@ -4,7 +4,6 @@ CLI, and the leave-one-file-out evaluation on the real A40/V100 profiles."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -28,22 +27,13 @@ from wattlab.estimate.power_caps import (
     read_profiles,
     run_from_store,
 )
+from wattlab.estimate.zeus_profiles import profiles_dir
 
 ROOT = Path(__file__).resolve().parents[1]
 WATTLAB = [sys.executable, "-m", "wattlab.cli"]
 
 
-def _profiles_folder() -> Path | None:
-    candidates = [os.environ.get("WATTLAB_ZEUS_PROFILES")]
-    for up in (ROOT.parent, ROOT.parent.parent):
-        candidates.append(str(up / "shared" / "reference" / "zeus-profile-data"))
-    for candidate in candidates:
-        if candidate and Path(candidate).is_dir():
-            return Path(candidate)
-    return None
-
-
-PROFILES = _profiles_folder()
+PROFILES = profiles_dir()
 NO_LAW_SPREAD = CapLaw(idle_fraction=0.2, alpha=2.0, beta=1.0, draw_ratio=1.0, spread=0.0)
 
 
@@ -196,8 +186,6 @@ def test_fitting_recovers_a_known_law() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(PROFILES is None, reason="the shared zeus-profile-data folder is not beside "
-                    "the repository (../shared/reference/zeus-profile-data)")  # fmt: skip
 def test_leave_one_file_out_on_the_real_a40_v100_profiles() -> None:
     assert PROFILES is not None
     profiles = read_profiles(PROFILES)
@@ -215,3 +203,17 @@ def test_leave_one_file_out_on_the_real_a40_v100_profiles() -> None:
     assert 0 <= summary["region_window_agreement"] <= 1
     text = power_caps.evaluation_markdown(evaluation)
     assert "A40+resnet50+gpu0" in text and "no change (baseline)" in text
+
+
+def test_the_profiles_come_from_the_package_or_the_environment(tmp_path) -> None:
+    from wattlab.errors import ConfigError
+    from wattlab.estimate.zeus_profiles import ENV_VAR, PACKAGED
+
+    assert profiles_dir(env={}) == PACKAGED and len(read_profiles(PACKAGED)) == 12
+    (tmp_path / "A40+resnet50+gpu0.csv").write_text(
+        (PACKAGED / "A40+resnet50+gpu0.csv").read_text()
+    )
+    assert profiles_dir(env={ENV_VAR: str(tmp_path)}) == tmp_path
+    assert len(read_profiles(profiles_dir(env={ENV_VAR: str(tmp_path)}))) == 1
+    with pytest.raises(ConfigError, match="is not a folder"):
+        profiles_dir(env={ENV_VAR: str(tmp_path / "missing")})
