@@ -17,10 +17,10 @@ Model (``CapLaw``), per GPU and per stretch of the trace drawing power p:
 Without a trace the run's draw is taken as two levels, half the time ``spread`` above and half
 below its mean (peaks above a cap are what it clips first). The law's five numbers were fitted
 (``fit_cap_law``, least squares on log time and log energy ratios) on the Zeus project's
-measured power-limit profiles of an A40 and a V100 (``wattlab/data/zeus-profiles``, ``wattlab.estimate.zeus_profiles``;
-12 files, 96 windows): ``DEFAULT_LAW``. ``evaluate_profiles`` checks the method leaving one
-file out: each file's limits predicted from its highest-limit window by a law fitted on the
-other files.
+measured power-limit profiles of an A40 and a V100 (``wattlab/data/zeus-profiles``, found by
+``wattlab.estimate.zeus_profiles``; 12 files, 96 windows): ``DEFAULT_LAW``.
+``evaluate_profiles`` checks the method leaving one file out: each file's limits predicted from
+its highest-limit window by a law fitted on the other files.
 
 Operating region (wattlab's defaults, after the reference study): limits that save at least
 3 % energy for at most 2 % more time against the run's uncapped (highest-limit) twin.
