@@ -556,13 +556,16 @@ def test_a_family_outside_the_data_is_extrapolating_with_a_wider_interval(tv_mod
     assert "the efficientnet family is not in the reference set" in new_family.notes
     assert "leave-one-family-out" in new_family.interval_basis
     assert f"widened x{FAMILY_WIDEN:g} for a new family" in new_family.interval_basis
-    low, high = model.protocol_interval("family")
+    # a new model's mirrored interval joined with the family interval as it is (the held-out
+    # families say which way the error goes), x1.25 each way: only 3 families held out
+    intervals = [model.protocol_interval(p) for p in ("configuration", "model")]
+    lows, highs = zip(*intervals, strict=True)
+    half = max(-min(lows), max(highs))
+    family_low, family_high = model.protocol_interval("family")
     width = new_family.energy_high_j / new_family.energy_low_j
-    assert width == pytest.approx(
-        math.exp(2 * max(-low, high, *map(abs, model.protocol_interval("model"))))
-        * FAMILY_WIDEN**2,
-        rel=0.5,
-    )
+    expected = math.exp(max(half, family_high) - min(-half, family_low)) * FAMILY_WIDEN**2
+    assert width == pytest.approx(expected, rel=1e-9)
+    assert "families weighted equally" in new_family.interval_basis
     assert width > same_family.energy_high_j / same_family.energy_low_j
 
     # one family only: no family can be held out, so the new one is widened as unchecked
@@ -572,6 +575,23 @@ def test_a_family_outside_the_data_is_extrapolating_with_a_wider_interval(tv_mod
     p = model.predict_config(**config("vgg16"))
     assert p.notes.startswith("EXTRAPOLATING: ") and "the vgg family" in p.notes
     assert "widened x2 for family (no held-out check possible)" in p.interval_basis
+
+
+def test_the_family_interval_weighs_every_held_out_family_equally() -> None:
+    from wattlab.estimate.pre import _quantiles
+
+    # one big family erring far low (60 runs at -1.0) and 50 small ones near 0 (2 runs each)
+    small = np.linspace(-0.2, 0.2, 100)
+    residuals = np.concatenate([np.full(60, -1.0), small])
+    sizes = np.concatenate([np.full(60, 60.0), np.full(100, 2.0)])
+    plain_low, _ = _quantiles(residuals, 0.9)
+    weighted_low, weighted_high = _quantiles(residuals, 0.9, 1.0 / sizes)
+    assert plain_low == -1.0  # most of the runs are the big family's
+    # weighted, the big family is one of 51 (2 %, under the 5 % tail): the small ones decide
+    assert -0.2 <= weighted_low < 0
+    assert weighted_high == pytest.approx(0.2, abs=0.02)
+    # equal weights are the plain conformal rank
+    assert _quantiles(residuals, 0.9, np.ones(160)) == _quantiles(residuals, 0.9)
 
 
 # -- the fit kept on disk --------------------------------------------------------------------

@@ -36,10 +36,14 @@ its notes (``EXTRAPOLATING: ...``). A family the data has too few of to hold one
 family) cannot be checked, and its interval is widened by NO_PROTOCOL_WIDEN. A GPU missing from
 the reference data is predicted only through a stated transfer: the prediction for the
 reference GPU, time scaled by the physics time ratio (peak rate, bandwidth; launches unchanged),
-power by the TDP ratio, and the interval widened by TRANSFER_WIDEN each way; a new family's
-interval is likewise widened by FAMILY_WIDEN beyond the leave-one-family-out one. Quantiles
-use the conformal rank ceil((n + 1) x level) so that few residuals give wider, not narrower,
-intervals.
+power by the TDP ratio, and the interval widened by TRANSFER_WIDEN each way. A family outside
+the data gets what a new model of a known family gets, joined with the leave-one-family-out
+interval as it is (not mirrored: the held-out families are the evidence for the error's
+direction), whose residuals weigh every held-out family equally (families differ in size by
+24x in the reference set, so a run-weighted quantile would be one large family's);
+FAMILY_WIDEN widens it only when fewer than FAMILY_EVIDENCE families could be held out.
+Quantiles use the conformal rank ceil((n + 1) x level) so that few residuals give wider, not
+narrower, intervals.
 """
 
 from __future__ import annotations
@@ -71,7 +75,9 @@ LAUNCH_S_PER_LAYER = 15e-6  # nominal: ~3 kernels per layer per step (fwd, bwd) 
 TRANSFER_WIDEN = 2.0  # interval factor for a GPU outside the reference data
 NO_PROTOCOL_WIDEN = 2.0  # interval factor when no held-out protocol can check an extrapolation
 FAMILY_WIDEN = 1.25  # interval factor for an architecture family outside the reference data,
-# on top of the leave-one-family-out interval: a handful of held-out families is thin evidence
+# on top of the leave-one-family-out interval, when fewer than FAMILY_EVIDENCE families could be
+# held out: a handful of held-out families is thin evidence
+FAMILY_EVIDENCE = 6
 TIME_TERMS = ("launch_s", "compute_s", "memory_s")
 LOG_INPUTS = (
     *TIME_TERMS,
@@ -495,7 +501,12 @@ class PreModel:
     def protocol_interval(self, protocol: str, target: str = "energy") -> tuple[float, float]:
         """(low, high) log factors from a protocol's out-of-fold residuals; KeyError if the
         protocol could not be run on the training data."""
-        return _quantiles(self.residuals[protocol][target], self.interval)
+        parts = self.residuals[protocol]
+        return _quantiles(parts[target], self.interval, parts.get("weight"))
+
+    def family_count(self) -> int:
+        """How many architecture families the leave-one-family-out residuals held out."""
+        return len(self.seen.families) if self.seen is not None else 0
 
     def _outside(self, row: pd.Series) -> list[tuple[str, str]]:
         """(protocol, sentence) for each way ``row`` lies outside the training runs."""
@@ -569,20 +580,29 @@ class PreModel:
             (bases if protocol in self.residuals else unchecked).append(protocol)
         bases = list(dict.fromkeys(bases))
         unchecked = list(dict.fromkeys(unchecked))
+        # a new family: at least what a new model of a known family gets (mirrored), joined
+        # with the leave-one-family-out interval as it is: the held-out families say which
+        # way the error goes
+        others = [b for b in bases if b != "family"]
         out = {}
         for target in ("energy", "time"):
-            lows, highs = zip(*(self.protocol_interval(b, target) for b in bases), strict=True)
+            lows, highs = zip(*(self.protocol_interval(b, target) for b in others), strict=True)
             low, high = min(lows), max(highs)
             if outside:
                 half = max(-low, high)
                 low, high = -half, half
+            if "family" in bases:
+                family_low, family_high = self.protocol_interval("family", target)
+                low, high = min(low, family_low), max(high, family_high)
             if unchecked:
                 low -= math.log(NO_PROTOCOL_WIDEN)
                 high += math.log(NO_PROTOCOL_WIDEN)
             out[target] = (low, high)
-        basis = " + ".join(_PROTOCOL_NAMES[b] for b in bases)
+        basis = " + ".join(_PROTOCOL_NAMES[b] for b in others)
         if outside:
             basis += " (symmetric)"
+        if "family" in bases:
+            basis += f" joined with {_PROTOCOL_NAMES['family']} (families weighted equally)"
         if unchecked:
             names = ", ".join(u.replace("_", " ") for u in unchecked)
             basis += f", widened x{NO_PROTOCOL_WIDEN:g} for {names} (no held-out check possible)"
@@ -619,7 +639,11 @@ class PreModel:
             t, p = self.chain.predict(self.chain.rows(table))
             time_ps, power_w = float(t[0]), float(p[0])
         basis, bounds = self._interval_for(outside)
-        if any(protocol == "family" for protocol, _ in outside) and "family" in self.residuals:
+        if (
+            any(protocol == "family" for protocol, _ in outside)
+            and "family" in self.residuals
+            and self.family_count() < FAMILY_EVIDENCE
+        ):
             # as for a GPU transfer: a stated extra factor (unchecked families get x2 above)
             widen = math.log(FAMILY_WIDEN)
             bounds = {k: (lo - widen, hi + widen) for k, (lo, hi) in bounds.items()}
@@ -721,15 +745,28 @@ def _mae_to_percent(mae_log: float) -> float:
     return (math.exp(mae_log) - 1.0) * 100.0
 
 
-def _quantiles(residuals: np.ndarray, interval: float) -> tuple[float, float]:
-    """Conformal-rank quantiles of log residuals (actual - predicted), always containing 0."""
-    values = np.sort(np.asarray(residuals, dtype=float))
-    n = values.size
+def _quantiles(
+    residuals: np.ndarray, interval: float, weights: np.ndarray | None = None
+) -> tuple[float, float]:
+    """Conformal-rank quantiles of log residuals (actual - predicted), always containing 0.
+
+    ``weights`` (one per residual; rescaled to sum to n) weigh the ranks: with equal weights
+    this is the plain rank ceil((n + 1) x level)."""
+    raw = np.asarray(residuals, dtype=float)
+    n = raw.size
     if n == 0:
         return 0.0, 0.0
     tail = (1.0 - interval) / 2.0
-    k_high = min(n, math.ceil((n + 1) * (1.0 - tail)))
-    k_low = max(1, math.floor((n + 1) * tail))
+    order = np.argsort(raw, kind="stable")
+    values = raw[order]
+    if weights is None:
+        k_high = min(n, math.ceil((n + 1) * (1.0 - tail)))
+        k_low = max(1, math.floor((n + 1) * tail))
+    else:
+        w = np.asarray(weights, dtype=float)[order]
+        ranks = np.cumsum(w * (n / w.sum()))  # equal weights: 1, 2, ..., n
+        k_high = min(n, int(np.searchsorted(ranks, (n + 1) * (1.0 - tail) - 1e-9)) + 1)
+        k_low = max(1, int(np.searchsorted(ranks, (n + 1) * tail + 1e-9, side="right")))
     return min(0.0, float(values[k_low - 1])), max(0.0, float(values[k_high - 1]))
 
 
@@ -933,6 +970,11 @@ def fit_pre(
             "time": _log(time_s) - _log(t_oof),
             "energy": _log(time_s * power_w) - _log(t_oof * p_oof),
         }
+        if protocol == "family":  # every held-out family weighs the same, whatever its size
+            labels = pd.Series(groups)
+            residuals[protocol]["weight"] = 1.0 / labels.map(labels.value_counts()).to_numpy(
+                dtype=float
+            )
     if "configuration" not in residuals:  # a single configuration cannot happen (min_configs)
         raise DataError("PRE could not hold out any configuration.")
 
