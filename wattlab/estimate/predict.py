@@ -172,7 +172,7 @@ def estimate_all(
         cannot_apply(
             "step",
             "STEP projects from measured epochs, so it runs during training "
-            "(wattlab run --project-after K), not before",
+            "(wattlab run --project-after-fraction F or --project-after-epochs K), not before",
         ),
         pre,
     ]
