@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
+from wattlab.cli.advise_cmd import advise_app
 from wattlab.cli.options import (
     BaselineW,
     BatchSize,
@@ -774,6 +775,7 @@ estimate_app = typer.Typer(
     help="Predict a configuration's energy, time and CO2e before training; evaluate methods.",
 )
 app.add_typer(estimate_app, name="estimate")
+app.add_typer(advise_app, name="advise")
 
 
 def _estimate_runs(db: str | None, data: str | None):

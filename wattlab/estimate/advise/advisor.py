@@ -33,6 +33,8 @@ CAP_FRACTIONS = tuple(round(1.0 - 0.05 * i, 2) for i in range(1, 11))  # 95 % ..
 # the cap law's leave-one-file-out MAPE on the 12 Zeus A40/V100 files (docs/estimation.md)
 CAP_ENERGY_WIDEN = 1.092
 CAP_TIME_WIDEN = 1.075
+# a change must be predicted to save at least this share to lead (ranking.rank's min_saving)
+MIN_PREDICTED_SAVING = 0.05
 
 
 @dataclass(frozen=True)
@@ -200,7 +202,7 @@ def advise(
             for capped in _capped(option, spec.tdp_w, int(gpus), correction, current)
         ]
     options = [_with_co2e(o, carbon) for o in options]
-    ranked = rank(options, current, limit)
+    ranked = rank(options, current, limit, MIN_PREDICTED_SAVING)
     notes += knob_notes(allowed)
     if "power-limit" in allowed:
         notes.append(
@@ -213,7 +215,7 @@ def advise(
     notes.append("PRE: " + pre.describe())
     return Advice(
         rows=ranked,
-        sentence=advice_sentence(ranked, limit),
+        sentence=advice_sentence(ranked, limit, MIN_PREDICTED_SAVING),
         limit=limit,
         allowed=allowed,
         current=current,
@@ -331,6 +333,7 @@ __all__ = [
     "CAP_FRACTIONS",
     "CAP_TIME_WIDEN",
     "GPU_SHARE",
+    "MIN_PREDICTED_SAVING",
     "Advice",
     "Correction",
     "advise",

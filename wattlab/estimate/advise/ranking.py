@@ -5,6 +5,10 @@ A configuration meets the limit when its (point) duration is at most the limit: 
 configuration's duration x (1 + max slowdown), or a deadline in seconds, or any duration when
 there is no limit. Rows that meet it come first, least energy first; then the rest, fastest
 first. The saving is against the current configuration: 1 - energy / current energy.
+
+``min_saving``: a change predicted to save less than this share is within the predictions'
+error (two precisions PRE predicts alike can differ by 20-40 % on a model it never saw), so it
+does not lead: the current configuration ranks above it. Every row is still listed.
 """
 
 from __future__ import annotations
@@ -113,7 +117,9 @@ class Limit:
         return "with no time limit"
 
 
-def rank(options: Sequence[Option], current: Setting, limit: Limit) -> list[Option]:
+def rank(
+    options: Sequence[Option], current: Setting, limit: Limit, min_saving: float = 0.0
+) -> list[Option]:
     """``options`` ranked (see the module docstring), each with its saving, slowdown and what it
     changes against ``current``, which must be one of them.
 
@@ -146,6 +152,11 @@ def rank(options: Sequence[Option], current: Setting, limit: Limit) -> list[Opti
             f"fastest, {_describe(fastest, current)}, is predicted to take "
             f"{fastest.duration_s:.0f} s."
         )
+    meeting.sort(key=lambda o: (o.energy_j, o.duration_s))
+    worth = [o for o in meeting if o.is_current or o.saving >= min_saving]
+    small = [o for o in meeting if not (o.is_current or o.saving >= min_saving)]
+    if any(o.is_current for o in small + worth):
+        meeting = worth + small
     rest = sorted((o for o in ranked if not o.meets_limit), key=lambda o: o.duration_s)
     return [replace(o, rank=i + 1) for i, o in enumerate([*meeting, *rest])]
 
@@ -155,12 +166,13 @@ def _describe(option: Option, current: Setting) -> str:
     return "the current configuration" if change == "no change" else change
 
 
-def advice_sentence(ranked: Sequence[Option], limit: Limit) -> str:
+def advice_sentence(ranked: Sequence[Option], limit: Limit, min_saving: float = 0.0) -> str:
     """The first row as one sentence."""
     best = ranked[0]
     if best.is_current or best.changes == "no change":
+        enough = f"at least {min_saving:.0%} less" if min_saving > 0 else "less"
         return (
-            f"Keep the current configuration: no allowed change is predicted to use less "
+            f"Keep the current configuration: no allowed change is predicted to use {enough} "
             f"energy {limit.describe()}."
         )
     time = (
