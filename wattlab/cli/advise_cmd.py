@@ -6,7 +6,7 @@ Parse, call ``wattlab.estimate.advise``, print. Registered in ``app.py`` with on
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -26,6 +26,9 @@ from wattlab.cli.options import (
     bounded,
 )
 from wattlab.errors import WattlabError
+
+if TYPE_CHECKING:
+    from wattlab.estimate.advise.advisor import Advice
 
 advise_app = typer.Typer(
     invoke_without_command=True,
@@ -160,7 +163,7 @@ def _interval(low: float, high: float, scale: float, digits: str) -> str:
     return f"{low / scale:{digits}}-{high / scale:{digits}}"
 
 
-def format_advice(result, rows: int = 12) -> str:  # type: ignore[no-untyped-def]
+def format_advice(result: Advice, rows: int = 12) -> str:
     """The ranked table, the advice sentence and the notes, as plain text."""
     header = (
         f"{'#':>3} {'energy kJ':>9} {'interval':>13} {'time s':>8} {'interval':>13} "

@@ -232,8 +232,7 @@ def evaluate_reference(
     summary: dict[str, Any] = {}
     for knob_name in KNOB_SETS:
         summary[knob_name] = {}
-        for slowdown in [*SLOWDOWNS, "all"]:
-            label = "all" if slowdown == "all" else _label(slowdown)  # type: ignore[arg-type]
+        for label in [*(_label(s) for s in SLOWDOWNS), "all"]:
             rows = [
                 p for p in picks
                 if p["knobs"] == knob_name and (label == "all" or p["max_slowdown"] == label)

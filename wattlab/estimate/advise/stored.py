@@ -103,22 +103,17 @@ def advise_from_run(
         why_not = f"run {run_id} lacks its images or batch size"
     if why_not is None:
         assert model is not None and precision is not None and samples is not None
-        train_size = int(_number(run.get("train_size")) or samples)
-        config = {
-            "model": model,
-            "gpus": gpus,
-            "precision": precision,
-            "epochs": _number(run.get("epochs")) or samples / train_size,
-            "gpu_name": spec.name,
-            "batch_size": batch,
-            "stem": _text(run.get("stem")) or "cifar",
-            "image_size": int(_number(run.get("image_size")) or 32),
-            "train_size": max(train_size, batch),
-            "samples": samples,
-        }
+        train_size = max(int(_number(run.get("train_size")) or samples), batch)
+        epochs = _number(run.get("epochs")) or samples / train_size
+        stem = _text(run.get("stem")) or "cifar"
+        image_size = int(_number(run.get("image_size")) or 32)
         pre = _pre(pre_model, pre_fit)
         try:
-            predicted = pre.predict_config(**config)
+            predicted = pre.predict_config(
+                model=model, gpus=gpus, precision=precision, epochs=epochs, gpu_name=spec.name,
+                batch_size=batch, stem=stem, image_size=image_size, train_size=train_size,
+                samples=samples,
+            )  # fmt: skip
         except ConfigError as error:
             why_not = f"PRE cannot count run {run_id}'s model {model!r} ({error})"
         else:
@@ -130,10 +125,17 @@ def advise_from_run(
                 measured_duration_s=duration,
                 trace=uncapped,
             )
-            config.pop("gpu_name")
             return advise(
-                **config,
+                model=model,
+                gpus=gpus,
+                precision=precision,
+                epochs=epochs,
                 gpu_name=spec.name,
+                batch_size=batch,
+                stem=stem,
+                image_size=image_size,
+                train_size=train_size,
+                samples=samples,
                 max_slowdown_percent=max_slowdown_percent,
                 deadline_s=deadline_s,
                 allow=allowed,
