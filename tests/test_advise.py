@@ -376,3 +376,20 @@ def test_a_missing_or_unfinished_run_is_one_sentence(tmp_path: Path) -> None:
 
 def test_min_saving_is_the_documented_five_percent() -> None:
     assert MIN_PREDICTED_SAVING == 0.05 and not math.isnan(GPU_SHARE)
+
+
+def test_the_public_face_returns_the_ranked_rows(tmp_path: Path) -> None:
+    import wattlab
+
+    advice = wattlab.advise(model="resnet18", gpu_name="H200", epochs=2, train_size=1000,
+                            allow="precision", pre_model=KnownLaw())  # fmt: skip
+    rows = list(advice)
+    assert rows == advice.rows and len(advice) == 4 and advice[0].rank == 1
+    assert advice.to_dict()["rows"][0]["precision"] == "amp-bf16"
+    db, run_id = _store(tmp_path)
+    stored = wattlab.advise(db=db, run=run_id, allow="precision", pre_model=KnownLaw())
+    assert next(r for r in stored if r.is_current).source == f"measured (run {run_id})"
+    with pytest.raises(DataError, match="no run with id 5"):
+        wattlab.advise(db=db, run=5, pre_model=KnownLaw())
+    with pytest.raises(DataError, match="both db and run"):
+        wattlab.advise(db=db)

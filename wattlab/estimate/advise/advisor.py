@@ -15,7 +15,7 @@ widened by the law's leave-one-file-out error on the Zeus profiles (``CAP_ENERGY
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -70,6 +70,15 @@ class Advice:
     gpu_name: str
     notes: list[str] = field(default_factory=list)
     carbon: CarbonSettings = field(default_factory=CarbonSettings)
+
+    def __iter__(self) -> Iterator[Option]:
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int) -> Option:
+        return self.rows[index]
 
     def to_dict(self) -> dict[str, Any]:
         return {
