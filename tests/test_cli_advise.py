@@ -120,6 +120,7 @@ def _stored_run(db: Path) -> int:
                 "samples": 57_344, "train_size": 3584, "image_size": 32, "stem": "cifar",
                 "duration_s": 10.0, "energy_total_j": 6400.0, "energy_gpu_j": 6000.0,
                 "gpu_name": "NVIDIA H200", "gpu_tdp_w": 700.0, "power_limit_w": 700.0,
+                "co2e_kg": 3.6e-4, "co2e_low_kg": 1.8e-4, "co2e_high_kg": 5.3e-4,
             },
             [{"name": "budget", "start_s": 0.0, "duration_s": 10.0, "energy_total_j": 6000.0}],
             [(0.5 + i, "gpu:0", w) for i, w in enumerate(trace_w)],
@@ -165,4 +166,26 @@ def test_evaluate_one_held_out_model_writes_its_scores(tmp_path: Path, cache: Pa
     one_sentence_exit_2(
         wattlab("advise", "evaluate", "--models", "alexnet", cwd=tmp_path, cache=cache),
         "--models names 'alexnet'",
+    )
+
+
+@pytest.mark.slow
+def test_report_with_advice_has_the_section_in_markdown_html_and_json(
+    tmp_path: Path, cache: Path
+) -> None:
+    db = tmp_path / "runs.db"
+    run_id = _stored_run(db)
+    done = wattlab("report", "--db", str(db), "--out", "rep", "--advice", cwd=tmp_path,
+                   cache=cache)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    markdown = (tmp_path / "rep" / "report.md").read_text()
+    html = (tmp_path / "rep" / "report.html").read_text()
+    assert "## Advice" in markdown and "Advice</h2>" in html
+    summary = json.loads((tmp_path / "rep" / "summary.json").read_text())
+    (row,) = summary["advice"]  # one configuration: the baseline
+    assert row["role"] == "baseline" and row["run_id"] == run_id
+    assert row["change"].startswith("precision fp32 -> ") and row["saving"] > 0.05
+    plain = wattlab("report", "--db", str(db), "--out", "plain", cwd=tmp_path, cache=cache)
+    assert (
+        plain.returncode == 0 and "## Advice" not in (tmp_path / "plain" / "report.md").read_text()
     )

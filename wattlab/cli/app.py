@@ -649,6 +649,13 @@ def report(
         ),
     ] = None,
     baseline_w: BaselineW = None,
+    advice: Annotated[
+        bool,
+        typer.Option(
+            "--advice/--no-advice",
+            help="Add the Advice section: what `wattlab advise` would change (fits PRE once).",
+        ),
+    ] = False,
     json_path: JsonOut = None,
 ) -> None:
     """Tables, figures and the operating region: report.md and a self-contained report.html."""
@@ -697,6 +704,7 @@ def report(
                 max_penalty=max_penalty,
                 scheduler_jobs=scheduler_jobs,
                 spec=spec,
+                advice=advice,
             )
         summary = json.loads(Path(paths.summary_json).read_text())
         if json_path != "-":
