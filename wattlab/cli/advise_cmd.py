@@ -68,7 +68,9 @@ RunId = Annotated[
 ]
 Rows = Annotated[
     int,
-    typer.Option("--rows", help="Rows of the table to print.", callback=bounded("--rows", "gpus")),
+    typer.Option(
+        "--rows", help="Rows of the table to print.", callback=bounded("--rows", "advise_rows")
+    ),
 ]
 
 
