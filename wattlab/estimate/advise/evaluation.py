@@ -13,9 +13,11 @@ per image over its repetitions):
 - violation: the pick's measured time breaks the limit (start's measured time x (1 + slowdown));
 - realised saving: 1 - the pick's measured energy / the start's.
 
-The advisor leads only with a change predicted to save at least ``MIN_PREDICTED_SAVING``
-(5 %); the plain lowest prediction (no threshold) and a fixed rule (always amp-bf16 at the
-start's batch size) are scored beside it.
+A start whose knobs reach no other measured configuration (a model run at one precision, for
+the precision knob) is not scored: keeping it would count as perfect advice; the folds say how
+many were left out. The advisor leads only with a change predicted to save at least
+``MIN_PREDICTED_SAVING`` (5 %); the plain lowest prediction (no threshold) and a fixed rule
+(always amp-bf16 at the start's batch size) are scored beside it.
 
 Power limits (leave one file out on the Zeus A40/V100 profiles): for each file the cap law is
 fitted on the other files, each limit's energy and time are predicted from the file's
@@ -200,10 +202,17 @@ def evaluate_reference(
             for s, o in _options(measured_all[measured_all["model"] == name]).items()
         }
         settings = [s for s in predicted if s in measured]
-        folds.append({"model": name, "fit": how, "fit_s": fit_s, "configurations": len(settings)})
+        nothing_to_choose = {k: 0 for k in KNOB_SETS}
+        folds.append(
+            {"model": name, "fit": how, "fit_s": fit_s, "configurations": len(settings),
+             "starts_with_nothing_to_choose": nothing_to_choose}
+        )  # fmt: skip
         for start in settings:
             for knob_name, knobs in KNOB_SETS.items():
                 candidates = reachable(start, settings, knobs)
+                if len(candidates) < 2:  # only the start: keeping it is no advice to score
+                    nothing_to_choose[knob_name] += 1
+                    continue
                 for slowdown in SLOWDOWNS:
                     options = [predicted[s] for s in candidates]
                     limit = Limit(max_slowdown=slowdown)
