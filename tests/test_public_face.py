@@ -21,7 +21,20 @@ def test_every_public_attribute_is_in_all() -> None:
         for name, value in vars(wattlab).items()
         if not name.startswith("_") and not isinstance(value, types.ModuleType)
     }
-    assert exported == set(wattlab.__all__)
+    lazy = set(wattlab._LAZY)  # loaded on first use (PEP 562), so not in vars() before it
+    assert exported - lazy == set(wattlab.__all__) - lazy
+
+
+def test_lazy_names_load_nothing_until_used() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, wattlab; assert 'wattlab.estimate' not in sys.modules; "
+        "assert callable(wattlab.advise); assert 'wattlab.estimate.advise.api' in sys.modules"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
 
 
 def test_one_version_source() -> None:

@@ -92,6 +92,8 @@ BOUNDS: dict[str, Bound] = {
     "train_size": Bound(1, 10**9, integer=True),
     "gpu_tdp_w": Bound(0, 10_000, low_open=True, unit=_W),
     "duration_s": Bound(0, 10**8, low_open=True, unit=_S),
+    "max_slowdown_percent": Bound(0, 10_000, unit="%"),  # wattlab advise --max-slowdown
+    "advise_rows": Bound(1, 10_000, integer=True),  # wattlab advise --rows
     # SLURM (sweep --executor slurm)
     "cpus_per_task": Bound(1, 4096, integer=True),
     "time_limit_min": Bound(1, 525_600, integer=True),  # a year

@@ -119,6 +119,7 @@ def write_report(
     title: str | None = None,
     scheduler_jobs: pd.DataFrame | None = None,
     spec: Mapping[str, object] | None = None,
+    advice: bool = False,
 ) -> ReportPaths:
     """Write report.md, report.html, summary.json and the figures (PNG + SVG) to ``out_dir``.
 
@@ -127,7 +128,9 @@ def write_report(
     (default: fewest GPUs, fp32, highest power limit); ``min_saving``/``max_penalty`` are the
     operating region's fractions; ``scheduler_jobs`` (the store's table) adds SLURM's
     ConsumedEnergy beside ours where it was reported; ``spec`` (the sweep's stored spec) gives
-    the baseline when ``baseline`` is None and it declares one. Raises DataError when there is no ok
+    the baseline when ``baseline`` is None and it declares one; ``advice`` adds the "Advice"
+    section (``report_advice``: PRE loaded or fitted once, then every listed configuration
+    advised from one of its runs). Raises DataError when there is no ok
     run, ConfigError for a baseline that matches no single configuration or an unusable
     ``out_dir``.
     """
@@ -156,6 +159,11 @@ def write_report(
     blocks += [Heading("Configurations"), sections.config_table(summary, runs, data)]
     if not effects.empty:
         blocks += [Heading("Power-limit effect"), sections.effects_table(effects)]
+    if advice:
+        from wattlab.analysis.report_advice import advice_blocks, advice_rows
+
+        data["advice"] = advice_rows(runs, windows, trace, data)
+        blocks += advice_blocks(data["advice"])
     blocks += sections.phase_blocks(data.get("phase_times"))
     blocks.append(Heading("GPU scaling"))
     if scaling.empty:

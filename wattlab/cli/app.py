@@ -15,6 +15,7 @@ from typing import Annotated, Any
 
 import typer
 
+from wattlab.cli.advise_cmd import advise_app
 from wattlab.cli.options import (
     BaselineW,
     BatchSize,
@@ -648,6 +649,13 @@ def report(
         ),
     ] = None,
     baseline_w: BaselineW = None,
+    advice: Annotated[
+        bool,
+        typer.Option(
+            "--advice/--no-advice",
+            help="Add the Advice section: what `wattlab advise` would change (fits PRE once).",
+        ),
+    ] = False,
     json_path: JsonOut = None,
 ) -> None:
     """Tables, figures and the operating region: report.md and a self-contained report.html."""
@@ -696,6 +704,7 @@ def report(
                 max_penalty=max_penalty,
                 scheduler_jobs=scheduler_jobs,
                 spec=spec,
+                advice=advice,
             )
         summary = json.loads(Path(paths.summary_json).read_text())
         if json_path != "-":
@@ -774,6 +783,7 @@ estimate_app = typer.Typer(
     help="Predict a configuration's energy, time and CO2e before training; evaluate methods.",
 )
 app.add_typer(estimate_app, name="estimate")
+app.add_typer(advise_app, name="advise")
 
 
 def _estimate_runs(db: str | None, data: str | None):
