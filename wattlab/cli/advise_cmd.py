@@ -213,8 +213,9 @@ def advise_evaluate(
         str | None,
         typer.Option(
             "--profiles",
-            help="Folder of Zeus power-limit profiles: score the power-limit knob on them "
-            "(leave one file out).",
+            help="Folder of Zeus power-limit profiles to score the power-limit knob on (leave "
+            "one file out). Default: the copy shipped in the package ($WATTLAB_ZEUS_PROFILES "
+            "overrides it).",
         ),
     ] = None,
     json_path: JsonOut = None,
@@ -231,7 +232,9 @@ def advise_evaluate(
         wanted = [m.strip() for m in models.split(",") if m.strip()]
         if not wanted:
             raise WattlabError(f"--models must name models separated by commas, got {models!r}.")
-    zeus = power_caps.read_profiles(profiles) if profiles is not None else None
+    from wattlab.estimate.zeus_profiles import profiles_dir
+
+    zeus = power_caps.read_profiles(profiles if profiles is not None else profiles_dir())
     runs, _ = load_reference_csv(data) if data is not None else load_default_reference()
     evaluation = evaluate_advice(runs, profiles=zeus, models=wanted)
     if json_path:
