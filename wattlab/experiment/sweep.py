@@ -61,6 +61,16 @@ class MachineFacts:
             can_set, reason = False, "setting GPU power limits needs root"
         return cls(cuda_gpus=gpus, can_set_power_limits=can_set, power_limit_reason=reason)
 
+    @classmethod
+    def cluster(cls) -> MachineFacts:
+        """What a cluster's nodes offer, as far as planning goes: GPUs are SLURM's business
+        (a task asks for them), power limits are not set on shared cluster nodes."""
+        return cls(
+            cuda_gpus=1 << 16,
+            can_set_power_limits=False,
+            power_limit_reason="not set on SLURM nodes by wattlab",
+        )
+
 
 @dataclass
 class PlanEntry:
