@@ -188,7 +188,7 @@ def load_step_calibration(path: str | Path | None = None) -> StepCalibration:
         lines = path.read_text().splitlines()
     except OSError as exc:
         raise DataError(f"cannot read the STEP calibration {path}: {exc.strerror}.") from None
-    meta = {}
+    meta: dict[str, str] = {}
     for line in lines:
         if line.startswith("#"):
             key, _, value = line[1:].partition(":")
