@@ -29,6 +29,7 @@ from wattlab.train.config import RunConfig
 if TYPE_CHECKING:
     import pandas as pd
 
+    from wattlab.experiment.command_spec import CommandSweepSpec
     from wattlab.experiment.spec import SweepSpec
     from wattlab.experiment.store import Store
 
@@ -236,7 +237,9 @@ def make_plan(
     )
 
 
-def _dry_run_seed(spec: SweepSpec, store: Store | None, notes: list[str]) -> int | None:
+def _dry_run_seed(
+    spec: SweepSpec | CommandSweepSpec, store: Store | None, notes: list[str]
+) -> int | None:
     """The order seed a dry run shows, read from the store without writing to it."""
     record = store.sweep_record(spec.name) if store is not None else None
     if record is not None and record[0] == spec.spec_hash():
