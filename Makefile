@@ -1,7 +1,7 @@
 # make demo: install into .venv, run a small sweep on whatever hardware is here, write its report.
 # make test: install into .venv, run ruff, mypy and the whole test suite (no GPU needed; what CI runs);
 #   it fails when SLOW_BUDGET_S cut the slow tests short.
-# make test-fast: ruff and every test not marked slow (nothing that trains, sweeps or spawns
+# make test-fast: ruff, mypy and every test not marked slow (nothing that trains, sweeps or spawns
 #   torchrun/gloo), for developers: under a minute on 2 cores (pytest-xdist, one worker per core).
 SHELL := /bin/bash
 PYTHON ?= python3
