@@ -1,7 +1,7 @@
 # make demo: install into .venv, run a small sweep on whatever hardware is here, write its report.
-# make test: install into .venv, run ruff and the whole test suite (no GPU needed; what CI runs);
+# make test: install into .venv, run ruff, mypy and the whole test suite (no GPU needed; what CI runs);
 #   it fails when SLOW_BUDGET_S cut the slow tests short.
-# make test-fast: ruff and every test not marked slow (nothing that trains, sweeps or spawns
+# make test-fast: ruff, mypy and every test not marked slow (nothing that trains, sweeps or spawns
 #   torchrun/gloo), for developers: under a minute on 2 cores (pytest-xdist, one worker per core).
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -39,9 +39,11 @@ demo: $(STAMP)
 	$(BIN)/wattlab report --db $(DEMO_DB) --sweep $$(basename $$spec .yaml) --out $(DEMO_OUT)
 	@echo "Report: $(DEMO_OUT)/report.html (and report.md)"
 
+# ruff, then mypy on wattlab/ at the settings of [tool.mypy] in pyproject.toml (no error allowed)
 lint: $(STAMP)
 	$(BIN)/ruff check wattlab tests bench
 	$(BIN)/ruff format --check wattlab tests bench
+	$(BIN)/mypy
 
 # make test: every test. The fast ones first (they must all pass); then the slow ones (training,
 # sweeps, torchrun/gloo, SLURM, real MLflow/Transformers/Lightning) under a time limit,

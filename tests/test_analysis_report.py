@@ -308,3 +308,10 @@ def test_the_other_column_is_the_median_of_other_energy_not_a_residual_of_median
     assert component_medians(summary).loc["c", "other"] == 0.0
     older = summary.drop(columns="energy_other_j")  # tables without the column: the residual
     assert component_medians(older).loc["c", "other"] == pytest.approx(0.3)
+
+
+@pytest.mark.slow
+def test_report_paths_hold_the_summary_they_wrote(full_report):
+    paths, _ = full_report  # `wattlab report` prints this summary; it reads no file back
+    assert paths.summary == json.loads(paths.summary_json.read_text())
+    assert paths.summary["baseline"]["label"] == "resnet50 1xGPU fp32 bs256"

@@ -41,3 +41,12 @@ def test_the_run_table_says_whether_steps_interval_held(capsys):
     print_run_row({**row, "projected_energy_low_j": None, "projected_energy_high_j": None})
     out = capsys.readouterr().out
     assert "-2.90% vs measured" in out and "interval" not in out
+
+
+def test_the_report_table_leaves_co2e_empty_when_runs_carry_none() -> None:
+    from wattlab.cli.report_cmd import _co2e_cell
+
+    assert _co2e_cell({"co2e_kg": None, "co2e_low_kg": None, "co2e_high_kg": None}) == ""
+    assert _co2e_cell({"co2e_kg": float("nan"), "co2e_low_kg": 1.0, "co2e_high_kg": 2.0}) == ""
+    cell = _co2e_cell({"co2e_kg": 0.002, "co2e_low_kg": 0.001, "co2e_high_kg": 0.003})
+    assert cell.startswith("2") and "[" in cell and "–" in cell

@@ -185,7 +185,7 @@ def write_atomic(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
 @contextmanager
 def text_handle(handle: BinaryIO) -> Iterator[io.TextIOWrapper]:
     """A UTF-8 text view of a binary ``handle`` that leaves it open afterwards."""
-    text = io.TextIOWrapper(handle, encoding="utf-8", newline="")  # type: ignore[arg-type]
+    text = io.TextIOWrapper(handle, encoding="utf-8", newline="")
     try:
         yield text
     finally:
@@ -195,7 +195,12 @@ def text_handle(handle: BinaryIO) -> Iterator[io.TextIOWrapper]:
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
     """Write ``text`` (UTF-8) to ``path`` atomically, flushed to disk before the rename."""
-    return write_atomic(path, lambda handle: handle.write(text.encode("utf-8")))
+    data = text.encode("utf-8")
+
+    def write(handle: BinaryIO) -> None:
+        handle.write(data)
+
+    return write_atomic(path, write)
 
 
 def dump_json(data: object, path: str | Path) -> None:

@@ -8,6 +8,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from wattlab.analysis.plots import FigureFile
 
@@ -15,13 +16,14 @@ from wattlab.analysis.plots import FigureFile
 @dataclass(frozen=True)
 class ReportPaths:
     """What a report wrote: the folder, report.md, report.html, summary.json and every figure
-    file (PNG and SVG)."""
+    file (PNG and SVG); and ``summary``, the JSON summary as summary.json holds it."""
 
     out_dir: Path
     markdown: Path
     html: Path
     summary_json: Path
     figures: tuple[Path, ...] = field(default_factory=tuple)
+    summary: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

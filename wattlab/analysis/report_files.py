@@ -28,10 +28,13 @@ def write_document(
 ) -> ReportPaths:
     md = write_text_atomic(out_dir / "report.md", render_markdown(title, blocks, out_dir))
     page = write_text_atomic(out_dir / "report.html", render_html(title, blocks, out_dir))
-    text = json.dumps(jsonable(summary), indent=2, allow_nan=False, ensure_ascii=False)
+    clean = jsonable(summary)
+    text = json.dumps(clean, indent=2, allow_nan=False, ensure_ascii=False)
     js = write_text_atomic(out_dir / "summary.json", text + "\n")
     files = tuple(p for f in figures for p in (f.png, f.svg))
-    return ReportPaths(out_dir=out_dir, markdown=md, html=page, summary_json=js, figures=files)
+    return ReportPaths(
+        out_dir=out_dir, markdown=md, html=page, summary_json=js, figures=files, summary=clean
+    )
 
 
 def prepare_out_dir(out_dir: str | Path) -> Path:

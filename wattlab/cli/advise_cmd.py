@@ -10,6 +10,9 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from wattlab.cli.choices import Precision as PrecisionChoice
+from wattlab.cli.choices import Stem as StemChoice
+from wattlab.cli.choices import choice_parser
 from wattlab.cli.options import (
     CarbonIntensity,
     EstimateBatchSize,
@@ -85,10 +88,15 @@ def advise(
     ctx: typer.Context,
     model: Model = None,
     model_factory: ModelFactory = None,
-    stem: Annotated[str, typer.Option("--stem", help="cifar | imagenet (ResNets).")] = "cifar",
+    stem: Annotated[
+        StemChoice,
+        typer.Option(
+            "--stem", help="cifar | imagenet (ResNets).", parser=choice_parser("--stem", StemChoice)
+        ),
+    ] = StemChoice.cifar,
     image_size: ImageSize = 32,
     gpus: EstimateGpus = 1,
-    precision: Precision = "fp32",
+    precision: Precision = PrecisionChoice.fp32,
     epochs: EstimateEpochs = None,
     batch_size: EstimateBatchSize = 256,
     train_size: TrainSize = 50_000,
@@ -151,8 +159,8 @@ def advise(
             )
         result = advise_fn(
             model=model, model_factory=model_factory, gpu_name=gpu_name, epochs=epochs,
-            train_size=train_size, batch_size=batch_size, precision=precision, gpus=gpus,
-            image_size=image_size, stem=stem, max_slowdown_percent=max_slowdown,
+            train_size=train_size, batch_size=batch_size, precision=precision.value,
+            gpus=gpus, image_size=image_size, stem=stem.value, max_slowdown_percent=max_slowdown,
             deadline_s=deadline_s, allow=allow, pre_fit=_pre_fit(data), carbon=carbon,
         )  # fmt: skip
     if json_path:

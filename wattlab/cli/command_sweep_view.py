@@ -38,6 +38,7 @@ def command_sweep(
         make_command_plan,
         run_command_plan,
     )
+    from wattlab.experiment.result_json import sweep_results
     from wattlab.experiment.store import check_writable_database, open_store
     from wattlab.jsonio import dump_json
 
@@ -78,18 +79,7 @@ def command_sweep(
     outcomes = run_with_progress(plan, opts, after_run=after_run, run=run_command_plan)
     if json_path:
         data["notes"] = plan.notes
-        data["results"] = [
-            {
-                "order": e.order,
-                "label": e.label,
-                "repetition": e.repetition,
-                "run_id": o.run_id,
-                "status": o.status,
-                "exit_code": o.exit_code,
-                "error": o.error,
-            }
-            for e, o in outcomes
-        ]
+        data["results"] = sweep_results(outcomes)
         dump_json(data, json_path)
     failed = [o for _, o in outcomes if o.status != "ok"]
     if failed:

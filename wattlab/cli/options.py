@@ -18,6 +18,10 @@ from typing import Annotated, Any
 import typer
 
 from wattlab.bounds import check_number
+from wattlab.cli.choices import Precision as PrecisionChoice
+from wattlab.cli.choices import RamMeasure as RamMeasureChoice
+from wattlab.cli.choices import Stem as StemChoice
+from wattlab.cli.choices import choice_parser
 from wattlab.errors import ConfigError
 from wattlab.jsonio import check_output_dir, check_writable
 from wattlab.step.schedule import (
@@ -137,24 +141,14 @@ PowercapRoot = Annotated[
 ]
 
 
-def ram_measure(value: str) -> str:
-    """A typer callback: --ram-measure is system or process."""
-    from wattlab.errors import ConfigError
-    from wattlab.meters.modelled import RAM_MEASURES
-
-    if value not in RAM_MEASURES:
-        raise ConfigError(f"--ram-measure must be one of {', '.join(RAM_MEASURES)}, got {value!r}.")
-    return value
-
-
 RamMeasure = Annotated[
-    str,
+    RamMeasureChoice,
     typer.Option(
         "--ram-measure",
         help="Memory the RAM estimate counts where RAPL has no dram zone: system (all used "
         "memory) or process (resident memory of the measured process tree, as the reference "
         "paper's replication).",
-        callback=ram_measure,
+        parser=choice_parser("--ram-measure", RamMeasureChoice),
     ),
 ]
 CpuTdp = Annotated[
@@ -191,9 +185,21 @@ ImageSize = Annotated[
     ),
 ]
 Stem = Annotated[
-    str, typer.Option("--stem", help="cifar (3x3 stride-1 conv, no max-pool) | imagenet")
+    StemChoice,
+    typer.Option(
+        "--stem",
+        help="cifar (3x3 stride-1 conv, no max-pool) | imagenet",
+        parser=choice_parser("--stem", StemChoice),
+    ),
 ]
-Precision = Annotated[str, typer.Option("--precision", help="fp32 | tf32 | amp-bf16 | amp-fp16")]
+Precision = Annotated[
+    PrecisionChoice,
+    typer.Option(
+        "--precision",
+        help="fp32 | tf32 | amp-bf16 | amp-fp16",
+        parser=choice_parser("--precision", PrecisionChoice),
+    ),
+]
 TrainSamples = Annotated[
     int | None,
     _number("--train-samples", "train_samples", "Use only the first N train images."),

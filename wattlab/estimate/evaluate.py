@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 import pandas as pd
@@ -249,7 +249,7 @@ def _target_value(row: dict[str, Any] | pd.Series, columns: tuple[str, ...]) -> 
     total = 0.0
     for column in columns:
         value = row.get(column) if isinstance(row, dict) else row.get(column, None)
-        if _missing(value):
+        if value is None or _missing(value):
             return None
         total += float(value)
     return total
@@ -279,9 +279,14 @@ def _step_wattlab(
             return cannot_apply("step", reason), cannot_apply("step-power", reason)
         if projection is not None:
             break
-    if projection is None or not projection.ok:
-        reason = projection.error if projection is not None else projector.result().error
-        reason = reason or "not stable"
+    if (
+        projection is None
+        or not projection.ok
+        or projection.stable_epoch is None
+        or projection.energy_j is None
+    ):
+        said = projection.error if projection is not None else projector.result().error
+        reason = said or "not stable"
         return cannot_apply("step", reason), cannot_apply("step-power", reason)
     first = projection.stable_epoch
     last_used = first + projection.window_epochs - 1
@@ -350,7 +355,7 @@ def _step_paper(
     except WattlabError as error:
         reason = str(error).rstrip(".")
         return cannot_apply("step-paper", reason), cannot_apply("step-paper-power", reason)
-    if not result.ok:
+    if not result.ok or result.energy_j is None or result.mean_power_w is None:
         reason = result.error or "cannot apply"
         return cannot_apply("step-paper", reason), cannot_apply("step-paper-power", reason)
     where = f"published rule: {result.notes}"
@@ -362,7 +367,7 @@ def _step_paper(
         energy_low_j=result.energy_low_j,
         energy_high_j=result.energy_high_j,
     )
-    return step, _power_twin("step-paper-power", run, float(result.mean_power_w), where)
+    return step, _power_twin("step-paper-power", run, result.mean_power_w, where)
 
 
 def _step_estimates(
@@ -446,6 +451,15 @@ def _utilization(run: dict[str, Any]) -> tuple[float | None, str]:
     return value, str(basis)
 
 
+class _GpuArgs(TypedDict):
+    """What the GPU-based baselines are told about a run's GPUs."""
+
+    gpus: int
+    gpu_tdp_w: float | None
+    gpu_name: str | None
+    tdp_source: str | None
+
+
 def _baseline_estimates(run: dict[str, Any], target: str, flops_utilization: float) -> list:
     methods = ("ml-co2-impact", "green-algorithms", "flops")
     if _get(run, "device") == "cpu":
@@ -456,7 +470,7 @@ def _baseline_estimates(run: dict[str, Any], target: str, flops_utilization: flo
     gpus = int(_get(run, "gpus") or 1)
     duration_s = _get(run, "duration_s")
     duration_s = None if duration_s is None else float(duration_s)
-    common = {
+    common: _GpuArgs = {
         "gpus": gpus,
         "gpu_tdp_w": tdp_w,
         "gpu_name": None if gpu_name is None else str(gpu_name),
@@ -487,7 +501,7 @@ def _baseline_estimates(run: dict[str, Any], target: str, flops_utilization: flo
     return out
 
 
-def _flops_for_run(run: dict[str, Any], common: dict[str, Any], utilization: float) -> Estimate:
+def _flops_for_run(run: dict[str, Any], common: _GpuArgs, utilization: float) -> Estimate:
     samples = _get(run, "samples")
     precision = _get(run, "precision")
     if samples is None or precision is None:
@@ -596,7 +610,7 @@ def _row(run: dict[str, Any], run_id: Any, protocol: str, e: Estimate, measured:
         "measured_j": measured,
         "low_j": e.energy_low_j,
         "high_j": e.energy_high_j,
-        "error_percent": (e.energy_j - measured) / measured * 100.0,
+        "error_percent": None if e.energy_j is None else (e.energy_j - measured) / measured * 100.0,
         "notes": e.notes,
     }
 

@@ -283,7 +283,7 @@ def config_features(
     ConfigError; an unknown GPU raises lookup_gpu's ConfigError.
     """
     epochs = _positive("epochs", epochs)
-    gpus = _positive("gpus", gpus, whole=True)
+    gpu_count = _positive("gpus", gpus, whole=True)
     batch_size = int(_positive("batch_size", batch_size, whole=True))
     image_size = int(_positive("image_size", image_size, whole=True))
     train_size = int(_positive("train_size", train_size, whole=True))
@@ -317,7 +317,7 @@ def config_features(
         "batch_size": float(batch_size),
         "train_size": float(train_size),
         "epochs": epochs,
-        **gpu_row(spec, precision, gpus, gpu_tdp_w, power_limit_w),
+        **gpu_row(spec, precision, gpu_count, gpu_tdp_w, power_limit_w),
         "precision": precision,
         "samples": float(samples),
     }

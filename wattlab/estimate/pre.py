@@ -575,7 +575,7 @@ class PreModel:
         other held-out groups erred says little about a new one); reasons no protocol can
         check widen it by NO_PROTOCOL_WIDEN."""
         bases = ["configuration"]
-        unchecked = []  # no held-out protocol in the data can check these
+        unchecked: list[str] = []  # no held-out protocol in the data can check these
         for protocol, _ in outside:
             (bases if protocol in self.residuals else unchecked).append(protocol)
         bases = list(dict.fromkeys(bases))
@@ -705,12 +705,11 @@ class PreModel:
         if len(features) != 1:
             raise DataError(f"predict_one takes one feature row, got {len(features)}.")
         row = self.predict(features).iloc[0]
-        return PrePrediction(
-            **{
-                k: (str(v) if k in ("interval_basis", "notes") else float(v))
-                for k, v in row.items()
-            }
-        )
+        values: dict[str, Any] = {  # numbers, and two texts
+            str(k): (str(v) if k in ("interval_basis", "notes") else float(v))
+            for k, v in row.items()
+        }
+        return PrePrediction(**values)
 
     def predict_config(self, **config: Any) -> PrePrediction:
         """Predict a configuration that has not run; keywords as ``features.config_features``
@@ -922,8 +921,8 @@ def fit_pre(
         for train, test in splits:
             train_rows = every.take(train)
             design = _Design.fit(train_rows, time_s[train])
-            model = _TimeModel(family, params, seed).fit(design, train_rows, time_s[train])
-            oof[test] = model.predict(design, every.take(test))
+            time_model = _TimeModel(family, params, seed).fit(design, train_rows, time_s[train])
+            oof[test] = time_model.predict(design, every.take(test))
         mae = float(np.mean(np.abs(_log(oof) - _log(time_s))))
         rows.append(_cv_row("time", family, params, mae))
         if best_time is None or mae < best_time[0]:
@@ -938,10 +937,10 @@ def fit_pre(
         for train, test in splits:
             train_rows, test_rows = every.take(train), every.take(test)
             design = _Design.fit(train_rows, time_s[train])
-            model = _PowerModel(family, params, seed).fit(
+            power_model = _PowerModel(family, params, seed).fit(
                 design, train_rows, time_s[train], power_w[train] / train_rows.tdp_w
             )
-            oof[test] = model.predict(design, test_rows, time_oof[test]) * test_rows.tdp_w
+            oof[test] = power_model.predict(design, test_rows, time_oof[test]) * test_rows.tdp_w
         mae = float(np.mean(np.abs(_log(oof) - _log(power_w))))
         rows.append(_cv_row("power", family, params, mae))
         if best_power is None or mae < best_power[0]:

@@ -42,7 +42,7 @@ def held_out_estimates(
     errors = {
         index: (p.energy_j - float(measured.loc[index])) / float(measured.loc[index])
         for index, p in projections.items()
-        if isinstance(p, RateProjection)
+        if isinstance(p, RateProjection) and p.energy_j is not None
     }
     group_of = None if groups is None else {index: groups.loc[index] for index in errors}
     bounds_by_group = held_out_bounds(errors, group_of, level)
@@ -51,6 +51,10 @@ def held_out_estimates(
         if not isinstance(projection, RateProjection):
             out[index] = cannot_apply(METHOD, projection)
             continue
+        if projection.energy_j is None:  # a projection that did not project
+            out[index] = cannot_apply(METHOD, str(projection.error))
+            continue
+        energy = float(projection.energy_j)
         group = "all" if groups is None else str(groups.loc[index])
         bounds = bounds_by_group[group]
         seen = projection.fraction_seen
@@ -61,13 +65,12 @@ def held_out_estimates(
         if isinstance(bounds, str):
             out[index] = made(
                 METHOD,
-                float(projection.energy_j),
+                energy,
                 projection.duration_s,
                 f"no interval: {bounds} with {group_text} held out; {note}",
             )
             continue
         low, high, runs = bounds
-        energy = float(projection.energy_j)
         out[index] = made(
             METHOD,
             energy,

@@ -383,6 +383,7 @@ def meter_command(
         except WattlabError as failure:
             meter_error = str(failure)
     measured = [s.measurement for s in segments if s.measurement is not None]
+    budget: Measurement | None
     if measured:
         budget = sum_in_sequence(measured, BUDGET_WINDOW)
     else:

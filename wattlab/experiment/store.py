@@ -321,6 +321,13 @@ def _now_utc() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
 
 
+def _inserted_id(cursor: sqlite3.Cursor) -> int:
+    """The id SQLite gave the row an INSERT just wrote."""
+    if cursor.lastrowid is None:
+        raise DataError("SQLite gave no id for the inserted run.")
+    return int(cursor.lastrowid)
+
+
 def _plain(column: str, value: Any) -> Any:
     """A value SQLite can bind: dicts in *_json columns become JSON, numpy scalars Python ones."""
     if column.endswith("_json") and not isinstance(value, (str, bytes)) and value is not None:
@@ -454,7 +461,7 @@ class Store:
                 f"INSERT INTO runs ({', '.join(run_cols)}) VALUES ({placeholders})",
                 [_plain(c, run[c]) for c in run_cols],
             )
-            run_id = int(cursor.lastrowid)
+            run_id = _inserted_id(cursor)
             self._insert_children(run_id, window_rows, trace)
             if job is not None:
                 conn.execute(
@@ -502,7 +509,7 @@ class Store:
                 f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
                 [_plain(c, row[c]) for c in cols],
             )
-            run_id = int(cursor.lastrowid)
+            run_id = _inserted_id(cursor)
             conn.execute("COMMIT")
         except sqlite3.OperationalError as error:
             if conn.in_transaction:
@@ -600,7 +607,8 @@ class Store:
         conn.execute("BEGIN IMMEDIATE")
         try:
             if sweep is not None:
-                where, params = "sweep = ? AND status = 'running'", [sweep]
+                params: list[object] = [sweep]
+                where = "sweep = ? AND status = 'running'"
             else:
                 pids = sorted({int(p) for p in dead_pids})
                 if not pids or hostname is None:

@@ -29,6 +29,7 @@ from wattlab.train.config import RunConfig
 if TYPE_CHECKING:
     import pandas as pd
 
+    from wattlab.experiment.command_spec import CommandSweepSpec
     from wattlab.experiment.spec import SweepSpec
     from wattlab.experiment.store import Store
 
@@ -60,6 +61,16 @@ class MachineFacts:
         elif hasattr(os, "geteuid") and os.geteuid() != 0:
             can_set, reason = False, "setting GPU power limits needs root"
         return cls(cuda_gpus=gpus, can_set_power_limits=can_set, power_limit_reason=reason)
+
+    @classmethod
+    def cluster(cls) -> MachineFacts:
+        """What a cluster's nodes offer, as far as planning goes: GPUs are SLURM's business
+        (a task asks for them), power limits are not set on shared cluster nodes."""
+        return cls(
+            cuda_gpus=1 << 16,
+            can_set_power_limits=False,
+            power_limit_reason="not set on SLURM nodes by wattlab",
+        )
 
 
 @dataclass
@@ -226,7 +237,9 @@ def make_plan(
     )
 
 
-def _dry_run_seed(spec: SweepSpec, store: Store | None, notes: list[str]) -> int | None:
+def _dry_run_seed(
+    spec: SweepSpec | CommandSweepSpec, store: Store | None, notes: list[str]
+) -> int | None:
     """The order seed a dry run shows, read from the store without writing to it."""
     record = store.sweep_record(spec.name) if store is not None else None
     if record is not None and record[0] == spec.spec_hash():

@@ -1,8 +1,8 @@
 """A warm worker per sweep: one process runs the sweep's single-process runs one after another.
 
 Starting a process per run costs the interpreter, torch's import, the CUDA context, the data
-and cuDNN's autotuning every time: on the H200 that was ~25 s per run. The warm worker pays it
-once per sweep and keeps the CUDA context, the generated data and cuDNN's kernel choices; each
+and cuDNN's autotuning every time (docs/results-h200.md has what that cost). The warm worker pays
+it once per sweep and keeps the CUDA context, the generated data and cuDNN's kernel choices; each
 run still gets its own model, optimiser, seed, monitor and windows (``execute`` builds them all
 afresh), so runs stay independent. Multi-GPU runs keep the torchrun-per-run path.
 

@@ -14,17 +14,16 @@ in ``tests/fakes/fake_gpu.py``).
 Energy comes from one of two paths:
 
 * **counter** (provenance ``measured``): ``nvmlDeviceGetTotalEnergyConsumption``, a millijoule
-  counter kept by the driver since it loaded (Volta and newer). Its value changes about every
-  100 ms on an H200 (observed: median 0.100 s, 0.097-0.103 s), which is the ``update_period_s``
-  we report; the monitor adds that period at each end of a window as the counter's error. One
-  read costs about 4 ms on an H200, so ``poll()`` does not read it.
+  counter kept by the driver since it loaded (Volta and newer). The meter reports the counter's
+  update period as ``update_period_s`` (``COUNTER_UPDATE_PERIOD_S``); the monitor adds that
+  period at each end of a window as the counter's error. ``poll()`` does not read the counter
+  (a read is slow next to a power reading); windows read it at their ends.
 * **sampled** (provenance ``sampled``): where the counter is not supported (or the caller forces
   it), power readings are integrated with the trapezoid rule at every ``poll()`` and at every
   ``energy_j()`` call; ``sample_error_j()`` states the trapezoid's bracket. Power is
   NVML_FI_DEV_POWER_INSTANT where the driver reports it, else ``nvmlDeviceGetPowerUsage``,
-  which on Ampere and newer is a trailing 1 s average: on an H200, sampling it at 10 Hz missed
-  44 % of a 1 s burst that instant power (-3 %) and the counter saw; totals over 20 s agreed
-  within 0.3 % for all three.
+  which on Ampere and newer is a trailing 1 s average and so smears short bursts
+  (docs/results-h200.md has how much, on an H200).
 
 Job indices follow ``CUDA_VISIBLE_DEVICES`` as CUDA reads it (see ``parse_cuda_visible_devices``).
 """

@@ -19,10 +19,13 @@ itself serves it, so it lives in the monitor package and imports nothing above i
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wattlab.errors import ConfigError
 from wattlab.extras import require
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
 
 
 def _check_port(port: object) -> int:
@@ -123,14 +126,15 @@ class PrometheusExporter:
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(MonitorCollector(monitor))
         try:
-            self._server, self._thread = start_http_server(port, addr=addr, registry=self.registry)
+            server, self._thread = start_http_server(port, addr=addr, registry=self.registry)
         except OSError as error:
             raise ConfigError(
                 f"cannot serve Prometheus metrics on {addr}:{port} ({error.strerror or error}); "
                 "choose a free port."
             ) from None
         self.addr = addr
-        self.port = int(self._server.server_port)
+        self._server: WSGIServer | None = server
+        self.port = int(server.server_port)
 
     @property
     def url(self) -> str:

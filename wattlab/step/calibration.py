@@ -1,9 +1,9 @@
 """STEP's calibrated interval: where step-level projections landed on measured reference runs.
 
 The band of a step-level projection (``RateProjection.energy_low_j``/``energy_high_j``) says how
-much the rate moved inside the steady window; it is not a confidence interval (on the H200
-reference runs it held the measured total in about one run in six). This module gives STEP an
-interval that *is* calibrated: for each fraction of the budget seen, the relative errors
+much the rate moved inside the steady window; it is not a confidence interval (docs/estimation.md
+has how often it held the measured total). This module gives STEP an interval that *is*
+calibrated: for each fraction of the budget seen, the relative errors
 ``(projected - measured) / measured`` of the reference runs' replayed projections
 (``bench/evaluate_step.py --write-calibration``) give split-conformal bounds ``q_lo``, ``q_hi``,
 and a projection E made after that fraction gets
@@ -13,9 +13,9 @@ and a projection E made after that fraction gets
 with the stated level (90 %) over runs like the reference runs. A projection made after a share
 of the budget between two calibrated fractions uses the smaller one (never errors calibrated on
 more of the budget than the run has seen); one made before the smallest gets none. The shipped
-table (``wattlab/data/step-calibration.csv``) comes from short (5-12 s) H200 runs; eight runs of
-30-61 s drifted as much (docs/results-h200.md). Its header says how it was made, and every
-interval names its basis.
+table (``wattlab/data/step-calibration.csv``) says in its header which runs it was made from
+(docs/estimation.md: how it was made and how it held on longer runs), and every interval names
+its basis.
 
 Split-conformal bounds (Vovk et al.; Lei et al. 2018): with n calibration errors sorted, the
 lower bound is the k_lo-th smallest, k_lo = floor((n + 1) x alpha / 2), the upper the k_hi-th,
@@ -188,7 +188,7 @@ def load_step_calibration(path: str | Path | None = None) -> StepCalibration:
         lines = path.read_text().splitlines()
     except OSError as exc:
         raise DataError(f"cannot read the STEP calibration {path}: {exc.strerror}.") from None
-    meta = {}
+    meta: dict[str, str] = {}
     for line in lines:
         if line.startswith("#"):
             key, _, value = line[1:].partition(":")

@@ -27,13 +27,17 @@ from __future__ import annotations
 
 import math
 import numbers
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from wattlab.errors import ConfigError, DataError
-from wattlab.step.result import NOT_STABLE, STABLE, Projected
+from wattlab.step.result import NOT_STABLE, STABLE, Floats, Projected
+
+
+def _kj(energy_j: float | None) -> str:
+    """An energy in kJ with one decimal (a projection sets every number it shows)."""
+    return "?" if energy_j is None else f"{energy_j / 1e3:.1f}"
 
 
 @dataclass(frozen=True)
@@ -63,18 +67,14 @@ class StepProjection(Projected):
     duration_before_s: float | None = None
     error: str | None = None
 
-    @property
-    def ok(self) -> bool:
-        return self.status == STABLE
-
     def describe(self) -> str:
         """One line for people, e.g. for the run loop to print."""
         if not self.ok:
             return f"STEP: {self.error}"
         last = (self.stable_epoch or 0) + self.window_epochs - 1
         return (
-            f"STEP: projected {self.energy_j / 1e3:.1f} kJ (band {self.energy_low_j / 1e3:.1f}-"
-            f"{self.energy_high_j / 1e3:.1f} kJ, +-{self.uncertainty_j / 1e3:.1f} kJ) and "
+            f"STEP: projected {_kj(self.energy_j)} kJ (band {_kj(self.energy_low_j)}-"
+            f"{_kj(self.energy_high_j)} kJ, +-{_kj(self.uncertainty_j)} kJ) and "
             f"{self.duration_s:.0f} s for {self.total_epochs:g} epochs, from stable epochs "
             f"{self.stable_epoch}-{last} at {self.mean_power_w:.0f} W"
         )
@@ -97,9 +97,7 @@ def _check_total(total_epochs: float) -> float:
     return total
 
 
-def _trace(
-    epoch_energies_j: Sequence[float], epoch_durations_s: Sequence[float]
-) -> tuple[np.ndarray, np.ndarray]:
+def _trace(epoch_energies_j: Floats, epoch_durations_s: Floats) -> tuple[np.ndarray, np.ndarray]:
     energies = np.asarray(list(epoch_energies_j), dtype=float)
     durations = np.asarray(list(epoch_durations_s), dtype=float)
     if energies.shape != durations.shape or energies.ndim != 1:
@@ -138,8 +136,8 @@ def _stable_length(
 
 
 def detect_stable_epoch(
-    epoch_energies_j: Sequence[float],
-    epoch_durations_s: Sequence[float],
+    epoch_energies_j: Floats,
+    epoch_durations_s: Floats,
     tolerance: float = 0.05,
     window: int = 2,
 ) -> int | None:
@@ -178,8 +176,8 @@ def _not_stable(
 
 
 def step_project(
-    epoch_energies_j: Sequence[float],
-    epoch_durations_s: Sequence[float],
+    epoch_energies_j: Floats,
+    epoch_durations_s: Floats,
     total_epochs: float,
     *,
     window: int = 2,

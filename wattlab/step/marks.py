@@ -24,7 +24,6 @@ for the samples still to come.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -32,7 +31,7 @@ import numpy as np
 
 from wattlab.errors import ConfigError, DataError
 from wattlab.monitor.carbon import fmt_energy
-from wattlab.step.result import NOT_STABLE, STABLE, Projected
+from wattlab.step.result import NOT_STABLE, STABLE, Floats, Projected
 
 if TYPE_CHECKING:
     from wattlab.step.calibration import StepCalibration
@@ -40,6 +39,11 @@ if TYPE_CHECKING:
 MARK_TOLERANCE = 0.05
 MIN_MARKS = 6
 MIN_WINDOW_S = 0.5
+
+
+def _energy(energy_j: float | None) -> str:
+    """An energy for people (a projection sets every number it shows)."""
+    return "?" if energy_j is None else fmt_energy(energy_j)
 
 
 @dataclass(frozen=True)
@@ -68,19 +72,15 @@ class RateProjection(Projected):
     interval_basis: str | None = None
 
     @property
-    def ok(self) -> bool:
-        return self.status == STABLE
-
-    @property
     def fraction_seen(self) -> float:
         return self.samples_seen / self.total_samples if self.total_samples else 0.0
 
     def with_interval(self, calibration: StepCalibration | None) -> RateProjection:
         """This projection with ``calibration``'s interval for its fraction seen (or the reason
         there is none in ``interval_basis``); unchanged when it projected nothing."""
-        if not self.ok or calibration is None:
+        if not self.ok or calibration is None or self.energy_j is None:
             return self
-        bounds = calibration.interval(float(self.energy_j), self.fraction_seen)
+        bounds = calibration.interval(self.energy_j, self.fraction_seen)
         low, high = bounds if bounds is not None else (None, None)
         return replace(
             self,
@@ -99,11 +99,11 @@ class RateProjection(Projected):
                 f"{self.interval_basis}"
             )
         else:
-            spread = f"band {fmt_energy(self.energy_low_j)} to {fmt_energy(self.energy_high_j)}"
+            spread = f"band {_energy(self.energy_low_j)} to {_energy(self.energy_high_j)}"
             if self.interval_basis:
                 spread += f"; {self.interval_basis}"
         return (
-            f"STEP: projected {fmt_energy(self.energy_j)} ({spread}) and "
+            f"STEP: projected {_energy(self.energy_j)} ({spread}) and "
             f"{self.duration_s:.1f} s for {self.total_samples} samples, after "
             f"{self.fraction_seen:.0%} of the budget, from a steady rate since sample "
             f"{self.steady_from_samples} at {self.mean_power_w:.0f} W"
@@ -111,7 +111,7 @@ class RateProjection(Projected):
 
 
 def _marks(
-    samples: Sequence[float], times_s: Sequence[float], energies_j: Sequence[float]
+    samples: Floats, times_s: Floats, energies_j: Floats
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     s = np.asarray(list(samples), dtype=float)
     t = np.asarray(list(times_s), dtype=float)
@@ -175,9 +175,9 @@ def _halves_agree(
 
 
 def steady_start(
-    samples: Sequence[float],
-    times_s: Sequence[float],
-    energies_j: Sequence[float],
+    samples: Floats,
+    times_s: Floats,
+    energies_j: Floats,
     *,
     tolerance: float = MARK_TOLERANCE,
     min_marks: int = MIN_MARKS,
@@ -208,9 +208,9 @@ def _unsteady(seen: int, total_samples: int, tolerance: float, why: str) -> Rate
 
 
 def project_from_marks(
-    samples: Sequence[float],
-    times_s: Sequence[float],
-    energies_j: Sequence[float],
+    samples: Floats,
+    times_s: Floats,
+    energies_j: Floats,
     total_samples: int,
     *,
     tolerance: float = MARK_TOLERANCE,
@@ -279,16 +279,16 @@ class MarkProjector:
         if not (isinstance(fraction, numbers.Real) and 0 < fraction < 1):
             raise ConfigError(f"the STEP fraction must be in (0, 1), got {fraction!r}.")
         _check_mark_settings(tolerance, min_marks, min_window_s)
-        self.fraction = float(fraction)
-        self.tolerance = tolerance
-        self.min_marks = min_marks
-        self.min_window_s = min_window_s
+        self.fraction: float = float(fraction)
+        self.tolerance: float = tolerance
+        self.min_marks: int = min_marks
+        self.min_window_s: float = min_window_s
         self.samples: list[float] = []
         self.times_s: list[float] = []
         self.energies_j: list[float] = []
         self.projection: RateProjection | None = None
-        self.attempts = 0
-        self._next_attempt = 0
+        self.attempts: int = 0
+        self._next_attempt: int = 0
 
     def add_mark(
         self, samples_done: int, total_samples: int, time_s: float, energy_j: float
@@ -322,9 +322,9 @@ class MarkProjector:
 
 
 def replay_marks(
-    samples: Sequence[float],
-    times_s: Sequence[float],
-    energies_j: Sequence[float],
+    samples: Floats,
+    times_s: Floats,
+    energies_j: Floats,
     total_samples: int,
     fraction: float,
     *,

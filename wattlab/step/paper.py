@@ -29,12 +29,16 @@ paper (Gharghabi et al., ICDM 2017), 2 i (n - i) / n. Units: J, s, W; epochs are
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, TypedDict
 
 import numpy as np
 
 from wattlab.errors import ConfigError, DataError
+from wattlab.step.result import Floats
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing.Unpack from Python 3.11
 
 PAPER_STABLE_EPOCH = 10  # s: build_energy_estimation(mean_power_draw, 10)
 PAPER_WINDOW_EPOCHS = 5  # w: energy_estimation.query("`window size` == 5")
@@ -83,13 +87,22 @@ class PaperStepResult:
         return asdict(self)
 
 
-def _cannot(total: float, window: int, reason: str, **fields: object) -> PaperStepResult:
+class _Seen(TypedDict, total=False):
+    """What the rule found before it could (or could not) project."""
+
+    fluss_epoch: int | None
+    fluss_time_s: float | None
+    stable_epoch: int | None
+    stable_epoch_source: str | None
+
+
+def _cannot(total: float, window: int, reason: str, **seen: Unpack[_Seen]) -> PaperStepResult:
     return PaperStepResult(
-        status="cannot apply", total_epochs=total, window=window, error=reason + ".", **fields
+        status="cannot apply", total_epochs=total, window=window, error=reason + ".", **seen
     )
 
 
-def matrix_profile_index(values: Sequence[float], m: int) -> np.ndarray:
+def matrix_profile_index(values: Floats, m: int) -> np.ndarray:
     """Each length-``m`` subsequence's nearest neighbour (z-normalised Euclidean distance),
     outside an exclusion zone of ceil(m / 4) around itself, as ``stumpy.stump(T, m)[:, 1]``.
     Constant subsequences are at distance 0 from each other and sqrt(m) from the rest."""
@@ -136,7 +149,7 @@ def _arc_curve(index: np.ndarray) -> np.ndarray:
 
 
 def fluss_regime_change(
-    power_w: Sequence[float],
+    power_w: Floats,
     *,
     m: int = FLUSS_M,
     L: int = FLUSS_L,
@@ -172,9 +185,9 @@ def fluss_regime_change(
 
 
 def fluss_stable_epoch(
-    trace_t_s: Sequence[float],
-    trace_power_w: Sequence[float],
-    epoch_end_s: Sequence[float],
+    trace_t_s: Floats,
+    trace_power_w: Floats,
+    epoch_end_s: Floats,
     *,
     m: int = FLUSS_M,
     L: int = FLUSS_L,
@@ -218,15 +231,15 @@ def _check_settings(stable_epoch: int | None, window: int) -> None:
 
 
 def step_paper_project(
-    epoch_energies_j: Sequence[float],
-    epoch_durations_s: Sequence[float],
+    epoch_energies_j: Floats,
+    epoch_durations_s: Floats,
     total_epochs: float,
     *,
     stable_epoch: int | None = PAPER_STABLE_EPOCH,
     window: int = PAPER_WINDOW_EPOCHS,
-    trace_t_s: Sequence[float] | None = None,
-    trace_power_w: Sequence[float] | None = None,
-    epoch_end_s: Sequence[float] | None = None,
+    trace_t_s: Floats | None = None,
+    trace_power_w: Floats | None = None,
+    epoch_end_s: Floats | None = None,
     total_duration_s: float | None = None,
     engine: str = "numpy",
 ) -> PaperStepResult:
@@ -274,7 +287,7 @@ def step_paper_project(
             fluss_note = f"FLUSS stable point {fluss_time:.1f} s, in epoch {fluss_epoch}"
         except DataError as error:
             fluss_note = f"FLUSS found no stable point: {str(error).rstrip('.')}"
-    seen = {"fluss_epoch": fluss_epoch, "fluss_time_s": fluss_time}
+    seen: _Seen = {"fluss_epoch": fluss_epoch, "fluss_time_s": fluss_time}
     if stable_epoch is None:
         if fluss_epoch is None:
             return _cannot(total, window, f"s comes from FLUSS and {fluss_note}", **seen)
@@ -282,7 +295,7 @@ def step_paper_project(
     else:
         start, source = int(stable_epoch), "fixed"
     last = start + window - 1
-    seen.update(stable_epoch=start, stable_epoch_source=source)
+    seen["stable_epoch"], seen["stable_epoch_source"] = start, source
     if last >= math.ceil(total - 1e-9):
         return _cannot(
             total,

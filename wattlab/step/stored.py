@@ -46,12 +46,12 @@ def replayed(runs: pd.DataFrame, fraction: float) -> dict[Any, RateProjection | 
             )
             continue
         samples = run.get("samples")
-        if not (isinstance(samples, numbers.Real) and samples > 0):  # numpy ints too; NaN not
+        if not (isinstance(samples, numbers.Real) and float(samples) > 0):  # numpy too; NaN not
             out[index] = "the run recorded no budget in samples"
             continue
         try:
             projection = replay_marks(
-                marks["samples"], marks["time_s"], marks["energy_j"], int(samples), fraction
+                marks["samples"], marks["time_s"], marks["energy_j"], int(float(samples)), fraction
             )
         except (DataError, ValueError) as error:
             out[index] = f"its stored marks cannot be replayed: {str(error).rstrip('.')}"

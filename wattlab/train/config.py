@@ -317,6 +317,6 @@ def make_run_config(**values: object) -> RunConfig:
     """Build a RunConfig, turning validation failures into one-sentence ConfigErrors."""
     clean = {k: v for k, v in values.items() if v is not None}
     try:
-        return RunConfig(**clean)
+        return RunConfig.model_validate(clean)
     except ValidationError as error:
         raise ConfigError(format_validation_error(error)) from None

@@ -1,0 +1,76 @@
+"""The CLI's fixed choices: each enum spells what the library accepts, and a value outside it
+is one usage error naming the flag and every choice."""
+
+from __future__ import annotations
+
+import pytest
+import typer
+
+from wattlab.cli import choices
+from wattlab.cli.choices import choice_parser, values
+
+
+def test_each_choice_is_the_librarys_own_list() -> None:
+    from wattlab.estimate import specs
+    from wattlab.estimate.evaluate import PROTOCOLS, STEP_METHODS, TARGETS
+    from wattlab.experiment.executors import EXECUTORS
+    from wattlab.experiment.export import FORMATS
+    from wattlab.meters.modelled import RAM_MEASURES
+    from wattlab.train import config
+
+    assert set(values(choices.Target)) == set(TARGETS)
+    assert values(choices.Protocol) == (*PROTOCOLS, "all")
+    assert set(values(choices.StepMethod)) == set(STEP_METHODS)
+    assert values(choices.Executor) == EXECUTORS
+    assert values(choices.ExportFormat) == FORMATS
+    assert values(choices.RamMeasure) == RAM_MEASURES
+    assert values(choices.Dataset) == config.DATASETS
+    assert values(choices.Stem) == config.STEMS
+    assert values(choices.Precision) == config.PRECISIONS == specs.PRECISIONS
+
+
+def test_a_choice_parses_its_spelling_and_keeps_a_member() -> None:
+    parse = choice_parser("--precision", choices.Precision)
+    assert parse("amp-bf16") is choices.Precision.amp_bf16
+    assert parse(choices.Precision.fp32) is choices.Precision.fp32  # a default passes through
+
+
+@pytest.mark.parametrize(
+    ("flag", "choice", "said"),
+    [
+        ("--target", choices.Target, "--target must be one of total, gpu, paper, got 'cpu'."),
+        (
+            "--protocol",
+            choices.Protocol,
+            "--protocol must be one of loco, lomo, lopo, lofo or all, got 'cpu'.",
+        ),
+    ],
+)
+def test_a_value_outside_a_choice_names_the_flag_and_every_choice(flag, choice, said) -> None:
+    with pytest.raises(typer.BadParameter) as refused:
+        choice_parser(flag, choice)("cpu")
+    assert str(refused.value) == said
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["export", "--format", "xlsx"], "--format must be one of csv, parquet, json, got 'xlsx'"),
+        (["run", "--dataset", "imagenet"], "--dataset must be one of synthetic, cifar10"),
+        (["estimate", "--stem", "vit"], "--stem must be one of cifar, imagenet, got 'vit'"),
+        (["estimate", "evaluate", "--step-method", "x"], "--step-method must be one of wattlab"),
+    ],
+)
+def test_a_bad_choice_is_a_usage_error_exit_2(argv, said, monkeypatch, capsys, tmp_path) -> None:
+    import sys
+
+    from wattlab.cli.app import main
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["wattlab", *argv])
+    with pytest.raises(SystemExit) as stop:
+        main()
+    err = capsys.readouterr().err
+    assert stop.value.code == 2
+    assert len(err.strip().splitlines()) == 1 and said in err and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []  # refused before anything was written

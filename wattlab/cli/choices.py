@@ -1,0 +1,116 @@
+"""The CLI's fixed choices as ``str`` enums, and the parse-time check that refuses any other.
+
+A value outside a choice is a usage error: one sentence, ``--flag must be one of a, b, got
+'x'.``, and exit code 2. The values are written out here (importing the library's tuples would
+load pandas or torch on every command); ``tests/test_cli_choices.py`` holds each enum against
+the library's own list.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from typing import TypeVar
+
+import typer
+
+ChoiceT = TypeVar("ChoiceT", bound=enum.Enum)
+
+
+class Target(str, enum.Enum):
+    """``estimate evaluate --target``: the energy every method predicts and is scored on."""
+
+    total = "total"
+    gpu = "gpu"
+    paper = "paper"
+
+
+class Protocol(str, enum.Enum):
+    """``estimate evaluate --protocol``: PRE's held-out group, or every protocol."""
+
+    loco = "loco"
+    lomo = "lomo"
+    lopo = "lopo"
+    lofo = "lofo"
+    all = "all"
+
+
+class StepMethod(str, enum.Enum):
+    """``estimate evaluate --step-method``: which STEP rule is scored."""
+
+    wattlab = "wattlab"
+    paper = "paper"
+    marks = "marks"
+    both = "both"
+
+
+class Executor(str, enum.Enum):
+    """``sweep --executor``: where the runs execute."""
+
+    local = "local"
+    slurm = "slurm"
+
+
+class ExportFormat(str, enum.Enum):
+    """``export --format``: the table files' format."""
+
+    csv = "csv"
+    parquet = "parquet"
+    json = "json"
+
+
+class RamMeasure(str, enum.Enum):
+    """``--ram-measure``: which memory the RAM estimate counts."""
+
+    system = "system"
+    process = "process"
+
+
+class Dataset(str, enum.Enum):
+    """``run --dataset``: the training data."""
+
+    synthetic = "synthetic"
+    cifar10 = "cifar10"
+
+
+class Stem(str, enum.Enum):
+    """``--stem``: the ResNets' first layers."""
+
+    cifar = "cifar"
+    imagenet = "imagenet"
+
+
+class Precision(str, enum.Enum):
+    """``--precision``: the numeric precision of training."""
+
+    fp32 = "fp32"
+    tf32 = "tf32"
+    amp_bf16 = "amp-bf16"
+    amp_fp16 = "amp-fp16"
+
+
+def values(choice: type[enum.Enum]) -> tuple[str, ...]:
+    """The command-line spellings of ``choice``, in order."""
+    return tuple(str(member.value) for member in choice)
+
+
+def _phrase(choice: type[enum.Enum]) -> str:
+    spelled = values(choice)
+    if spelled[-1] == "all":  # "loco, lomo, lopo, lofo or all": the last one is not a peer
+        return f"{', '.join(spelled[:-1])} or all"
+    return ", ".join(spelled)
+
+
+def choice_parser(flag: str, choice: type[ChoiceT]) -> Callable[[object], ChoiceT]:
+    """A typer ``parser``: the member of ``choice`` spelled by the value, else a usage error
+    naming ``flag`` and every allowed spelling."""
+
+    def parse(value: object) -> ChoiceT:
+        if isinstance(value, choice):
+            return value
+        for member in choice:
+            if value == member.value:
+                return member
+        raise typer.BadParameter(f"{flag} must be one of {_phrase(choice)}, got {value!r}.")
+
+    return parse

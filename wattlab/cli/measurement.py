@@ -1,0 +1,116 @@
+"""The measurement settings `run`, `sweep` and `monitor` share, checked once.
+
+Each of the three commands declares the same measuring flags (``--interval``, the carbon flags,
+``--powercap-root``, ``--cpu-tdp``, ``--ram-measure``); ``MeasurementFlags`` holds their parsed
+values and ``settings()`` checks them together and turns them into what the library takes: a
+``CarbonSettings`` whose intensity trace covers the present, an existing powercap root, and, for
+``--mlflow``, an installed MLflow with a reachable tracking store.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from wattlab.errors import WattlabError
+
+if TYPE_CHECKING:
+    from wattlab.experiment.options import WorkerOptions
+    from wattlab.monitor.carbon import CarbonSettings
+
+
+def powercap_root(value: str | None) -> Path | None:
+    """--powercap-root, else $WATTLAB_POWERCAP_ROOT; empty counts as unset (never the cwd)."""
+    root = value or os.environ.get("WATTLAB_POWERCAP_ROOT") or None
+    if root is None:
+        return None
+    path = Path(root)
+    if not path.is_dir():
+        raise WattlabError(f"the powercap root {root} does not exist or is not a folder.")
+    return path
+
+
+@dataclass(frozen=True)
+class MeasurementSettings:
+    """The checked settings of one measuring command."""
+
+    carbon: CarbonSettings
+    interval_s: float
+    powercap_root: Path | None
+    cpu_tdp_w: float | None
+    ram_measure: str
+
+    @property
+    def powercap_root_text(self) -> str | None:
+        """The powercap root as the worker's settings hold it (a string, or None)."""
+        return str(self.powercap_root) if self.powercap_root else None
+
+    def worker_options(
+        self, db: str, *, progress: bool, codecarbon_country: str = "USA"
+    ) -> WorkerOptions:
+        """The worker's settings for runs stored in ``db`` and measured with these settings."""
+        from wattlab.experiment.options import WorkerOptions
+
+        return WorkerOptions(
+            db_path=db,
+            carbon=self.carbon,
+            interval_s=self.interval_s,
+            powercap_root=self.powercap_root_text,
+            cpu_tdp_w=self.cpu_tdp_w,
+            ram_measure=self.ram_measure,
+            progress=progress,
+            codecarbon_country=codecarbon_country,
+        )
+
+
+@dataclass(frozen=True)
+class MeasurementFlags:
+    """The parsed values of the measuring flags (--interval and the numbers were bounded, the
+    intensity range parsed, while the command line was parsed)."""
+
+    interval_s: float = 0.1
+    carbon_intensity: float | None = None
+    intensity_range: str | None = None
+    pue: float | None = None
+    powercap_root: str | None = None
+    cpu_tdp_w: float | None = None
+    ram_measure: str = "system"
+    region: str | None = None
+    intensity_trace: str | None = None
+
+    def settings(self, *, mlflow: bool = False) -> MeasurementSettings:
+        """Check the flags together, before anything runs: the carbon intensity (a trace must
+        cover the present: a live measurement), MLflow when ``mlflow`` (the extra and the
+        tracking store), then the powercap root. Raises a WattlabError naming the flag."""
+        from wattlab.monitor.carbon import settings_from_flags
+
+        carbon = settings_from_flags(
+            self.carbon_intensity, self.intensity_range, self.pue, self.region, self.intensity_trace
+        )
+        if carbon.trace is not None:  # a live measurement: the trace must cover the present
+            carbon.trace.check_covers_now()
+        if mlflow:  # say which extra is missing before anything runs
+            from wattlab.integrations.mlflow import _mlflow, check_tracking_uri
+
+            _mlflow()
+            check_tracking_uri()  # a closed port or a missing folder: one sentence, now
+        return MeasurementSettings(
+            carbon=carbon,
+            interval_s=self.interval_s,
+            powercap_root=powercap_root(self.powercap_root),
+            cpu_tdp_w=self.cpu_tdp_w,
+            ram_measure=self.ram_measure,
+        )
+
+
+def resolve_device(device: str | None) -> str:
+    """``--device``: as given, or for None/"auto" a CUDA GPU when torch sees one, else the CPU."""
+    if device not in (None, "auto"):
+        return device
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"

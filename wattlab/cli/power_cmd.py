@@ -1,0 +1,31 @@
+"""`wattlab power restore`: put back the GPU power limits that a killed run left behind, from
+the power-limit journal; exit 1 while a journalled GPU cannot be found here."""
+
+from __future__ import annotations
+
+import sys
+
+import typer
+
+power_app = typer.Typer(help="GPU power-limit journal.", no_args_is_help=True)
+
+
+@power_app.command("restore")
+def power_restore() -> None:
+    """Put back the GPU power limits a killed run left behind (from the journal)."""
+    from wattlab.experiment.runner import restore_pending_limits
+    from wattlab.power_limits import default_journal_path
+
+    restored = restore_pending_limits()
+    if not restored:
+        print("nothing to restore: no power-limit journal was left behind.")
+    for entry in restored:
+        print(f"restored {entry}")
+    left = [str(e["uuid"]) for e in restored if e.get("status") == "gpu not found"]
+    if left:
+        print(
+            f"wattlab: the journal {default_journal_path()} is kept with the {len(left)} "
+            f"GPU limit(s) that could not be put back here ({', '.join(left)} not found).",
+            file=sys.stderr,
+        )
+        raise typer.Exit(1)
