@@ -68,4 +68,4 @@ def test_a_run_outside_a_sweep_trains_with_its_seed() -> None:
     again = repetition_config(config, 3)
     assert again.run_seed == 8 and again.config_hash() == config.config_hash()
     with pytest.raises(ValueError):
-        RunConfig(**BASE, seeds=3)
+        RunConfig(**BASE, seeds=3)  # type: ignore[call-arg]
