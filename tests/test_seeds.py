@@ -69,3 +69,45 @@ def test_a_run_outside_a_sweep_trains_with_its_seed() -> None:
     assert again.run_seed == 8 and again.config_hash() == config.config_hash()
     with pytest.raises(ValueError):
         RunConfig(**BASE, seeds=3)  # type: ignore[call-arg]
+
+
+TINY = """
+name: {name}
+base: {{model: mobilenet_v3_small, stem: imagenet, device: cpu, train_samples: 128,
+       test_samples: 64, epochs: 1, batch_size: 64, warmup_steps: 1{seed}}}
+grid: {{precision: [fp32]}}
+repetitions: 2
+order: sequential
+warmup_runs: 0
+cooldown_s: 0
+"""
+
+
+@pytest.mark.slow
+def test_a_cpu_sweep_records_and_trains_with_each_repetitions_seed(tmp_path) -> None:
+    import json
+    import sqlite3
+    import subprocess
+    import sys
+
+    for name, seed in (("free", ""), ("pinned", ", seed: 5")):
+        (tmp_path / f"{name}.yaml").write_text(TINY.format(name=name, seed=seed))
+        done = subprocess.run(
+            [sys.executable, "-m", "wattlab.cli", "sweep", f"{name}.yaml", "--db", "s.db"],
+            cwd=tmp_path, capture_output=True, text=True, timeout=900,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr[-2000:]
+    rows = sqlite3.connect(tmp_path / "s.db").execute(
+        "SELECT sweep, config_hash, repetition, config_json, train_loss FROM runs "
+        "WHERE status = 'ok' ORDER BY sweep, repetition"
+    )
+    runs: dict[str, list] = defaultdict(list)
+    for sweep, config_hash, _, config_json, loss in rows:
+        config = json.loads(config_json)
+        runs[sweep].append((config_hash, config["repetition_seed"], config["seed_pinned"], loss))
+    (h0, s0, p0, loss0), (h1, s1, p1, loss1) = runs["free"]
+    assert h0 == h1 and (s0, s1) == (0, 1) and not (p0 or p1)
+    assert loss0 != loss1  # another seed, another training
+    (h0, s0, p0, loss0), (h1, s1, p1, loss1) = runs["pinned"]
+    assert h0 == h1 and (s0, s1) == (5, 5) and p0 and p1
+    assert loss0 == pytest.approx(loss1, rel=1e-6)  # the same seed on the CPU: the same losses
