@@ -19,7 +19,8 @@ from typing import Any
 def split(sweep: dict[str, Any]) -> dict[str, Any]:
     """Overheads (s) of one sweep's runs: all, first of their configuration, repeats."""
     seen: set[str] = set()
-    first, repeats = [], []
+    first: list[float] = []
+    repeats: list[float] = []
     for run in sorted(sweep["runs"], key=lambda r: r["position"]):
         (repeats if run["config_hash"] in seen else first).append(float(run["overhead_s"]))
         seen.add(run["config_hash"])
