@@ -200,3 +200,19 @@ def test_sigterm_stops_the_sweep_and_stores_the_run_in_flight_as_failed(tmp_path
         if statuses[-1] == "failed":  # cut short (else it had just finished and was kept)
             error = con.execute("SELECT error FROM runs ORDER BY id DESC LIMIT 1").fetchone()[0]
             assert "signal" in error
+
+
+@pytest.mark.slow
+def test_each_repetition_trained_with_its_own_recorded_seed(quickstart):
+    con = sqlite3.connect(quickstart / "q.db")
+    rows = con.execute(
+        "SELECT config_hash, repetition, config_json FROM runs WHERE status='ok'"
+    ).fetchall()
+    seeds: dict[str, dict[int, int]] = {}
+    for config_hash, repetition, config_json in rows:
+        config = json.loads(config_json)
+        assert config["seed_pinned"] is False
+        seeds.setdefault(config_hash, {})[repetition] = config["repetition_seed"]
+    assert len(seeds) == 4  # two repetitions of each configuration share its hash ...
+    for by_repetition in seeds.values():
+        assert by_repetition == {0: 0, 1: 1}  # ... and trained with seeds of their own

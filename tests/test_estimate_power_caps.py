@@ -190,19 +190,36 @@ def test_leave_one_file_out_on_the_real_a40_v100_profiles() -> None:
     assert PROFILES is not None
     profiles = read_profiles(PROFILES)
     assert len(profiles) == 12
-    # the shipped law is the fit on all files
-    law = fit_cap_law(profiles)
+    # the shipped law is the draw-sensitive fit on all files; the one-beta law the plain fit
+    law = fit_cap_law(profiles, draw_sensitive=True)
     for name, value in DEFAULT_LAW.to_dict().items():
         assert getattr(law, name) == pytest.approx(value, rel=0.02, abs=0.005)
+    for name, value in power_caps.ONE_BETA_LAW.to_dict().items():
+        assert getattr(fit_cap_law(profiles), name) == pytest.approx(value, rel=0.02, abs=0.005)
     evaluation = evaluate_profiles(profiles)
     summary = evaluation.summary
     assert summary["files"] == 12 and summary["windows"] == 84
-    # better than assuming a cap changes nothing, on files it never saw
-    assert summary["energy_mape_percent"] < summary["no_change_energy_mape_percent"]
+    # better than assuming a cap changes nothing, on files it never saw, and better than the
+    # one-beta law it replaced
+    assert summary["energy_mape_percent"] < summary["one_beta_energy_mape_percent"]
+    assert summary["duration_mape_percent"] < summary["one_beta_duration_mape_percent"]
+    assert summary["one_beta_energy_mape_percent"] < summary["no_change_energy_mape_percent"]
     assert summary["duration_mape_percent"] < summary["no_change_duration_mape_percent"]
     assert 0 <= summary["region_window_agreement"] <= 1
+    region = summary["region"]
+    assert {s["measured_in_region"] for s in region.values()} == {13}  # by measurement
+    assert region["never"]["true_positives"] == 0 and region["never"]["recall"] == 0
+    assert region["one_beta"]["true_positives"] == 0  # the old law never said "region"
+    # the shipped law finds some, the monotone in-sample ceiling more, and none reaches 9
+    assert 0 < region["cap_law"]["true_positives"] <= region["monotone_ceiling"]["true_positives"]
+    assert region["monotone_ceiling"]["true_positives"] < 9
+    assert summary["region_windows_contradicting_monotone_time"] >= 13 - 9 + 1
+    assert summary["windows_faster_than_uncapped"] > 0
+    windows = evaluation.windows
+    assert windows["measured_in_region"].sum() == 13
     text = power_caps.evaluation_markdown(evaluation)
     assert "A40+resnet50+gpu0" in text and "no change (baseline)" in text
+    assert 'constant "never in the region" | 0 of 13 | 0 | - | 0% |' in text
 
 
 def test_the_profiles_come_from_the_package_or_the_environment(tmp_path) -> None:
@@ -217,3 +234,49 @@ def test_the_profiles_come_from_the_package_or_the_environment(tmp_path) -> None
     assert len(read_profiles(profiles_dir(env={ENV_VAR: str(tmp_path)}))) == 1
     with pytest.raises(ConfigError, match="is not a folder"):
         profiles_dir(env={ENV_VAR: str(tmp_path / "missing")})
+
+
+def test_a_draw_sensitive_law_stretches_a_low_draw_run_less() -> None:
+    law = CapLaw(idle_fraction=0.2, alpha=2.0, beta=0.6, draw_ratio=1.0, beta_per_draw=1.0)
+    assert law.at_draw(0.7).beta == pytest.approx(0.6)
+    assert law.at_draw(0.4).beta == pytest.approx(0.3)
+    assert law.at_draw(0.0).beta == 0.0 and law.at_draw(1.5).beta == 1.0  # held in 0..1
+    assert law.at_draw(0.2).beta_per_draw == 0.0  # the resolved law is a plain one
+    low = from_mean_draw(10.0, [120.0 * 10], tdp_w=300.0)  # 40 % of TDP
+    high = from_mean_draw(10.0, [270.0 * 10], tdp_w=300.0)  # 90 % of TDP
+    # the same relative cap (80 % of the draw) costs the low-draw run less time
+    slow_low = predict_limit(low, 96.0, law).slowdown
+    slow_high = predict_limit(high, 216.0, law).slowdown
+    assert 0 < slow_low < slow_high
+    flat = CapLaw(idle_fraction=0.2, alpha=2.0, beta=0.6, draw_ratio=1.0)
+    assert predict_limit(low, 96.0, flat).slowdown > slow_low
+    curve = predict_curve(from_mean_draw(10.0, [200.0 * 10], tdp_w=700.0))  # 29 % of TDP
+    assert any(n.startswith("EXTRAPOLATING: the run draws 29% of TDP") for n in curve.notes)
+    assert not any("EXTRAPOLATING" in n for n in predict_curve(high).notes)
+
+
+def test_monotone_time_ratios_pool_what_physics_forbids() -> None:
+    limits = np.array([300.0, 250.0, 200.0, 150.0])
+    # 200 W measured faster than 250 W: the two are pooled to their mean
+    out = power_caps.monotone_time_ratios(limits, np.array([1.0, 1.10, 1.00, 1.30]))
+    assert out.tolist() == pytest.approx([1.0, 1.05, 1.05, 1.30])
+    shuffled = power_caps.monotone_time_ratios(limits[::-1], np.array([1.30, 1.00, 1.10, 1.0]))
+    assert shuffled.tolist() == pytest.approx([1.30, 1.05, 1.05, 1.0])
+    steady = np.array([1.0, 1.01, 1.2, 1.5])
+    assert power_caps.monotone_time_ratios(limits, steady).tolist() == pytest.approx(steady)
+
+
+def test_region_scores_count_hits_and_false_alarms() -> None:
+    import pandas as pd
+
+    measured = pd.Series([True, True, False, False, True])
+    scores = power_caps.region_scores(measured, pd.Series([True, False, True, False, False]))
+    assert scores == {
+        "true_positives": 1,
+        "false_positives": 1,
+        "measured_in_region": 3,
+        "precision": 0.5,
+        "recall": pytest.approx(1 / 3),
+    }
+    never = power_caps.region_scores(measured, pd.Series([False] * 5))
+    assert never["precision"] is None and never["recall"] == 0

@@ -166,6 +166,14 @@ def estimate_evaluate(
             callback=bounded("--step-window", "epochs"),
         ),
     ] = 5,
+    equal_information: Annotated[
+        str,
+        typer.Option(
+            "--equal-information",
+            help="With --step-method both: also score the published and step-level STEP rules "
+            "reading the same shares of each budget (comma-separated, or none).",
+        ),
+    ] = "0.2,0.5,0.875",
     json_path: JsonOut = None,
 ) -> None:
     """RMSE, MAPE, bias and interval coverage of every method on the same runs and target,
@@ -183,6 +191,10 @@ def estimate_evaluate(
         raise WattlabError(
             f"--step-start must be an epoch number >= 1 or fluss, got {echo(step_start)}."
         )
+    from wattlab.estimate import equal_information as equal
+
+    both = step_method is StepMethod.both
+    shares = equal.parse_fractions(equal_information) if both else ()
     runs_df, windows_df = measured_runs(db, data)
     traces_df = measured_traces(db) if step_method is not StepMethod.wattlab else None
     result = evaluate_methods(
@@ -195,6 +207,10 @@ def estimate_evaluate(
         paper_stable_epoch=stable_epoch,
         paper_window_epochs=step_window,
     )
+    if shares:
+        result.equal_information = equal.compare(
+            runs_df, windows_df, target=target.value, fractions=shares, traces_df=traces_df
+        )
     if out is not None:
         with output_folder(out):
             paths = write_evaluation(result, out)

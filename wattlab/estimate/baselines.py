@@ -67,6 +67,7 @@ class Estimate:
     energy_low_j: float | None = None
     energy_high_j: float | None = None
     provenance: str = "estimated"
+    read_fraction: float | None = None  # share of the run's budget read before predicting
 
     @property
     def ok(self) -> bool:

@@ -31,7 +31,7 @@ Runs a method cannot handle are listed with the reason, never silently dropped.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -92,6 +92,28 @@ STEP_METHODS = {
     "both": ("step", "step-power", "step-marks", "step-paper", "step-paper-power"),
 }
 ONLINE = "all"  # the protocol column of predictions that do not depend on the protocol
+# What each method reads of the very run it predicts. "oracle" inputs are known only once the
+# run has finished (its measured duration, its utilisation sampled over the budget): a method
+# given them is not predicting from what was known before or during the run.
+METHOD_INPUTS: dict[str, tuple[str, ...]] = {
+    "ml-co2-impact": ("oracle: the run's measured duration",),
+    "green-algorithms": (
+        "oracle: the run's measured duration",
+        "oracle: the run's measured GPU utilisation",
+    ),
+    "flops": ("nothing measured: the run's FLOPs and budget",),
+    "step": ("its first epochs, until two are stable",),
+    "step-power": ("its first epochs, until two are stable", "oracle: the run's measured duration"),
+    "step-marks": ("its step-level marks up to the fraction read",),
+    "step-paper": ("its epochs up to s + w - 1",),
+    "step-paper-power": ("its epochs up to s + w - 1", "oracle: the run's measured duration"),
+    "pre": ("nothing measured: other runs only",),
+}
+
+
+def oracle_inputs(method: str) -> list[str]:
+    """The oracle inputs ``method`` is given (empty: none)."""
+    return [i.removeprefix("oracle: ") for i in METHOD_INPUTS[method] if i.startswith("oracle: ")]
 
 
 def methods_for(step_method: str) -> tuple[str, ...]:
@@ -135,6 +157,8 @@ class EvaluationResult:
     excluded: pd.DataFrame
     settings: dict[str, Any] = field(default_factory=dict)
     protocols: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # STEP rules at equal information (``equal_information.compare``): one row per fraction
+    equal_information: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def methods(self) -> tuple[str, ...]:
@@ -145,11 +169,15 @@ class EvaluationResult:
         method's own-run metrics, exclusions and predictions under the first protocol)."""
         first = self.settings.get("protocols", ["loco"])[0]
         out: dict[str, Any] = {"settings": self.settings, "protocols": self.protocols}
+        if self.equal_information:
+            out["equal_information"] = self.equal_information
         out["methods"] = {}
         for method in self.methods:
             metrics = dict(self.metrics.get(method, {}))
             metrics["label"] = METHOD_LABELS[method]
             metrics["covers"] = covers(method, self.settings.get("target", "total"))
+            metrics["inputs"] = list(METHOD_INPUTS[method])
+            metrics["oracle_inputs"] = oracle_inputs(method)
             excluded = self.excluded[
                 (self.excluded["method"] == method)
                 & self.excluded["protocol"].isin([ONLINE, first])
@@ -204,7 +232,13 @@ def score(rows: pd.DataFrame) -> dict[str, Any]:
             "coverage_percent": None,
             "coverage_ci_percent": None,
             "interval_runs": 0,
+            "median_read_percent": None,
         }
+    read = (
+        pd.to_numeric(rows["read_fraction"], errors="coerce").to_numpy(dtype=float)
+        if "read_fraction" in rows
+        else np.full(predicted.size, np.nan)
+    )
     errors = predicted - measured
     percent = errors / measured * 100.0
     low = pd.to_numeric(rows["low_j"], errors="coerce").to_numpy(dtype=float)
@@ -224,6 +258,9 @@ def score(rows: pd.DataFrame) -> dict[str, Any]:
             else None
         ),
         "interval_runs": int(has.sum()),
+        "median_read_percent": (
+            float(np.median(read[np.isfinite(read)]) * 100) if np.isfinite(read).any() else None
+        ),
     }
 
 
@@ -308,10 +345,12 @@ def _step_wattlab(
         energy_low_j=projection.energy_low_j,
         energy_high_j=projection.energy_high_j,
     )
+    read = projection.epochs_seen / total_epochs
     window_power_w = float(
         energies[first - 1 : last_used].sum() / durations[first - 1 : last_used].sum()
     )
-    return step, _power_twin("step-power", run, window_power_w, where)
+    twin = _power_twin("step-power", run, window_power_w, where)
+    return replace(step, read_fraction=read), replace(twin, read_fraction=read)
 
 
 def _power_twin(method: str, run: dict[str, Any], window_power_w: float, where: str) -> Estimate:
@@ -367,7 +406,9 @@ def _step_paper(
         energy_low_j=result.energy_low_j,
         energy_high_j=result.energy_high_j,
     )
-    return step, _power_twin("step-paper-power", run, result.mean_power_w, where)
+    read = min(1.0, (int(result.stable_epoch or 0) + window - 1) / total_epochs)
+    twin = _power_twin("step-paper-power", run, float(result.mean_power_w), where)
+    return replace(step, read_fraction=read), replace(twin, read_fraction=read)
 
 
 def _step_estimates(
@@ -593,6 +634,7 @@ _PREDICTION_COLUMNS = [
     "low_j",
     "high_j",
     "error_percent",
+    "read_fraction",
     "notes",
 ]
 
@@ -611,6 +653,7 @@ def _row(run: dict[str, Any], run_id: Any, protocol: str, e: Estimate, measured:
         "low_j": e.energy_low_j,
         "high_j": e.energy_high_j,
         "error_percent": None if e.energy_j is None else (e.energy_j - measured) / measured * 100.0,
+        "read_fraction": e.read_fraction,
         "notes": e.notes,
     }
 
@@ -656,6 +699,7 @@ def evaluate_methods(
     pre_min_configs: int = 4,
     target_column: str | None = None,
     marks_fraction: float = stored.DEFAULT_FRACTION,
+    only: tuple[str, ...] | None = None,
 ) -> EvaluationResult:
     """Each method's prediction of each measured ok run's budget energy, and its errors.
 
@@ -667,7 +711,8 @@ def evaluate_methods(
     the published rule. ``traces_df``: the ``trace`` table (run_id, t_s, component, power_w),
     for FLUSS. ``marks_fraction``: the share of the budget after which ``step-marks`` (the
     live step-level rule, ``wattlab.estimate.step_marks``) projects from the stored marks; its
-    calibrated interval is fitted without the run's group under each protocol. Units: J.
+    calibrated interval is fitted without the run's group under each protocol. ``only``:
+    score just these of ``step_method``'s methods (PRE is fitted only when it is one). Units: J.
     """
     if not (isinstance(marks_fraction, (int, float)) and 0 < marks_fraction < 1):
         raise ConfigError(f"the marks fraction must be in (0, 1), got {marks_fraction!r}.")
@@ -682,6 +727,13 @@ def evaluate_methods(
         raise ConfigError(f"the target must be one of {', '.join(TARGETS)}, got {target!r}.")
     chosen_protocols = _parse_protocols(protocols)
     methods = methods_for(step_method)
+    if only is not None:
+        unknown = [m for m in only if m not in methods]
+        if unknown or not only:
+            raise ConfigError(
+                f"only must name methods of the STEP method {step_method!r}, got {list(only)!r}."
+            )
+        methods = tuple(m for m in methods if m in only)
     columns, target_text = TARGETS[target]
     missing = [c for c in columns if c not in runs_df]
     if missing:
@@ -732,6 +784,7 @@ def evaluate_methods(
         "measured_provenance": sorted(
             {str(p) for p in runs.get("provenance", pd.Series(dtype=object)).dropna()}
         ),
+        "target_modelled_share": _modelled_share(runs, columns),
     }
     step_wanted = tuple(m for m in methods if m.startswith("step") and m != "step-marks")
     prediction_rows: list[dict[str, Any]] = []
@@ -759,7 +812,9 @@ def evaluate_methods(
         run_trace = None
         if gpu_trace is not None:
             run_trace = gpu_trace[gpu_trace["run_id"] == run_id]
-        estimates = _baseline_estimates(run, target, flops_utilization)
+        estimates = [
+            e for e in _baseline_estimates(run, target, flops_utilization) if e.method in methods
+        ]
         estimates += _step_estimates(run, run_epochs, columns, step_wanted, settings, run_trace)
         for estimate in estimates:
             record(run, run_id, ONLINE, estimate, measured)
@@ -788,13 +843,17 @@ def evaluate_methods(
                 marks, measured_by_index, groups, f"its {column}" if groups is not None else "none"
             )
             for index, series in runs.iterrows():
+                projection = marks.get(index)
+                seen = getattr(projection, "fraction_seen", None)
                 record(
                     series.to_dict(),
                     series[id_column],
                     protocol,
-                    held[index],
+                    replace(held[index], read_fraction=seen),
                     float(measured_by_index.loc[index]),
                 )
+        if "pre" not in methods:
+            continue
         pre, pre_excluded = _pre_held_out(
             runs, columns, protocol, pre_search_iter, tuple(pre_families), pre_min_configs
         )
@@ -813,6 +872,23 @@ def evaluate_methods(
     }
     metrics = {m: tables[chosen_protocols[0]]["methods"][m]["own"] for m in methods}
     return EvaluationResult(predictions, metrics, excluded, settings, tables)
+
+
+def _modelled_share(runs: pd.DataFrame, columns: tuple[str, ...]) -> dict[str, Any] | None:
+    """How much of the target is not GPU energy (CPU and RAM: modelled where no RAPL counter
+    was read): the median and largest share over the runs, or None for the GPU target."""
+    if columns == ("energy_gpu_j",) or "energy_gpu_j" not in runs:
+        return None
+    target = runs[list(columns)].apply(pd.to_numeric, errors="coerce").sum(axis=1)
+    gpu = pd.to_numeric(runs["energy_gpu_j"], errors="coerce")
+    share = ((target - gpu) / target).dropna()
+    if share.empty:
+        return None
+    return {
+        "median_percent": float(share.median() * 100),
+        "max_percent": float(share.max() * 100),
+        "runs": int(len(share)),
+    }
 
 
 def _protocol_table(
@@ -871,6 +947,14 @@ def evaluation_markdown(result: EvaluationResult) -> str:
         f"; provenance: {', '.join(settings.get('measured_provenance') or ['unknown'])}). "
         "Every method predicts this target, except where *covers* says less.",
     ]
+    share = settings.get("target_modelled_share")
+    if share:
+        lines += [
+            "",
+            f"The target is not all GPU: a median {share['median_percent']:.1f} % (max "
+            f"{share['max_percent']:.1f} %) of it is CPU and RAM energy, modelled where no RAPL "
+            "counter was read; `--target gpu` scores the GPUs' counters alone.",
+        ]
     for protocol, table in result.protocols.items():
         lines += [
             "",
@@ -880,8 +964,9 @@ def evaluation_markdown(result: EvaluationResult) -> str:
             "are over all the runs the method handled.",
             "",
             "| method | covers | n | RMSE (kJ) | MAPE | median APE | bias | interval coverage "
-            "| own n | own MAPE | excluded |",
-            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+            "| own n | own MAPE | excluded | oracle inputs | budget read |",
+            "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- "
+            "| ---: |",
         ]
         for method in result.methods:
             m = table["methods"][method]
@@ -898,7 +983,8 @@ def evaluation_markdown(result: EvaluationResult) -> str:
                 f"| {METHOD_LABELS[method]} | {covers(method, target)} | {m['n']} | "
                 f"{_kj(m['rmse_j'])} | {_pct(m['mape_percent'])} | {_pct(m['mdape_percent'])} | "
                 f"{_pct(m['bias_percent'])} | {coverage_text} | {own['n']} | "
-                f"{_pct(own['mape_percent'])} | {own['excluded']} |"
+                f"{_pct(own['mape_percent'])} | {own['excluded']} | "
+                f"{'; '.join(oracle_inputs(method)) or 'none'} | {_read(m)} |"
             )
         if table["unscored_methods"]:
             names = ", ".join(METHOD_LABELS[m] for m in table["unscored_methods"])
@@ -920,6 +1006,13 @@ def evaluation_markdown(result: EvaluationResult) -> str:
         "with a 90 % split-conformal interval from the other groups' errors; PRE is fitted "
         "without the held-out run's group. Bias is the mean signed error.",
     ]
+    lines += [
+        "",
+        "*Oracle inputs* are measured on the very run being predicted and known only "
+        "once it has finished; *budget read* is the median share of the run's budget a "
+        "method read before predicting (0 % for methods that read none of it).",
+    ]
+    lines += equal_information_markdown(result.equal_information)
     if len(result.excluded):
         lines += [
             "",
@@ -934,6 +1027,43 @@ def evaluation_markdown(result: EvaluationResult) -> str:
                 f"| {METHOD_LABELS.get(method, method)} | {protocol} | {count} | {reason} |"
             )
     return "\n".join(lines) + "\n"
+
+
+def _read(metrics: dict[str, Any]) -> str:
+    value = metrics.get("median_read_percent")
+    return "0 %" if value is None else f"{value:.0f} %"
+
+
+def equal_information_markdown(rows: list[dict[str, Any]]) -> list[str]:
+    """Markdown lines of the equal-information comparison (none without rows)."""
+    if not rows:
+        return []
+    lines = [
+        "",
+        "## STEP rules at equal information",
+        "",
+        "Each rule reads the same share of every run's budget: the published rule a window of w "
+        "epochs ending at the last epoch read (s = n - w + 1, w = min(5, n - 1): the first epoch "
+        "is never in the window), the step-level rule its marks up to the same share. Metrics "
+        "over the runs both could handle.",
+        "",
+        "| share read | epochs read (of all) | published rule: s, w | runs | published MAPE "
+        "| step-level MAPE | difference (points) |",
+        "| ---: | --- | --- | ---: | ---: | ---: | ---: |",
+    ]
+    for row in rows:
+        paper, marks = row["published"], row["step_level"]
+        difference = (
+            "n/a"
+            if paper["mape_percent"] is None or marks["mape_percent"] is None
+            else f"{marks['mape_percent'] - paper['mape_percent']:+.2f}"
+        )
+        lines.append(
+            f"| {row['fraction']:.1%} | {row['epochs_read']} of {row['epochs']} | "
+            f"s = {row['stable_epoch']}, w = {row['window_epochs']} | {row['runs']} | "
+            f"{_pct(paper['mape_percent'])} | {_pct(marks['mape_percent'])} | {difference} |"
+        )
+    return lines
 
 
 def write_evaluation(result: EvaluationResult, out_dir: str | Path) -> dict[str, Path]:
@@ -1004,9 +1134,11 @@ __all__ = [
     "TARGETS",
     "EvaluationResult",
     "covers",
+    "equal_information_markdown",
     "evaluate_methods",
     "evaluation_markdown",
     "methods_for",
+    "oracle_inputs",
     "score",
     "write_evaluation",
 ]

@@ -9,18 +9,23 @@ Model (``CapLaw``), per GPU and per stretch of the trace drawing power p:
   P_i = ``idle_fraction`` x TDP and dynamic power ~ f^``alpha``, the clock falls to
   x = ((draw_ratio x L - P_i) / (p - P_i))^(1 / alpha) of its uncapped value, and the time of
   that stretch grows by ``beta`` / x + (1 - ``beta``) (``beta``: the share of the time that
-  scales with the clock; the rest waits on memory, launches or the host).
+  scales with the clock; the rest waits on memory, launches or the host). ``beta`` follows
+  the uncapped run's draw: beta + ``beta_per_draw`` x (draw / TDP - 0.7), in 0..1. A GPU far
+  below its TDP spends its time waiting (on memory, launches, its peers), which a lower clock
+  does not lengthen; one near TDP is compute-bound.
 - GPUs of one run advance together: the run's time stretches by the slowest GPU's stretch;
   every GPU draws min(p, draw_ratio x L) over the stretched time. Non-GPU energy (CPU, RAM)
   scales with the time.
 
 Without a trace the run's draw is taken as two levels, half the time ``spread`` above and half
-below its mean (peaks above a cap are what it clips first). The law's five numbers were fitted
+below its mean (peaks above a cap are what it clips first). The law's six numbers were fitted
 (``fit_cap_law``, least squares on log time and log energy ratios) on the Zeus project's
 measured power-limit profiles of an A40 and a V100 (``wattlab/data/zeus-profiles``, found by
-``wattlab.estimate.zeus_profiles``; 12 files, 96 windows): ``DEFAULT_LAW``.
-``evaluate_profiles`` checks the method leaving one file out: each file's limits predicted from
-its highest-limit window by a law fitted on the other files.
+``wattlab.estimate.zeus_profiles``; 12 files, 96 windows): ``DEFAULT_LAW`` (``ONE_BETA_LAW``:
+the law before, one beta for all). ``evaluate_profiles`` checks the method leaving one file
+out: each file's limits predicted from its highest-limit window by a law fitted on the other
+files, and the operating region scored (true and false positives) against the constant
+"never" and an in-sample ceiling.
 
 Operating region (wattlab's defaults, after the reference study): limits that save at least
 3 % energy for at most 2 % more time against the run's uncapped (highest-limit) twin.
@@ -40,6 +45,7 @@ import pandas as pd
 
 from wattlab.errors import ConfigError, DataError
 
+DRAW_PIVOT = 0.7  # the draw share of TDP at which a draw-sensitive law's beta is its beta
 MIN_SAVING = 0.03  # the operating region: at least 3 % less energy ...
 MAX_SLOWDOWN = 0.02  # ... for at most 2 % more time
 DEFAULT_FRACTIONS = tuple(round(1.0 - 0.05 * i, 2) for i in range(15))  # 100 % .. 30 % of TDP
@@ -54,6 +60,22 @@ class CapLaw:
     beta: float  # share of the time that scales with the clock
     draw_ratio: float  # mean draw under a cap / the cap
     spread: float = 0.0  # without a trace: the draw taken as +-spread around its mean
+    # beta's change per unit of the uncapped draw's share of TDP (around DRAW_PIVOT): a run far
+    # below TDP waits on memory, launches or peers, so less of its time follows the clock
+    beta_per_draw: float = 0.0
+
+    def at_draw(self, draw_fraction: float) -> CapLaw:
+        """The law for a run drawing ``draw_fraction`` of TDP uncapped: beta from the draw."""
+        if self.beta_per_draw == 0.0:
+            return self
+        beta = self.beta + self.beta_per_draw * (draw_fraction - DRAW_PIVOT)
+        return CapLaw(
+            self.idle_fraction,
+            self.alpha,
+            float(min(1.0, max(0.0, beta))),
+            self.draw_ratio,
+            self.spread,
+        )
 
     def stretch_and_power(
         self, power_w: np.ndarray, limit_w: float, tdp_w: float
@@ -75,9 +97,20 @@ class CapLaw:
 
 
 FIT_START = CapLaw(idle_fraction=0.2, alpha=2.5, beta=0.8, draw_ratio=0.98, spread=0.2)
-# fit_cap_law(all 12 Zeus profile files (A40, V100)) from FIT_START; a test re-fits it.
-DEFAULT_LAW = CapLaw(idle_fraction=0.307, alpha=1.533, beta=0.428, draw_ratio=1.028, spread=0.252)
+# fit_cap_law(all 12 Zeus profile files (A40, V100), draw_sensitive=True) from FIT_START; a test
+# re-fits it. Leaving one file out, its energy and time errors are lower than ONE_BETA_LAW's.
+DEFAULT_LAW = CapLaw(
+    idle_fraction=0.321,
+    alpha=2.475,
+    beta=0.528,
+    draw_ratio=1.000,
+    spread=0.272,
+    beta_per_draw=1.647,
+)
+# the law before: one beta for every run, whatever it draws (fit_cap_law(all 12 files))
+ONE_BETA_LAW = CapLaw(idle_fraction=0.307, alpha=1.533, beta=0.428, draw_ratio=1.028, spread=0.252)
 LAW_SOURCE = "fitted on the Zeus project's A40/V100 power-limit profiles (12 files)"
+FITTED_DRAW_SHARES = (0.41, 0.92)  # the uncapped draws / TDP of those files
 
 
 @dataclass(frozen=True)
@@ -143,6 +176,7 @@ def predict_limit(run: UncappedRun, limit_w: float, law: CapLaw = DEFAULT_LAW) -
     """The run's energy and time at ``limit_w`` (W per GPU)."""
     if not limit_w > 0:
         raise ConfigError(f"a power limit must be a positive number of W, got {limit_w!r}.")
+    law = law.at_draw(run.mean_draw_w / run.tdp_w)
     stretches, energies = [], []
     segments = run.segments
     if run.source.startswith("mean draw") and law.spread > 0:
@@ -271,6 +305,13 @@ def predict_curve(
         flag = region_flags(p.saving, p.slowdown, min_saving, max_slowdown)
         points.append(CapPrediction(**{**asdict(p), "in_region": flag}))
     notes = [f"cap law {LAW_SOURCE}"]
+    share = run.mean_draw_w / run.tdp_w
+    low, high = FITTED_DRAW_SHARES
+    if law.beta_per_draw != 0.0 and not low <= share <= high:
+        notes.append(
+            f"EXTRAPOLATING: the run draws {share:.0%} of TDP, outside the {low:.0%}-{high:.0%} "
+            "the law's clock sensitivity was fitted on"
+        )
     if run.limit_w < run.tdp_w:
         notes.append(
             f"the run itself ran capped at {run.limit_w:.0f} W; limits above it are not "
@@ -416,6 +457,7 @@ def predict_mean_draw(
 ) -> tuple[np.ndarray, np.ndarray]:
     """``predict_limit`` for a run known by its per-GPU mean draws (W), at many limits at once:
     (durations s, GPU energies J). The same law, vectorised for fitting."""
+    law = law.at_draw(float(np.mean(draw_w)) / tdp_w)
     draws = np.asarray(draw_w, dtype=float)[None, :, None]  # 1 x GPUs x 1
     levels = np.array([1 - law.spread, 1 + law.spread])[None, None, :]  # two-level stand-in
     power = draws * levels  # 1 x GPUs x 2
@@ -447,24 +489,48 @@ def _profile_errors(law: CapLaw, profiles: Sequence[Profile]) -> np.ndarray:
     return np.concatenate(out)
 
 
-def fit_cap_law(profiles: Sequence[Profile], start: CapLaw = FIT_START) -> CapLaw:
-    """Least squares on log time and log energy ratios over every window of ``profiles``."""
+def fit_cap_law(
+    profiles: Sequence[Profile], start: CapLaw = FIT_START, *, draw_sensitive: bool = False
+) -> CapLaw:
+    """Least squares on log time and log energy ratios over every window of ``profiles``.
+    ``draw_sensitive`` also fits ``beta_per_draw`` (beta from the uncapped draw's share of TDP);
+    otherwise it stays 0 (one beta for every run)."""
     from scipy.optimize import least_squares
 
     if not profiles:
         raise DataError("fitting the cap law needs at least one profile.")
 
+    def law_of(theta: np.ndarray) -> CapLaw:
+        v = [float(x) for x in theta]
+        slope = v[5] if draw_sensitive else 0.0
+        return CapLaw(v[0], v[1], v[2], v[3], v[4], beta_per_draw=slope)
+
     def residuals(theta: np.ndarray) -> np.ndarray:
-        return _profile_errors(CapLaw(*theta), profiles)
+        return _profile_errors(law_of(theta), profiles)
 
     x0 = [start.idle_fraction, start.alpha, start.beta, start.draw_ratio, start.spread]
-    fit = least_squares(
-        residuals,
-        x0,
-        bounds=([0.0, 1.0, 0.0, 0.8, 0.0], [0.6, 8.0, 1.0, 1.05, 0.9]),
-        loss="soft_l1",
-    )
-    return CapLaw(*(float(v) for v in fit.x))
+    low, high = [0.0, 1.0, 0.0, 0.8, 0.0], [0.6, 8.0, 1.0, 1.05, 0.9]
+    if draw_sensitive:
+        x0, low, high = x0 + [start.beta_per_draw], low + [-3.0], high + [3.0]
+    fit = least_squares(residuals, x0, bounds=(low, high), loss="soft_l1")
+    return law_of(fit.x)
+
+
+def monotone_time_ratios(limits_w: np.ndarray, time_ratios: np.ndarray) -> np.ndarray:
+    """The closest (least squares) time ratios that never fall as the limit falls: a lower cap
+    is never faster, which every physical law obeys. Pool-adjacent-violators, by limit."""
+    order = np.argsort(-np.asarray(limits_w, dtype=float))  # highest limit first
+    values = [float(v) for v in np.asarray(time_ratios, dtype=float)[order]]
+    blocks: list[list[float]] = []  # [mean, count]
+    for value in values:
+        blocks.append([value, 1.0])
+        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
+            (m2, n2), (m1, n1) = blocks.pop(), blocks.pop()
+            blocks.append([(m1 * n1 + m2 * n2) / (n1 + n2), n1 + n2])
+    pooled = np.concatenate([np.full(int(n), m) for m, n in blocks])
+    out = np.empty_like(pooled)
+    out[order] = pooled
+    return out
 
 
 @dataclass
@@ -483,6 +549,29 @@ class ProfileEvaluation:
         }
 
 
+REGION_PREDICTORS = {
+    "cap_law": "cap law, beta from the uncapped draw's share of TDP (shipped)",
+    "one_beta": "cap law, one beta for every run (before)",
+    "never": 'constant "never in the region"',
+    "monotone_ceiling": "in-sample ceiling: the file's own times made monotone (not a predictor)",
+}
+
+
+def region_scores(measured: pd.Series, predicted: pd.Series) -> dict[str, Any]:
+    """True and false positives, precision and recall of region flags against the measured
+    ones (precision is None when nothing was predicted in the region)."""
+    m = measured.to_numpy(dtype=bool)
+    p = predicted.to_numpy(dtype=bool)
+    tp, fp = int(np.sum(m & p)), int(np.sum(~m & p))
+    return {
+        "true_positives": tp,
+        "false_positives": fp,
+        "measured_in_region": int(np.sum(m)),
+        "precision": tp / (tp + fp) if tp + fp else None,
+        "recall": tp / int(np.sum(m)) if np.sum(m) else None,
+    }
+
+
 def evaluate_profiles(
     profiles: Sequence[Profile],
     *,
@@ -491,28 +580,42 @@ def evaluate_profiles(
 ) -> ProfileEvaluation:
     """For each file: fit the law on the other files, predict every limit's energy and time
     and the operating region from the file's own highest-limit window, and compare with what
-    the file measured. The "no change" baseline (energy and time as uncapped) is scored too."""
+    the file measured. The "no change" baseline (energy and time as uncapped) is scored too,
+    and the region is scored for four predictors (``REGION_PREDICTORS``): the shipped law, the
+    law with a draw-dependent beta (also fitted on the other files), the constant "never", and
+    an in-sample ceiling that no predictor can beat while obeying "a lower cap is never
+    faster": the file's own measured times made monotone in the limit (``monotone_time_ratios``),
+    each window keeping its measured mean power."""
     if len(profiles) < 2:
         raise DataError("leave-one-file-out needs at least two profiles.")
     rows, files = [], []
     for i, profile in enumerate(profiles):
-        law = fit_cap_law([p for j, p in enumerate(profiles) if j != i])
+        others = [p for j, p in enumerate(profiles) if j != i]
+        law = fit_cap_law(others, draw_sensitive=True)
+        one_beta = fit_cap_law(others)
         run = profile.uncapped()
         top = int(np.argmax(profile.limits_w))
         base_t = float(profile.duration_s[top])
         base_e = float(np.sum(profile.gpu_energy_j[top]))
+        ratios = monotone_time_ratios(profile.limits_w, profile.duration_s / base_t)
+        ratios = ratios / ratios[top]
         measured_region, predicted_region = [], []
-        for limit, duration, energies in zip(
-            profile.limits_w, profile.duration_s, profile.gpu_energy_j, strict=True
+        for k, (limit, duration, energies) in enumerate(
+            zip(profile.limits_w, profile.duration_s, profile.gpu_energy_j, strict=True)
         ):
-            if limit == profile.limits_w[top]:
+            if k == top:
                 continue
             p = predict_limit(run, float(limit), law)
+            q = predict_limit(run, float(limit), one_beta)
             energy = float(np.sum(energies))
             measured_in = region_flags(
                 1 - energy / base_e, duration / base_t - 1, min_saving, max_slowdown
             )
             predicted_in = region_flags(p.saving, p.slowdown, min_saving, max_slowdown)
+            ceiling_energy = energy / duration * ratios[k] * base_t  # measured W, monotone time
+            ceiling_in = region_flags(
+                1 - ceiling_energy / base_e, float(ratios[k]) - 1, min_saving, max_slowdown
+            )
             if measured_in:
                 measured_region.append(float(limit))
             if predicted_in:
@@ -526,12 +629,21 @@ def evaluate_profiles(
                     "predicted_energy_j": p.energy_j,
                     "measured_duration_s": float(duration),
                     "predicted_duration_s": p.duration_s,
+                    "measured_saving": 1 - energy / base_e,
+                    "measured_slowdown": float(duration) / base_t - 1,
                     "energy_error_percent": (p.energy_j / energy - 1) * 100,
                     "duration_error_percent": (p.duration_s / duration - 1) * 100,
+                    "one_beta_energy_error_percent": (q.energy_j / energy - 1) * 100,
+                    "one_beta_duration_error_percent": (q.duration_s / duration - 1) * 100,
                     "no_change_energy_error_percent": (base_e / energy - 1) * 100,
                     "no_change_duration_error_percent": (base_t / duration - 1) * 100,
                     "measured_in_region": measured_in,
                     "predicted_in_region": predicted_in,
+                    "one_beta_in_region": region_flags(
+                        q.saving, q.slowdown, min_saving, max_slowdown
+                    ),
+                    "never_in_region": False,
+                    "monotone_ceiling_in_region": ceiling_in,
                     "case": p.case,
                 }
             )
@@ -544,6 +656,7 @@ def evaluate_profiles(
                 "predicted_region_w": sorted(predicted_region),
                 "region_matches": sorted(measured_region) == sorted(predicted_region),
                 "law": law.to_dict(),
+                "one_beta_law": one_beta.to_dict(),
             }
         )
     windows = pd.DataFrame(rows)
@@ -553,15 +666,40 @@ def evaluate_profiles(
         return float(windows[column].abs().mean())
 
     agree = windows["measured_in_region"] == windows["predicted_in_region"]
+    measured = windows["measured_in_region"]
+    columns = {
+        "cap_law": "predicted_in_region",
+        "one_beta": "one_beta_in_region",
+        "never": "never_in_region",
+        "monotone_ceiling": "monotone_ceiling_in_region",
+    }
+    # physics says a cap never makes a GPU faster: windows that ran faster show the time noise
+    faster = windows["measured_slowdown"][windows["measured_slowdown"] < 0]
+    # a region window below a higher limit that measured more than max_slowdown slower: no law
+    # in which a lower cap is never faster can put it in the region without noise
+    contradicted = 0
+    for _, part in windows.groupby("file"):
+        for row in part[part["measured_in_region"]].itertuples():
+            higher = part[part["limit_w"] > row.limit_w]
+            contradicted += bool((higher["measured_slowdown"] > max_slowdown).any())
     summary = {
         "files": len(profiles),
         "windows": len(windows),
         "energy_mape_percent": mape("energy_error_percent"),
         "duration_mape_percent": mape("duration_error_percent"),
+        "one_beta_energy_mape_percent": mape("one_beta_energy_error_percent"),
+        "one_beta_duration_mape_percent": mape("one_beta_duration_error_percent"),
         "no_change_energy_mape_percent": mape("no_change_energy_error_percent"),
         "no_change_duration_mape_percent": mape("no_change_duration_error_percent"),
         "region_window_agreement": float(agree.mean()),
         "region_files_matching": int(files_df["region_matches"].sum()),
+        "region": {
+            name: {"predictor": REGION_PREDICTORS[name], **region_scores(measured, windows[col])}
+            for name, col in columns.items()
+        },
+        "region_windows_contradicting_monotone_time": contradicted,
+        "windows_faster_than_uncapped": int(len(faster)),
+        "fastest_capped_window_percent": float(faster.min() * 100) if len(faster) else 0.0,
         "min_saving": min_saving,
         "max_slowdown": max_slowdown,
     }
@@ -569,7 +707,7 @@ def evaluate_profiles(
 
 
 def evaluation_markdown(evaluation: ProfileEvaluation) -> str:
-    """The leave-one-file-out evaluation as Markdown: the summary and one row per file."""
+    """The leave-one-file-out evaluation as Markdown: errors, region scores, one row per file."""
     s = evaluation.summary
     lines = [
         "# Power-cap prediction, leave one profile file out",
@@ -580,12 +718,34 @@ def evaluation_markdown(evaluation: ProfileEvaluation) -> str:
         "",
         "| | energy MAPE | time MAPE |",
         "| --- | ---: | ---: |",
-        f"| cap law | {s['energy_mape_percent']:.1f} % | {s['duration_mape_percent']:.1f} % |",
+        f"| cap law, beta from the draw | {s['energy_mape_percent']:.1f} % | "
+        f"{s['duration_mape_percent']:.1f} % |",
+        f"| cap law, one beta (before) | {s['one_beta_energy_mape_percent']:.1f} % | "
+        f"{s['one_beta_duration_mape_percent']:.1f} % |",
         f"| no change (baseline) | {s['no_change_energy_mape_percent']:.1f} % | "
         f"{s['no_change_duration_mape_percent']:.1f} % |",
         "",
-        f"Region: {s['region_window_agreement']:.0%} of windows classified as measured; "
-        f"{s['region_files_matching']} of {s['files']} files with the exact region.",
+        f"Region: {s['region_window_agreement']:.0%} of windows classified as measured by the "
+        f"cap law; {s['region_files_matching']} of {s['files']} files with the exact region.",
+        "",
+        "| region predictor | found | false positives | precision | recall |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for score in s["region"].values():
+        lines.append(
+            f"| {score['predictor']} | {score['true_positives']} of "
+            f"{score['measured_in_region']} | {score['false_positives']} | "
+            f"{_share(score['precision'])} | {_share(score['recall'])} |"
+        )
+    lines += [
+        "",
+        f"{s['windows_faster_than_uncapped']} of {s['windows']} capped windows ran faster than "
+        f"their file's uncapped window (down to {s['fastest_capped_window_percent']:.1f} %), "
+        "which no cap can cause: the time noise is as large as the region's 2 % threshold. "
+        f"{s['region_windows_contradicting_monotone_time']} of the "
+        f"{s['region']['never']['measured_in_region']} region windows lie below a higher limit "
+        "of their file that measured more than the threshold slower: no law in which a lower "
+        "cap is never faster can match both measurements.",
         "",
         "| file | draw W | TDP W | measured region W | predicted region W |",
         "| --- | ---: | ---: | --- | --- |",
@@ -596,6 +756,10 @@ def evaluation_markdown(evaluation: ProfileEvaluation) -> str:
             f"{_limits(row.measured_region_w)} | {_limits(row.predicted_region_w)} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
 
 
 def _limits(values: list[float]) -> str:

@@ -473,6 +473,8 @@ class SweepSpec(BaseModel):
             "sweep": self.name,
             "codecarbon": self.codecarbon,
         }
+        if "seed" in values:  # given in base, grid or an adjust rule: pinned for every repetition
+            values["seed_pinned"] = True
         try:
             return RunConfig(**values)
         except ValidationError as error:
@@ -487,7 +489,8 @@ class SweepSpec(BaseModel):
     def expand(self, order_seed: int | None = None) -> list[PlannedRun]:
         """Every run of the sweep, in the order to run them.
 
-        Each repetition is one pass over every grid point (repetition 0 of all points, then
+        Each repetition trains with its own seed (``repetition_config``). Each repetition is
+        one pass over every grid point (repetition 0 of all points, then
         repetition 1, ...): sequential keeps the grid order within a pass; random shuffles each
         pass with ``order_seed`` (the argument, else the spec's), so slow drift (temperature,
         other tenants) is spread evenly instead of being confounded with the configuration. A
@@ -510,7 +513,7 @@ class SweepSpec(BaseModel):
         return [
             PlannedRun(
                 index=i,
-                config=config,
+                config=repetition_config(config, rep),
                 repetition=rep,
                 label=config.label(),
                 config_hash=config.config_hash(),
@@ -551,6 +554,14 @@ class SweepSpec(BaseModel):
     def baseline_config_hash(self) -> str:
         """The config_hash of the baseline run (match it against ``runs.config_hash``)."""
         return self.run_config(self.baseline_filter()).config_hash()
+
+
+def repetition_config(config: RunConfig, repetition: int) -> RunConfig:
+    """``config`` as repetition ``repetition`` (0-based) runs it: with its own seed, the
+    configuration's seed + the repetition, unless the spec pinned the seed (then every
+    repetition trains with it). The config hash does not change: repetitions stay one group."""
+    seed = config.seed if config.seed_pinned else config.seed + repetition
+    return config.model_copy(update={"repetition_seed": seed})
 
 
 def draw_order_seed() -> int:

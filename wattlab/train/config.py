@@ -48,10 +48,15 @@ NOT_HASHED = (
     "project_after_epochs",
     "project_after_fraction",
     "sweep",
+    "repetition_seed",  # repetitions of one configuration differ in it, and keep one hash
 )
 # Fields added after sweeps were first stored: left out of the hash at these defaults, so the
 # configurations of older sweeps keep their hashes and resume.
-HASHED_UNLESS_DEFAULT = {"model_factory": None, "image_size": DEFAULT_IMAGE_SIZE}
+HASHED_UNLESS_DEFAULT = {
+    "model_factory": None,
+    "image_size": DEFAULT_IMAGE_SIZE,
+    "seed_pinned": False,
+}
 
 
 class RunConfig(BaseModel):
@@ -84,7 +89,10 @@ class RunConfig(BaseModel):
     weight_decay: float = 5e-4
     label_smoothing: float = 0.1
     warmup_steps: int = 10  # measured and recorded, excluded from the budget's figures
-    seed: int = 0
+    seed: int = 0  # the configuration's seed; a sweep's repetition r trains with seed + r
+    # the seed this run trains with (None: ``seed``); set per repetition by a sweep's plan
+    repetition_seed: int | None = None
+    seed_pinned: bool = False  # the spec gave ``seed:``: every repetition trains with it
     device: Literal["cuda", "cpu"] = "cuda"
     gpus: int = 1  # processes on CUDA (one GPU each)
     nproc: int = 1  # processes on the CPU (gloo)
@@ -222,6 +230,11 @@ class RunConfig(BaseModel):
     @property
     def world_size(self) -> int:
         return self.gpus if self.device == "cuda" else self.nproc
+
+    @property
+    def run_seed(self) -> int:
+        """The seed this run trains with (weights, data order, augmentation)."""
+        return self.seed if self.repetition_seed is None else self.repetition_seed
 
     @property
     def has_power_limit(self) -> bool:

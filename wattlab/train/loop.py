@@ -303,7 +303,7 @@ def run_training(
 
     # ---- Setup --------------------------------------------------------------------------------
     autocast, scaler = set_precision(cfg.precision, device)
-    torch.manual_seed(cfg.seed)  # the same seed on every rank: identical initial weights
+    torch.manual_seed(cfg.run_seed)  # the same seed on every rank: identical initial weights
     per_rank_batch = cfg.batch_size // world
 
     # net: the module itself; train_model: what a step calls (DDP and/or compiled around net).
@@ -365,7 +365,7 @@ def run_training(
         plan = plan_epoch(
             data.train_size,
             cfg.batch_size,
-            seed=cfg.seed,
+            seed=cfg.run_seed,
             epoch=WARMUP_EPOCH,
             world_size=world,
             rank=dist.rank,
@@ -415,7 +415,7 @@ def run_training(
         plan = plan_epoch(
             data.train_size,
             cfg.batch_size,
-            seed=cfg.seed,
+            seed=cfg.run_seed,
             epoch=epoch,
             world_size=world,
             rank=dist.rank,
