@@ -126,6 +126,7 @@ def run_point(
     run as failed when a stop signal arrived while it ran."""
     from wattlab.experiment import command_record as record
     from wattlab.experiment.command_meter import meter_command
+    from wattlab.experiment.pending import store_finished
     from wattlab.experiment.store import AlreadyStoredError, open_store
 
     with open_store(opts.db_path) as store:
@@ -152,7 +153,7 @@ def run_point(
         monitor.stop()
     with open_store(opts.db_path) as store:
         try:
-            store.finish_run(run_id, row, windows, trace)
+            store_finished(store, run_id, row, windows, trace)
         except AlreadyStoredError as error:  # another process stored this run meanwhile
             row = record.refused_row(row, str(error))
             store.finish_run(run_id, row)

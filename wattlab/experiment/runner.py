@@ -162,11 +162,15 @@ def abandon_dead_lone_runs(db_path: str | Path) -> list[int]:
 
 
 def _abandon_dead_lone_runs(store: Store) -> list[int]:
-    from wattlab.processes import pid_alive
+    from wattlab.processes import same_process_alive
 
     host = socket.gethostname()
-    dead = [pid for _, pid in store.running_lone_runs(host) if pid and not pid_alive(pid)]
-    return store.abandon_running(None, hostname=host, dead_pids=dead) if dead else []
+    dead = [
+        run_id
+        for run_id, pid, started in store.running_lone_claims(host)
+        if pid and not same_process_alive(pid, started)
+    ]
+    return store.abandon_running(None, hostname=host, dead_ids=dead) if dead else []
 
 
 @contextlib.contextmanager

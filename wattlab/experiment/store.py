@@ -19,6 +19,7 @@ import json
 import os
 import secrets
 import sqlite3
+import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
@@ -33,18 +34,20 @@ from wattlab.experiment.record import added_in
 if TYPE_CHECKING:
     from wattlab.monitor import Measurement
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # The columns each version added to `runs` (declared once, in wattlab.experiment.record).
 _V2_RUN_COLUMNS = added_in(2)  # phases, idle readings, the claiming process
 _V3_RUN_COLUMNS = added_in(3)  # how GPU utilisation was obtained, STEP's marks
 _V4_RUN_COLUMNS = added_in(4)  # STEP's calibrated interval
 _V5_RUN_COLUMNS = added_in(5)  # runs of a command sweep (wattlab.experiment.command_sweep)
+_V6_RUN_COLUMNS = added_in(6)  # when the claiming process started (pid reuse)
 # version -> the run columns its successor added: opening an older database adds them (NULL)
 _ADDED_RUN_COLUMNS = {
     1: _V2_RUN_COLUMNS,
     2: _V3_RUN_COLUMNS,
     3: _V4_RUN_COLUMNS,
     4: _V5_RUN_COLUMNS,
+    5: _V6_RUN_COLUMNS,
 }
 RUN_STATUSES = ("running", "ok", "failed", "abandoned")
 APP = "wattlab"
@@ -77,6 +80,10 @@ class AlreadyStoredError(DataError):
 
     A sweep runner treats it as "this run is already done" (another process finished it).
     """
+
+
+class StoreLocked(DataError):
+    """Another process held the database for longer than BUSY_TIMEOUT_S; nothing was written."""
 
 
 def schema_sql() -> str:
@@ -130,7 +137,35 @@ def open_store(path: str | Path, *, create: bool = True, readonly: bool = False)
     except BaseException:
         conn.close()
         raise
-    return Store(conn, path)
+    store = Store(conn, path)
+    _merge_kept_runs(store, readonly=readonly)
+    return store
+
+
+def _merge_kept_runs(store: Store, *, readonly: bool) -> None:
+    """Merge the finished runs kept beside the database while it was locked (one line each on
+    stderr). A read-only opener merges them through a writable connection when it may write;
+    otherwise it says in one line that they are not in what it reads."""
+    from wattlab.experiment.pending import merge_pending, pending_files
+
+    kept = pending_files(store.path)
+    if not kept:
+        return
+    try:
+        if readonly:
+            if not os.access(store.path.parent, os.W_OK) or not os.access(store.path, os.W_OK):
+                raise DataError("the database is read-only")
+            with open_store(store.path):  # merges them
+                return
+        lines = merge_pending(store)
+    except DataError as error:
+        sys.stderr.write(
+            f"wattlab: {len(kept)} finished run(s) kept beside {store.path} are not merged yet "
+            f"({' '.join(str(error).split())}); the next command that writes to it merges them.\n"
+        )
+        return
+    for line in lines:
+        sys.stderr.write(line + "\n")
 
 
 def _is_empty(path: Path) -> bool:
@@ -152,7 +187,7 @@ def sqlite_error(path: Path, error: BaseException) -> DataError:
             "make it writable or give another --db."
         )
     if "locked" in low or "busy" in low:
-        return DataError(
+        return StoreLocked(
             f"the database {path} stayed locked by another process for {BUSY_TIMEOUT_S:g} s "
             f"({text}); try again when that process is done."
         )
@@ -536,13 +571,26 @@ class Store:
         window_rows = list(windows)
         for window in window_rows:
             self._checked_columns("windows", window, forbidden=("run_id",))
+        with self._sql():
+            return self._finish_run(run_id, run, cols, window_rows, trace)
+
+    def _finish_run(
+        self,
+        run_id: int,
+        run: dict[str, Any],
+        cols: list[str],
+        window_rows: list[dict[str, Any]],
+        trace: Iterable[tuple[float, str, float]],
+        *,
+        statuses: tuple[str, ...] = ("running",),
+    ) -> int:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
             cursor = conn.execute(
                 f"UPDATE runs SET {', '.join(f'{c} = ?' for c in cols)} "
-                "WHERE id = ? AND status = 'running'",
-                [*(_plain(c, run[c]) for c in cols), run_id],
+                f"WHERE id = ? AND status IN ({', '.join('?' for _ in statuses)})",
+                [*(_plain(c, run[c]) for c in cols), run_id, *statuses],
             )
             if cursor.rowcount != 1:
                 raise DataError(
@@ -564,6 +612,39 @@ class Store:
                 conn.execute("ROLLBACK")
             raise
         return run_id
+
+    def merge_finished(
+        self,
+        run_id: int | None,
+        run: dict[str, Any],
+        windows: Sequence[dict[str, Any]] = (),
+        trace: Iterable[tuple[float, str, float]] = (),
+    ) -> int | None:
+        """Store a finished run kept in a side file (``experiment.pending``): finish its claim
+        when that is still 'running' or was marked 'abandoned' meanwhile, insert it when it
+        had no claim (or the claim is gone); return its id, or None when the claim is already
+        finished (the file was merged before)."""
+        if run_id is not None:
+            with self._sql():
+                row = self._conn.execute(
+                    "SELECT status FROM runs WHERE id = ?", (int(run_id),)
+                ).fetchone()
+            if row is not None and row[0] in ("ok", "failed"):
+                return None
+            if row is not None:
+                cols = self._checked_columns("runs", run, forbidden=("id",))
+                window_rows = list(windows)
+                self.check_intact()
+                with self._sql():
+                    return self._finish_run(
+                        int(run_id),
+                        run,
+                        cols,
+                        window_rows,
+                        trace,
+                        statuses=("running", "abandoned"),
+                    )
+        return self.insert_run(run, windows, trace)
 
     def _insert_children(
         self,
@@ -588,13 +669,19 @@ class Store:
         )
 
     def abandon_running(
-        self, sweep: str | None, *, hostname: str | None = None, dead_pids: Iterable[int] = ()
+        self,
+        sweep: str | None,
+        *,
+        hostname: str | None = None,
+        dead_pids: Iterable[int] = (),
+        dead_ids: Iterable[int] = (),
     ) -> list[int]:
         """Mark runs left 'running' by dead processes as 'abandoned'; return their ids.
 
         With a ``sweep`` name: every 'running' row of that sweep (call it holding the sweep's
         lock, so no live process can be running one). With ``sweep=None``: the lone runs of
-        ``hostname`` whose pid is in ``dead_pids``.
+        ``hostname`` whose pid is in ``dead_pids`` or whose id is in ``dead_ids`` (a claim whose
+        pid now belongs to another process, see ``running_lone_claims``).
         """
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
@@ -603,14 +690,17 @@ class Store:
                 where, params = "sweep = ? AND status = 'running'", [sweep]
             else:
                 pids = sorted({int(p) for p in dead_pids})
-                if not pids or hostname is None:
+                ids = sorted({int(i) for i in dead_ids})
+                if not (pids or ids) or hostname is None:
                     conn.execute("COMMIT")
                     return []
-                marks = ", ".join("?" for _ in pids)
+                pid_marks = ", ".join("?" for _ in pids) or "NULL"
+                id_marks = ", ".join("?" for _ in ids) or "NULL"
                 where = (
-                    f"sweep IS NULL AND status = 'running' AND hostname = ? AND pid IN ({marks})"
+                    "sweep IS NULL AND status = 'running' AND hostname = ? "
+                    f"AND (pid IN ({pid_marks}) OR id IN ({id_marks}))"
                 )
-                params = [hostname, *pids]
+                params = [hostname, *pids, *ids]
             ids = [int(r[0]) for r in conn.execute(f"SELECT id FROM runs WHERE {where}", params)]
             if ids:
                 conn.execute(
@@ -628,11 +718,20 @@ class Store:
 
     def running_lone_runs(self, hostname: str) -> list[tuple[int, int | None]]:
         """(id, pid) of lone runs ('running', no sweep) claimed on ``hostname``."""
+        return [(i, p) for i, p, _ in self.running_lone_claims(hostname)]
+
+    def running_lone_claims(self, hostname: str) -> list[tuple[int, int | None, float | None]]:
+        """(id, pid, pid_started_unix) of lone runs ('running', no sweep) claimed on
+        ``hostname``; the start time is None for claims made before schema version 6."""
         rows = self._conn.execute(
-            "SELECT id, pid FROM runs WHERE sweep IS NULL AND status = 'running' AND hostname = ?",
+            "SELECT id, pid, pid_started_unix FROM runs "
+            "WHERE sweep IS NULL AND status = 'running' AND hostname = ?",
             (hostname,),
         )
-        return [(int(i), None if p is None else int(p)) for i, p in rows]
+        return [
+            (int(i), None if p is None else int(p), None if t is None else float(t))
+            for i, p, t in rows
+        ]
 
     def _checked_columns(
         self, table: str, row: dict[str, Any], forbidden: tuple[str, ...]

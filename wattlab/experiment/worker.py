@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from wattlab.errors import Interrupted
 from wattlab.experiment.hosts import host_name, spans_several_nodes
 from wattlab.experiment.options import RunContext, WorkerOptions
+from wattlab.experiment.pending import store_finished
 from wattlab.experiment.record import (
     RunOutcome,
     build_run_row,
@@ -170,10 +171,7 @@ def execute(
         row.update(phase_columns(ctx, started_unix, setup_s, result, teardown_s))
         if isinstance(projector, LiveMarks):
             row["step_marks_json"] = projector.marks()
-        if run_id is None:
-            run_id = store.insert_run(row, window_rows, trace)
-        else:
-            store.finish_run(run_id, row, window_rows, trace)
+        run_id = store_finished(store, run_id, row, window_rows, trace)
         _write_result_file(ctx.result_file, {"run_id": run_id, "status": "ok"})
         _last_barrier(dist)  # the run is stored: a rank lost now cannot fail it
         return RunOutcome(run_id, "ok", row={"id": run_id, **row})
@@ -232,10 +230,7 @@ def _store_failure(
     try:
         if store is None:
             store = opened = open_store(opts.db_path)
-        if run_id is None:
-            run_id = store.insert_run(row)
-        else:
-            store.finish_run(run_id, row)
+        run_id = store_finished(store, run_id, row)
     except Exception as store_error:
         return RunOutcome(
             run_id,
