@@ -216,7 +216,7 @@ def test_a_hard_linked_path_to_the_same_database_is_the_same_sweep_lock(tmp_path
     other = tmp_path / "elsewhere"
     other.mkdir()
     os.link(db, other / "hard.db")
-    with SweepLock(db, "s"), pytest.raises(ConfigError, match="already running"):
+    with SweepLock(db, "s"), pytest.raises(ConfigError, match="the same database file"):
         SweepLock(other / "hard.db", "s").acquire()
     # another sweep name, or another database, is free
     with SweepLock(db, "s"), SweepLock(other / "hard.db", "t"):
