@@ -675,7 +675,7 @@ def report(
 
     if not Path(db).exists():
         raise WattlabError(f"no database at {db}; run `wattlab run` or `wattlab sweep` first.")
-    with open_store(db, readonly=True) as store:
+    with open_store(db, readonly=True) as store, store.snapshot():  # one moment's rows
         runs = store.runs(sweep=sweep_name)
         windows = store.windows()
         trace = store.trace()
@@ -785,7 +785,7 @@ def _estimate_runs(db: str | None, data: str | None):
 
         if not Path(db).exists():
             raise WattlabError(f"no database at {db}.")
-        with open_store(db, readonly=True) as store:
+        with open_store(db, readonly=True) as store, store.snapshot():
             return store.runs(status="ok"), store.windows()
     from wattlab.estimate.reference import load_default_reference, load_reference_csv
 

@@ -801,6 +801,24 @@ class Store:
         return None if stored_seed is None else int(stored_seed)
 
     # -- reading ---------------------------------------------------------------------------
+    @contextmanager
+    def snapshot(self) -> Iterator[Store]:
+        """``with store.snapshot():`` every read inside sees one state of the database (one
+        read transaction: in WAL mode a writer meanwhile neither waits nor shows), so runs,
+        windows and traces read together always belong together."""
+        if self._conn.in_transaction:
+            yield self
+            return
+        with self._sql():
+            self._conn.execute("BEGIN DEFERRED")
+            self._conn.execute("SELECT count(*) FROM meta").fetchone()  # the snapshot starts
+        try:
+            yield self
+        finally:
+            if self._conn.in_transaction:
+                with self._sql():
+                    self._conn.execute("COMMIT")
+
     def runs(self, sweep: str | None = None, status: str | None = None) -> pd.DataFrame:
         """All runs (optionally of one sweep and/or one status), oldest first."""
         where, params = [], []
