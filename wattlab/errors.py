@@ -9,6 +9,14 @@ from __future__ import annotations
 class WattlabError(Exception):
     """A user-facing error: the message is one sentence a person can act on."""
 
+    exit_code = 2  # bad input: nothing ran
+
+
+class WorkStopped(WattlabError):
+    """The work had started and cannot go on (the database vanished mid-sweep): exit code 1."""
+
+    exit_code = 1
+
 
 class ConfigError(WattlabError):
     """A bad flag, configuration value or sweep spec."""

@@ -1177,7 +1177,7 @@ def main() -> None:
         code = app(standalone_mode=False, prog_name="wattlab")
     except WattlabError as error:
         print(f"wattlab: error: {' '.join(str(error).split())}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(error.exit_code)
     except click_error as error:  # usage errors: exit 2
         if type(error).__name__ == "NoArgsIsHelpError":  # bare `wattlab`: the help, as is
             print(error.format_message(), file=sys.stderr)  # type: ignore[attr-defined]

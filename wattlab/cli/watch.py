@@ -14,6 +14,7 @@ from __future__ import annotations
 import csv
 import io
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -111,17 +112,29 @@ def monitor_command(
         }
         if error is not None:
             data["error"] = error
-        dump_json(data, json_path)
+        if not _written(lambda: dump_json(data, json_path)):
+            return exit_code or 1
     if result is None:
         print(f"wattlab: the energy could not be measured: {error}", file=sys.stderr)
         return exit_code
-    if csv_trace:
-        write_text_atomic(csv_trace, trace_csv(result.samples))
+    if csv_trace and not _written(lambda: write_text_atomic(csv_trace, trace_csv(result.samples))):
+        return exit_code or 1
     if print_table and json_path != "-":
         from wattlab.cli.render import print_measurement
 
         print_measurement(result, title=f"wattlab monitor: {' '.join(command)}", problems=problems)
     return exit_code
+
+
+def _written(write: Callable[[], object]) -> bool:
+    """Write an output after the command ran; on failure (a full disk) say so in one line.
+    The command has run, so this is exit code 1 (or the command's own), not 2."""
+    try:
+        write()
+    except WattlabError as failure:
+        print(f"wattlab: error: {' '.join(str(failure).split())}", file=sys.stderr)
+        return False
+    return True
 
 
 __all__ = ["Measurement", "die_with_parent", "monitor_command", "trace_csv"]

@@ -245,7 +245,8 @@ def run(
     preflight(cfg, opts.db_path)
     if cfg.device == "cuda":
         restore_pending_limits(pynvml_module)
-    store = open_store(opts.db_path) if node_rank == 0 else None
+    # a sweep's run never creates the database: the sweep made it (it may have vanished)
+    store = open_store(opts.db_path, create=opts.sweep is None) if node_rank == 0 else None
     try:
         return _run(
             store,

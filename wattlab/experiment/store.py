@@ -20,6 +20,7 @@ import os
 import secrets
 import sqlite3
 import sys
+import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
@@ -125,9 +126,7 @@ def open_store(path: str | Path, *, create: bool = True, readonly: bool = False)
                 f"cannot create the database {path}: {error.strerror or error}."
             ) from None
     try:
-        # Opened read-write even for reading, so that closing the last connection cleans up
-        # the -wal/-shm files; query_only keeps a reader from writing.
-        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        conn = _connect(path, readonly=readonly)
     except sqlite3.Error as error:
         raise sqlite_error(path, error) from None
     try:
@@ -153,7 +152,7 @@ def _merge_kept_runs(store: Store, *, readonly: bool) -> None:
         return
     try:
         if readonly:
-            if not os.access(store.path.parent, os.W_OK) or not os.access(store.path, os.W_OK):
+            if not _writable(store.path):
                 raise DataError("the database is read-only")
             with open_store(store.path):  # merges them
                 return
@@ -166,6 +165,42 @@ def _merge_kept_runs(store: Store, *, readonly: bool) -> None:
         return
     for line in lines:
         sys.stderr.write(line + "\n")
+
+
+def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
+    """A connection to ``path``. A reader of a database it may write is opened read-write, so
+    that closing the last connection cleans up the -wal/-shm files (query_only keeps it from
+    writing); a reader of a read-only file or folder opens it read-only (``mode=ro``), and
+    ``immutable=1`` when SQLite cannot create the WAL index (-shm) beside it."""
+    if not readonly or _writable(path):
+        return sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:  # a WAL database whose -shm cannot be made here
+        conn.close()
+    wal = path.with_name(path.name + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        sys.stderr.write(
+            f"wattlab: {path} is read-only and its write-ahead log {wal.name} cannot be read "
+            "without its index; what it holds beyond the last checkpoint is not read.\n"
+        )
+    return sqlite3.connect(
+        uri + "&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None
+    )
+
+
+def _writable(path: Path) -> bool:
+    """Whether this process can write ``path`` and create files beside it (-wal, -shm);
+    a read-only mount fails even for root."""
+    if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)):
+        return False
+    try:
+        return not bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return True
 
 
 def _is_empty(path: Path) -> bool:
@@ -185,6 +220,11 @@ def sqlite_error(path: Path, error: BaseException) -> DataError:
         return DataError(
             f"cannot write the database {path}: it (or its folder) is read-only ({text}); "
             "make it writable or give another --db."
+        )
+    if "full" in low:  # SQLITE_FULL: the disk (or a quota) is full
+        return DataError(
+            f"cannot write the database {path}: the disk is full ({text}); nothing of this "
+            "write was stored, so free some space and run the command again."
         )
     if "locked" in low or "busy" in low:
         return StoreLocked(

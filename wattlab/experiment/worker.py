@@ -103,7 +103,7 @@ def execute(
     try:
         if is_main:
             if store is None:
-                store = open_store(opts.db_path)
+                store = open_store(opts.db_path, create=opts.sweep is None)
             if run_id is None and claim:
                 run_id = store.claim_run(claim_row(cfg, opts, ctx, started_at))
         from wattlab.meters.discover import discover_meters
@@ -229,7 +229,7 @@ def _store_failure(
     opened = None
     try:
         if store is None:
-            store = opened = open_store(opts.db_path)
+            store = opened = open_store(opts.db_path, create=opts.sweep is None)
         run_id = store_finished(store, run_id, row)
     except Exception as store_error:
         return RunOutcome(
