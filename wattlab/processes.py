@@ -3,6 +3,14 @@
 from __future__ import annotations
 
 import os
+import signal
+
+# SIGHUP (a closed terminal, a lost SSH session) stops wattlab the way SIGTERM does.
+TERMINATE_SIGNALS: tuple[int, ...] = tuple(
+    int(getattr(signal, name)) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)
+)
+# Every signal that stops a run: Ctrl-C (SIGINT) and the terminating ones.
+STOP_SIGNALS: tuple[int, ...] = (int(signal.SIGINT), *TERMINATE_SIGNALS)
 
 # psutil's create_time() is computed from boot time and clock ticks; two readings of one
 # process agree to within a tick, a different process with the same pid started later.

@@ -30,6 +30,7 @@ from wattlab.experiment.options import RunContext, WorkerOptions
 from wattlab.experiment.record import RunOutcome, claim_row, failed_row
 from wattlab.experiment.worker import execute
 from wattlab.monitor import utc_now_iso
+from wattlab.processes import STOP_SIGNALS, TERMINATE_SIGNALS
 from wattlab.train.config import RunConfig
 
 if TYPE_CHECKING:
@@ -184,11 +185,12 @@ def sigterm_as_interrupt() -> Iterator[None]:
     def stop(signum: int, _frame: object) -> None:
         raise Interrupted(signum)
 
-    previous = signal.signal(signal.SIGTERM, stop)
+    previous = {s: signal.signal(s, stop) for s in TERMINATE_SIGNALS}  # SIGHUP as SIGTERM
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def _claim(store: Store, cfg: RunConfig, opts: WorkerOptions, ctx: RunContext) -> RunContext:
@@ -385,7 +387,7 @@ def _launch(
             except ProcessLookupError:
                 pass
 
-        previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+        previous = {s: signal.signal(s, forward) for s in STOP_SIGNALS}
         try:
             code = wait_stopping(child, received)
         finally:

@@ -36,7 +36,7 @@ from wattlab.experiment.record import (
     phase_columns,
 )
 from wattlab.monitor import EnergyMonitor, utc_now_iso
-from wattlab.processes import job_root_pid
+from wattlab.processes import TERMINATE_SIGNALS, job_root_pid
 from wattlab.train.config import RunConfig
 
 if TYPE_CHECKING:
@@ -309,7 +309,8 @@ def _terminate_as_interrupt() -> None:
     def stop(signum: int, _frame: object) -> None:
         raise Interrupted(signum)
 
-    signal.signal(signal.SIGTERM, stop)
+    for terminate in TERMINATE_SIGNALS:  # SIGTERM and SIGHUP
+        signal.signal(terminate, stop)
 
 
 if __name__ == "__main__":
