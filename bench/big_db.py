@@ -54,8 +54,15 @@ def run_row(run_id: int, k: int, rep: int, rng: random.Random) -> dict[str, Any]
     failed = run_id % 50 == 0
     time_s = 100.0 * (1 + k % 7) / c["gpus"] * rng.uniform(0.98, 1.02)
     energy = 250.0 * time_s * c["gpus"] * rng.uniform(0.97, 1.03)
-    parts = {f"gpu:{i}": {"energy_j": 0.8 * energy / c["gpus"], "provenance": "measured",
-                          "uncertainty_j": 1.0, "in_total": True} for i in range(c["gpus"])}
+    parts = {
+        f"gpu:{i}": {
+            "energy_j": 0.8 * energy / c["gpus"],
+            "provenance": "measured",
+            "uncertainty_j": 1.0,
+            "in_total": True,
+        }
+        for i in range(c["gpus"])
+    }
     parts["cpu:package-0"] = {"energy_j": 0.15 * energy, "provenance": "measured"}
     parts["ram:estimated"] = {"energy_j": 0.05 * energy, "provenance": "estimated"}  # fmt: skip
     row: dict[str, Any] = {

@@ -176,9 +176,7 @@ def _labels(summary: pd.DataFrame) -> list[str]:
 # --------------------------------------------------------------------------- run figures
 
 
-def figure_configs(
-    summary: pd.DataFrame, keep: Sequence[object] = ()
-) -> tuple[pd.DataFrame, str]:
+def figure_configs(summary: pd.DataFrame, keep: Sequence[object] = ()) -> tuple[pd.DataFrame, str]:
     """The configurations a figure names: all of them up to MAX_FIGURE_CONFIGS, else those
     in ``keep`` (the Pareto front, the baseline) and then the lowest median energies, in the
     summary's order; and the note the figure's title gets when some were left out."""
