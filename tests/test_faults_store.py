@@ -225,3 +225,56 @@ def test_a_hard_linked_path_to_the_same_database_is_the_same_sweep_lock(tmp_path
     open_store(fresh).close()
     with SweepLock(db, "s"), SweepLock(fresh, "s"):
         pass
+
+
+def test_a_damaged_kept_run_is_named_and_does_not_block_the_database(tmp_path, capsys):
+    db = tmp_path / "d.db"
+    open_store(db).close()
+    bad = db.with_name(db.name + ".pending-7-abcd.json")
+    bad.write_text('{"format": "wattlab-pending-run-1", "run_id": 7, "run": {"nope": 1}, '
+                   '"windows": [], "trace": []}')  # fmt: skip
+    with open_store(db) as store:  # the command goes on
+        assert len(store.runs()) == 0
+    said = capsys.readouterr().err.strip().splitlines()
+    assert len(said) == 1 and "not merged yet" in said[0] and "move it away" in said[0]
+    assert bad.exists()  # kept: nothing is thrown away
+
+
+@pytest.mark.slow
+def test_a_trained_run_outlasting_a_held_lock_is_not_lost(tmp_path, monkeypatch, capsys):
+    """The issue's case: another process holds BEGIN EXCLUSIVE while a run trains; the run
+    finishes, waits the (here shortened) busy timeout, keeps its result beside the database,
+    and the next command merges it: nothing is lost, no claim stays 'running'."""
+    import wattlab.train.loop as loop
+    from wattlab.experiment.options import WorkerOptions
+    from wattlab.experiment.worker import execute
+    from wattlab.train.config import make_run_config
+
+    monkeypatch.setattr(store_module, "BUSY_TIMEOUT_S", 0.5)
+    db = tmp_path / "busy.db"
+    held: list[sqlite3.Connection] = []
+    train = loop.run_training
+
+    def train_then_lock(*args, **kwargs):
+        result = train(*args, **kwargs)
+        held.append(hold_exclusive(db))  # the other process takes the database now
+        return result
+
+    monkeypatch.setattr(loop, "run_training", train_then_lock)
+    cfg = make_run_config(model="mobilenet_v3_small", stem="imagenet", device="cpu",
+                          train_samples=128, test_samples=64, epochs=1, batch_size=64,
+                          warmup_steps=1)  # fmt: skip
+    try:
+        outcome = execute(cfg, WorkerOptions(db_path=str(db), progress=False))
+    finally:
+        for conn in held:
+            conn.rollback()
+            conn.close()
+    assert outcome.status == "ok" and outcome.run_id is not None
+    assert "stayed locked" in capsys.readouterr().err
+    assert len(pending_files(db)) == 1
+    with open_store(db) as store:  # the next command
+        runs = store.runs()
+        assert runs["status"].tolist() == ["ok"] and runs["id"].tolist() == [outcome.run_id]
+        assert "budget" in set(store.windows([outcome.run_id])["name"])
+    assert pending_files(db) == []

@@ -96,13 +96,22 @@ def merge_pending(store: Store) -> list[str]:
     for path in pending_files(store.path):
         data = _read(path)
         run_id = data.get("run_id")
-        trace = [(float(t), str(c), float(p)) for t, c, p in data.get("trace", [])]
+        try:
+            trace = [(float(t), str(c), float(p)) for t, c, p in data.get("trace", [])]
+        except (TypeError, ValueError):
+            raise DataError(
+                f"{path} is a damaged kept run (its trace); move it away to go on without it."
+            ) from None
         try:
             stored = store.merge_finished(
                 None if run_id is None else int(run_id), data["run"], data["windows"], trace
             )
         except AlreadyStoredError:
             stored = None
+        except (ValueError, TypeError, KeyError) as error:  # columns this wattlab lacks
+            raise DataError(
+                f"cannot merge the kept run {path} ({error}); move it away to go on without it."
+            ) from None
         path.unlink(missing_ok=True)
         if stored is None:
             lines.append(f"wattlab: {path.name} was already in {store.path}; removed it.")
