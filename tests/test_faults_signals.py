@@ -204,5 +204,5 @@ def test_a_signal_during_a_sweep_run_is_128_plus_n_and_stores_it_failed(tmp_path
     con = sqlite3.connect(db)
     rows = con.execute("SELECT status, error FROM runs").fetchall()
     con.close()
-    assert [status for status, _ in rows] == ["failed"], rows
+    assert [status for status, _ in rows] == ["failed"], (rows, err[-3000:])
     assert f"signal {int(signum)}" in rows[0][1]

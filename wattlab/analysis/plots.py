@@ -285,21 +285,30 @@ def component_provenance(runs: pd.DataFrame, config_hash: str) -> dict[str, str]
     """Weakest provenance per component kind (gpu, cpu, dram, other) from components_json;
     an estimated RAM component counts as dram (it fills energy_dram_j where no counter is);
     components kept out of the total (``in_total`` false, e.g. psys) are ignored."""
+    return component_provenances(runs).get(str(config_hash), {})
+
+
+def component_provenances(runs: pd.DataFrame) -> dict[str, dict[str, str]]:
+    """``component_provenance`` of every configuration, in one pass over the ok runs."""
     ok = ok_runs(runs)
     if "components_json" not in ok:
         return {}
-    found: dict[str, list[object]] = {}
-    for cell in ok.loc[ok["config_hash"].astype("object") == config_hash, "components_json"]:
+    found: dict[str, dict[str, list[object]]] = {}
+    hashes = ok["config_hash"].astype("object").tolist()
+    for config_hash, cell in zip(hashes, ok["components_json"].tolist(), strict=True):
+        kinds = found.setdefault(str(config_hash), {})
         for comp, info in (parse_json_cell(cell) or {}).items():
             if isinstance(info, dict) and info.get("in_total") is False:
                 continue
             kind = str(comp).split(":", 1)[0].rsplit("/", 1)[-1]  # node-a/gpu:0 too
             kind = {"ram": "dram"}.get(kind, kind)
             kind = kind if kind in ("gpu", "cpu", "dram") else "other"
-            found.setdefault(kind, []).append(
+            kinds.setdefault(kind, []).append(
                 info.get("provenance") if isinstance(info, dict) else None
             )
-    return {k: weakest_provenance(v) for k, v in found.items()}
+    return {
+        h: {k: weakest_provenance(v) for k, v in kinds.items()} for h, kinds in found.items()
+    }
 
 
 def component_medians(summary: pd.DataFrame) -> pd.DataFrame:
@@ -332,8 +341,9 @@ def plot_energy_components(
     ax = fig.add_subplot()
     div, unit = energy_unit(float(parts.sum(axis=1).max()))
     provs: dict[str, list[str]] = {}
+    every = component_provenances(runs)
     for h in summary.index:
-        for kind, prov in component_provenance(runs, str(h)).items():
+        for kind, prov in every.get(str(h), {}).items():
             provs.setdefault(kind, []).append(prov)
     left = np.zeros(n)
     y = np.arange(n)
