@@ -206,3 +206,31 @@ def test_a_signal_during_a_sweep_run_is_128_plus_n_and_stores_it_failed(tmp_path
     con.close()
     assert [status for status, _ in rows] == ["failed"], (rows, err[-3000:])
     assert f"signal {int(signum)}" in rows[0][1]
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt(), "interrupted"])
+def test_a_stop_after_the_claim_before_signals_are_forwarded_stores_the_run_failed(tmp_path, stop):
+    """The window between the claim and the launcher's forwarding handler: the stop still
+    finishes the claim as failed, naming the signal; nothing stays 'running'."""
+    from wattlab.errors import Interrupted
+    from wattlab.experiment import runner
+    from wattlab.experiment.options import WorkerOptions
+    from wattlab.train.config import make_run_config
+
+    error = Interrupted(1) if stop == "interrupted" else stop
+    signum = 1 if stop == "interrupted" else 2
+
+    class StopsAtOnce:
+        def run(self, cfg, opts, ctx, store):
+            raise error
+
+    db = tmp_path / "w.db"
+    open_store(db).close()
+    cfg = make_run_config(model="mobilenet_v3_small", device="cpu", epochs=1)
+    with pytest.raises(type(error)):
+        runner.run(cfg, WorkerOptions(db_path=str(db), sweep="s", progress=False),
+                   warm=StopsAtOnce())  # fmt: skip
+    with open_store(db, readonly=True) as store:
+        runs = store.runs()
+    assert runs["status"].tolist() == ["failed"]
+    assert f"interrupted by signal {signum}" in runs["error"].iloc[0]

@@ -292,7 +292,8 @@ def _run(
         if warm is not None and cfg.world_size == 1 and nnodes == 1:
             assert store is not None
             ctx = _claim(store, cfg, opts, replace(ctx, launcher="warm-worker"))
-            outcome: RunOutcome = warm.run(cfg, opts, ctx, store)
+            with _failed_if_stopped(store, cfg, opts, ctx):
+                outcome: RunOutcome = warm.run(cfg, opts, ctx, store)
             return outcome
         if not subprocess_launch:
             assert store is not None
@@ -300,11 +301,37 @@ def _run(
             with sigterm_as_interrupt():
                 return execute(cfg, opts, ctx, store=store)
         ctx = replace(ctx, launcher="torchrun")
-        if store is not None:
-            ctx = _claim(store, cfg, opts, ctx)
-        return _launch(
-            store, cfg, opts, ctx, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint
-        )
+        if store is None:
+            return _launch(
+                store, cfg, opts, ctx, nnodes=nnodes, node_rank=node_rank,
+                rdzv_endpoint=rdzv_endpoint,
+            )  # fmt: skip
+        ctx = _claim(store, cfg, opts, ctx)
+        with _failed_if_stopped(store, cfg, opts, ctx):
+            return _launch(
+                store, cfg, opts, ctx, nnodes=nnodes, node_rank=node_rank,
+                rdzv_endpoint=rdzv_endpoint,
+            )  # fmt: skip
+
+
+@contextlib.contextmanager
+def _failed_if_stopped(
+    store: Store, cfg: RunConfig, opts: WorkerOptions, ctx: RunContext
+) -> Iterator[None]:
+    """A stop signal that reaches this process after the claim, before the launcher forwards
+    signals (or anywhere it does not catch them), still finishes the claim as failed, naming
+    the signal: a claim is never left 'running' by a live process that stops."""
+    started_at = utc_now_iso()
+    try:
+        yield
+    except (KeyboardInterrupt, Interrupted) as stop:
+        signum = stop.signum if isinstance(stop, Interrupted) else int(signal.SIGINT)
+        with contextlib.suppress(Exception):  # never hide the stop behind a store error
+            record = store.run_record(ctx.run_id) if ctx.run_id is not None else None
+            if record is not None and record.get("status") == "running":
+                message = f"interrupted by signal {signum}"
+                finish_as_failed(store, cfg, opts, ctx, started_at, message)
+        raise
 
 
 def finish_as_failed(
