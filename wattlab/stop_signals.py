@@ -11,7 +11,7 @@ installs the raising handlers. Importing wattlab as a library changes no signal 
 
 from __future__ import annotations
 
-import _signal  # the C module: importing it takes no time (``signal`` builds enums first)
+import _signal  # type: ignore[import-not-found]  # C module: imports at once (``signal`` is slow)
 import os
 import sys
 from types import FrameType

@@ -306,9 +306,7 @@ def component_provenances(runs: pd.DataFrame) -> dict[str, dict[str, str]]:
             kinds.setdefault(kind, []).append(
                 info.get("provenance") if isinstance(info, dict) else None
             )
-    return {
-        h: {k: weakest_provenance(v) for k, v in kinds.items()} for h, kinds in found.items()
-    }
+    return {h: {k: weakest_provenance(v) for k, v in kinds.items()} for h, kinds in found.items()}
 
 
 def component_medians(summary: pd.DataFrame) -> pd.DataFrame:

@@ -156,9 +156,7 @@ def power_limit_effects(
         distinct = {rank(h) for h in members}
         if len(distinct) < 2:
             continue
-        members = sorted(
-            members, key=lambda h: (tuple(-x for x in rank(h)), rows[h]["label"])
-        )
+        members = sorted(members, key=lambda h: (tuple(-x for x in rank(h)), rows[h]["label"]))
         ref = members[0]
         t0 = rows[ref]["duration_s"]
         e0 = rows[ref]["energy_total_j"]

@@ -529,6 +529,7 @@ class Store:
                 f"INSERT INTO runs ({', '.join(run_cols)}) VALUES ({placeholders})",
                 [_plain(c, run[c]) for c in run_cols],
             )
+            assert cursor.lastrowid is not None  # set by every INSERT
             run_id = int(cursor.lastrowid)
             self._insert_children(run_id, window_rows, trace)
             if job is not None:
@@ -577,6 +578,7 @@ class Store:
                 f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' for _ in cols)})",
                 [_plain(c, row[c]) for c in cols],
             )
+            assert cursor.lastrowid is not None  # set by every INSERT
             run_id = int(cursor.lastrowid)
             conn.execute("COMMIT")
         except sqlite3.OperationalError as error:
@@ -726,6 +728,7 @@ class Store:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
+            params: list[Any]
             if sweep is not None:
                 where, params = "sweep = ? AND status = 'running'", [sweep]
             else:
