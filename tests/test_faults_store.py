@@ -100,7 +100,7 @@ def test_a_kept_run_is_merged_once_even_if_its_file_comes_back(tmp_path, monkeyp
     assert pending_files(db) == []
 
 
-def test_a_reader_of_a_writable_database_merges_kept_runs_first(tmp_path, monkeypatch):
+def test_report_and_export_merge_kept_runs_first_other_readers_do_not(tmp_path, monkeypatch):
     monkeypatch.setattr(store_module, "BUSY_TIMEOUT_S", 0.2)
     db = tmp_path / "r.db"
     store = open_store(db)
@@ -111,7 +111,10 @@ def test_a_reader_of_a_writable_database_merges_kept_runs_first(tmp_path, monkey
         locker.rollback()
         locker.close()
         store.close()
-    with open_store(db, readonly=True) as reader:  # report / export
+    with open_store(db, readonly=True) as reader:  # a dry run, estimate: only says so
+        assert reader.runs().empty
+    assert pending_files(db) != []
+    with open_store(db, readonly=True, merge_kept=True) as reader:  # report / export
         assert reader.runs()["status"].tolist() == ["ok"]
     assert pending_files(db) == []
 

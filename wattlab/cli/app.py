@@ -675,7 +675,7 @@ def report(
 
     if not Path(db).exists():
         raise WattlabError(f"no database at {db}; run `wattlab run` or `wattlab sweep` first.")
-    with open_store(db, readonly=True) as store, store.snapshot():  # one moment's rows
+    with open_store(db, readonly=True, merge_kept=True) as store, store.snapshot():
         runs = store.runs(sweep=sweep_name)
         windows = store.windows()
         trace = store.trace()
@@ -1123,7 +1123,7 @@ def export(
         )
     if out is None:
         return
-    with open_store(db, readonly=True) as store, output_folder(out):
+    with open_store(db, readonly=True, merge_kept=True) as store, output_folder(out):
         paths = export_tables(store, out, fmt, sweep=sweep_name)
     for path in paths:
         print(path)

@@ -95,8 +95,19 @@ def schema_sql() -> str:
         return (Path(__file__).parent / "schema.sql").read_text("utf-8")
 
 
-def open_store(path: str | Path, *, create: bool = True, readonly: bool = False) -> Store:
+def open_store(
+    path: str | Path,
+    *,
+    create: bool = True,
+    readonly: bool = False,
+    merge_kept: bool | None = None,
+) -> Store:
     """Open (and, with ``create``, initialise) the wattlab database at ``path``.
+
+    Finished runs kept beside it while it was locked (``experiment.pending``) are merged by a
+    writable open; ``merge_kept=True`` lets a reader merge them too (report, export: through a
+    writable connection, when the database may be written), ``False`` leaves them alone
+    silently; a reader by default only says in one line that they wait.
 
     An empty file counts as no database: ``create`` makes one in it, otherwise it is refused
     like a missing file. ``readonly`` opens an existing database without changing anything in
@@ -137,20 +148,24 @@ def open_store(path: str | Path, *, create: bool = True, readonly: bool = False)
         conn.close()
         raise
     store = Store(conn, path)
-    _merge_kept_runs(store, readonly=readonly)
+    merge = (not readonly) if merge_kept is None else merge_kept
+    if merge or merge_kept is None:
+        _merge_kept_runs(store, readonly=readonly, merge=merge)
     return store
 
 
-def _merge_kept_runs(store: Store, *, readonly: bool) -> None:
+def _merge_kept_runs(store: Store, *, readonly: bool, merge: bool) -> None:
     """Merge the finished runs kept beside the database while it was locked (one line each on
     stderr). A read-only opener merges them through a writable connection when it may write;
-    otherwise it says in one line that they are not in what it reads."""
+    otherwise (or without ``merge``) it says in one line that they are not in what it reads."""
     from wattlab.experiment.pending import merge_pending, pending_files
 
     kept = pending_files(store.path)
     if not kept:
         return
     try:
+        if not merge:
+            raise DataError("this command only reads")
         if readonly:
             if not _writable(store.path):
                 raise DataError("the database is read-only")
@@ -244,7 +259,7 @@ def check_writable_database(path: str | Path) -> None:
     folder must exist."""
     path = Path(path).expanduser()
     if path.exists() and not _is_empty(path):
-        with open_store(path, readonly=True) as store:  # checks only: changes nothing
+        with open_store(path, readonly=True, merge_kept=False) as store:  # changes nothing
             store.check_intact()
         for target in (path, *(path.with_name(path.name + s) for s in ("-wal", "-shm"))):
             if target.exists() and not os.access(target, os.R_OK | os.W_OK):
