@@ -34,9 +34,11 @@ class PowerLimitError(WattlabError):
     """A power limit that is out of range, or that this process may not set."""
 
 
-class Interrupted(Exception):
-    """SIGINT or SIGTERM arrived while a run was in flight: the run is stored as failed and
-    the command stops (exit code 128 + signal number)."""
+class Interrupted(BaseException):
+    """SIGTERM or SIGHUP arrived (SIGINT is KeyboardInterrupt): the run in flight is stored as
+    failed and the command stops (exit code 128 + signal number). A BaseException, like
+    KeyboardInterrupt, so that no ``except Exception`` on the way (a library, a best-effort
+    helper) swallows the stop and lets the run go on."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"interrupted by signal {signum}")
