@@ -72,6 +72,7 @@ def test_abandon_marks_only_the_sweeps_running_rows(tmp_path: Path) -> None:
         ("2", ("gpu_utilization_basis", "step_marks_json", "projection_interval_basis")),
         ("3", ("projected_energy_low_j", "projected_energy_high_j", "projection_interval_basis")),
         ("4", ("exit_code", "stdout_path", "stderr_path", "budget_window", "command_json")),
+        ("5", ("pid_started_unix",)),
     ],
 )
 def test_an_older_database_is_migrated_keeping_its_rows(
@@ -94,7 +95,7 @@ def test_an_older_database_is_migrated_keeping_its_rows(
         assert len(store.runs()) == 1
     conn = sqlite3.connect(db)
     version = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
-    assert version == str(SCHEMA_VERSION) == "5"
+    assert version == str(SCHEMA_VERSION) == "6"
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
 

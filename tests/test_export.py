@@ -106,7 +106,7 @@ def test_failed_write_keeps_the_old_file(tmp_path: Path) -> None:
         handle.write(b"half a fi")
         raise OSError("disk full")
 
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(DataError, match="disk full; nothing of it was written"):
         write_atomic(target, broken)
     assert target.read_text() == "old\n"
     assert list(tmp_path.iterdir()) == [target]

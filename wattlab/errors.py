@@ -9,6 +9,14 @@ from __future__ import annotations
 class WattlabError(Exception):
     """A user-facing error: the message is one sentence a person can act on."""
 
+    exit_code = 2  # bad input: nothing ran
+
+
+class WorkStopped(WattlabError):
+    """The work had started and cannot go on (the database vanished mid-sweep): exit code 1."""
+
+    exit_code = 1
+
 
 class ConfigError(WattlabError):
     """A bad flag, configuration value or sweep spec."""
@@ -26,9 +34,11 @@ class PowerLimitError(WattlabError):
     """A power limit that is out of range, or that this process may not set."""
 
 
-class Interrupted(Exception):
-    """SIGINT or SIGTERM arrived while a run was in flight: the run is stored as failed and
-    the command stops (exit code 128 + signal number)."""
+class Interrupted(BaseException):
+    """SIGTERM or SIGHUP arrived (SIGINT is KeyboardInterrupt): the run in flight is stored as
+    failed and the command stops (exit code 128 + signal number). A BaseException, like
+    KeyboardInterrupt, so that no ``except Exception`` on the way (a library, a best-effort
+    helper) swallows the stop and lets the run go on."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(f"interrupted by signal {signum}")

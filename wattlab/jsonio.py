@@ -29,7 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from wattlab.errors import ConfigError
+from wattlab.errors import ConfigError, DataError
 
 _UMASK_LOCK = threading.Lock()
 
@@ -176,6 +176,11 @@ def write_atomic(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
             os.fsync(handle.fileno())
             os.fchmod(handle.fileno(), mode)
         os.replace(tmp, target)
+    except OSError as error:  # a full disk (ENOSPC), a quota, an I/O error
+        tmp.unlink(missing_ok=True)
+        raise DataError(
+            f"cannot write {target}: {error.strerror or error}; nothing of it was written."
+        ) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
@@ -207,8 +212,13 @@ def dump_json(data: object, path: str | Path) -> None:
     """Write JSON to ``path`` atomically, or to standard output when path is ``-``."""
     text = json.dumps(jsonable(data), indent=2, sort_keys=False, allow_nan=False) + "\n"
     if str(path) == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        try:
+            sys.stdout.write(text)
+            sys.stdout.flush()
+        except OSError as error:  # standard output on a full disk
+            raise DataError(
+                f"cannot write the JSON to standard output: {error.strerror or error}."
+            ) from None
         return
     write_text_atomic(path, text)
 

@@ -44,7 +44,7 @@ from wattlab.meters.nvml import (
     open_session,
     visible_gpus,
 )
-from wattlab.processes import pid_alive
+from wattlab.processes import TERMINATE_SIGNALS, pid_alive
 
 STATE_DIR_ENV = "WATTLAB_STATE_DIR"
 JOURNAL_NAME = "power-journal.json"
@@ -373,7 +373,8 @@ class PowerLimitSession:
     def _install_handlers(self) -> None:
         if threading.current_thread() is not threading.main_thread():
             return  # signal handlers can only be set in the main thread
-        self._previous_handlers[signal.SIGTERM] = signal.signal(signal.SIGTERM, self._on_signal)
+        for terminate in TERMINATE_SIGNALS:  # SIGTERM, and SIGHUP the same way
+            self._previous_handlers[terminate] = signal.signal(terminate, self._on_signal)
         self.sigterm_handled = True
 
     def _on_signal(self, signum: int, frame: object) -> None:

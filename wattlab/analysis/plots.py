@@ -45,6 +45,7 @@ _COLORS = (
 )
 COMPONENT_COLORS = {"gpu": "#2f6db5", "cpu": "#e08a2c", "dram": "#4f9d5d", "other": "#9a9a9a"}
 MAX_TRACE_PANELS = 12
+MAX_FIGURE_CONFIGS = 40  # configurations drawn by name in one figure; the tables hold them all
 MAX_TRACE_POINTS = 2000
 
 
@@ -175,6 +176,32 @@ def _labels(summary: pd.DataFrame) -> list[str]:
 # --------------------------------------------------------------------------- run figures
 
 
+def figure_configs(summary: pd.DataFrame, keep: Sequence[object] = ()) -> tuple[pd.DataFrame, str]:
+    """The configurations a figure names: all of them up to MAX_FIGURE_CONFIGS, else those
+    in ``keep`` (the Pareto front, the baseline) and then the lowest median energies, in the
+    summary's order; and the note the figure's title gets when some were left out."""
+    n = len(summary)
+    if n <= MAX_FIGURE_CONFIGS:
+        return summary, ""
+    wanted = [h for h in keep if h in summary.index][:MAX_FIGURE_CONFIGS]
+    if "is_baseline" in summary:
+        base = summary.index[summary["is_baseline"].to_numpy(dtype=bool)]
+        wanted = list(dict.fromkeys([*base[:1], *wanted]))[:MAX_FIGURE_CONFIGS]
+    energy = np.nan_to_num(numeric(summary["energy_total_j"]), nan=np.inf)
+    for i in np.argsort(energy, kind="stable"):
+        if len(wanted) >= MAX_FIGURE_CONFIGS:
+            break
+        if summary.index[i] not in wanted:
+            wanted.append(summary.index[i])
+    chosen = set(wanted)
+    subset = summary.loc[[h for h in summary.index if h in chosen]]
+    note = (
+        f" ({len(subset)} of {n} configurations: the baseline, the Pareto front and the "
+        "lowest energies; the tables hold every one)"
+    )
+    return subset, note
+
+
 def plot_energy_time(
     summary: pd.DataFrame,
     out_dir: Path,
@@ -241,35 +268,45 @@ def plot_energy_time(
                 zorder=4,
                 label="baseline",
             )
-    for x, y, label in zip(t, e / div, _labels(summary), strict=True):
+    named, note = figure_configs(summary, front)
+    where = [summary.index.get_loc(h) for h in named.index]
+    for x, y, label in zip(t[where], e[where] / div, _labels(named), strict=True):
         if np.isfinite(x) and np.isfinite(y):
             ax.annotate(label, (x, y), xytext=(5, 5), textcoords="offset points", fontsize=7)
     ax.set_xlabel("training time of the budget (s, median)")
     ax.set_ylabel(f"energy, all components ({unit}, median)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="best")
-    return _save(fig, out_dir, "energy_vs_time", "Energy vs time per configuration", context)
+    title = "Energy vs time per configuration" + note.replace("configurations:", "named:")
+    return _save(fig, out_dir, "energy_vs_time", title, context)
 
 
 def component_provenance(runs: pd.DataFrame, config_hash: str) -> dict[str, str]:
     """Weakest provenance per component kind (gpu, cpu, dram, other) from components_json;
     an estimated RAM component counts as dram (it fills energy_dram_j where no counter is);
     components kept out of the total (``in_total`` false, e.g. psys) are ignored."""
+    return component_provenances(runs).get(str(config_hash), {})
+
+
+def component_provenances(runs: pd.DataFrame) -> dict[str, dict[str, str]]:
+    """``component_provenance`` of every configuration, in one pass over the ok runs."""
     ok = ok_runs(runs)
     if "components_json" not in ok:
         return {}
-    found: dict[str, list[object]] = {}
-    for cell in ok.loc[ok["config_hash"].astype("object") == config_hash, "components_json"]:
+    found: dict[str, dict[str, list[object]]] = {}
+    hashes = ok["config_hash"].astype("object").tolist()
+    for config_hash, cell in zip(hashes, ok["components_json"].tolist(), strict=True):
+        kinds = found.setdefault(str(config_hash), {})
         for comp, info in (parse_json_cell(cell) or {}).items():
             if isinstance(info, dict) and info.get("in_total") is False:
                 continue
             kind = str(comp).split(":", 1)[0].rsplit("/", 1)[-1]  # node-a/gpu:0 too
             kind = {"ram": "dram"}.get(kind, kind)
             kind = kind if kind in ("gpu", "cpu", "dram") else "other"
-            found.setdefault(kind, []).append(
+            kinds.setdefault(kind, []).append(
                 info.get("provenance") if isinstance(info, dict) else None
             )
-    return {k: weakest_provenance(v) for k, v in found.items()}
+    return {h: {k: weakest_provenance(v) for k, v in kinds.items()} for h, kinds in found.items()}
 
 
 def component_medians(summary: pd.DataFrame) -> pd.DataFrame:
@@ -293,15 +330,18 @@ def plot_energy_components(
     summary: pd.DataFrame, runs: pd.DataFrame, out_dir: Path, context: str
 ) -> FigureFile:
     """(b) Median energy per component, stacked per configuration (gpu/cpu/dram/other);
-    a component that is estimated in any run is hatched and says so in the legend."""
+    a component that is estimated in any run is hatched and says so in the legend. At most
+    MAX_FIGURE_CONFIGS configurations (``figure_configs``)."""
+    summary, note = figure_configs(summary)
     parts = component_medians(summary)
     n = len(summary)
     fig = _new_figure(8.0, 1.6 + 0.42 * n)
     ax = fig.add_subplot()
     div, unit = energy_unit(float(parts.sum(axis=1).max()))
     provs: dict[str, list[str]] = {}
+    every = component_provenances(runs)
     for h in summary.index:
-        for kind, prov in component_provenance(runs, str(h)).items():
+        for kind, prov in every.get(str(h), {}).items():
             provs.setdefault(kind, []).append(prov)
     left = np.zeros(n)
     y = np.arange(n)
@@ -327,11 +367,13 @@ def plot_energy_components(
     ax.set_xlabel(f"energy of the budget ({unit}, median per component)")
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    return _save(fig, out_dir, "energy_components", "Energy per component", context)
+    return _save(fig, out_dir, "energy_components", "Energy per component" + note, context)
 
 
 def plot_co2e(summary: pd.DataFrame, out_dir: Path, context: str) -> FigureFile:
-    """(c) Median CO2e per configuration with the low/high intensity sensitivity band."""
+    """(c) Median CO2e per configuration with the low/high intensity sensitivity band (at
+    most MAX_FIGURE_CONFIGS configurations, ``figure_configs``)."""
+    summary, note = figure_configs(summary)
     n = len(summary)
     fig = _new_figure(8.0, 1.6 + 0.42 * n)
     ax = fig.add_subplot()
@@ -364,7 +406,7 @@ def plot_co2e(summary: pd.DataFrame, out_dir: Path, context: str) -> FigureFile:
     ax.set_xlabel(f"CO2e of the budget ({unit}, median)")
     ax.grid(True, axis="x", alpha=0.3)
     ax.legend(fontsize=8, loc="lower right")
-    return _save(fig, out_dir, "co2e", "CO2e per configuration", context)
+    return _save(fig, out_dir, "co2e", "CO2e per configuration" + note, context)
 
 
 def representative_runs(runs: pd.DataFrame, summary: pd.DataFrame, trace: pd.DataFrame) -> dict:
@@ -375,15 +417,19 @@ def representative_runs(runs: pd.DataFrame, summary: pd.DataFrame, trace: pd.Dat
     if trace is None or trace.empty or "id" not in ok:
         return {}
     traced = set(pd.to_numeric(trace["run_id"], errors="coerce").dropna().astype(int))
-    out: dict = {}
-    for h, row in summary.iterrows():
-        mine = ok[(ok["config_hash"].astype("object") == h)]
-        mine = mine[pd.to_numeric(mine["id"], errors="coerce").isin(traced)]
-        if mine.empty:
-            continue
-        distance = np.abs(numeric(mine["energy_total_j"]) - as_float(row["energy_total_j"], 0.0))
-        out[h] = int(mine["id"].iloc[int(np.nanargmin(np.nan_to_num(distance, nan=np.inf)))])
-    return out
+    mine = ok[pd.to_numeric(ok["id"], errors="coerce").isin(traced)]
+    if mine.empty:
+        return {}
+    hashes = mine["config_hash"].astype("object")
+    median = {h: as_float(v, 0.0) for h, v in summary["energy_total_j"].items()}
+    target = hashes.map(median).astype(float)
+    distance = np.abs(numeric(mine["energy_total_j"]) - target.to_numpy())
+    ranked = mine.assign(_distance=np.nan_to_num(distance, nan=np.inf), _hash=hashes)
+    ranked = ranked[ranked["_hash"].isin(list(summary.index))]
+    # the closest run of each configuration; the first in the runs' order on a tie
+    best = ranked.sort_values("_distance", kind="stable").drop_duplicates("_hash")
+    chosen = dict(zip(best["_hash"], best["id"].astype(int), strict=True))
+    return {h: int(chosen[h]) for h in summary.index if h in chosen}
 
 
 def plot_power_traces(

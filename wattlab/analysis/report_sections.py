@@ -158,10 +158,11 @@ def config_table(summary: pd.DataFrame, runs: pd.DataFrame, data: dict[str, Any]
     c_div, c_unit = plots.co2e_unit(float(top))
     records = {c["config_hash"]: c for c in data["configurations"]}
     parts = plots.component_medians(summary)
+    every = plots.component_provenances(runs)  # one pass over the runs, not one per row
     rows = []
     for hsh, row in summary.iterrows():
         rec = records[hsh]
-        provs = plots.component_provenance(runs, str(hsh))
+        provs = every.get(str(hsh), {})
 
         def comp(kind: str, value: float, provs: dict[str, str] = provs) -> str:
             if value == 0 and kind not in provs:

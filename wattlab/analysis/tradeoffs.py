@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from wattlab.analysis.runs_table import CONFIG_COLUMNS, as_float, group_key, relative_change
@@ -41,17 +42,17 @@ def pareto_front(df: pd.DataFrame, time_col: str, energy_col: str) -> list:
     with identical values are therefore both kept. Rows with a missing value are left out.
     The result is ordered by time, then energy.
     """
-    t = pd.to_numeric(df[time_col], errors="coerce")
-    e = pd.to_numeric(df[energy_col], errors="coerce")
-    valid = [i for i in df.index if not (pd.isna(t[i]) or pd.isna(e[i]))]
+    t_all = pd.to_numeric(df[time_col], errors="coerce").to_numpy(dtype=float)
+    e_all = pd.to_numeric(df[energy_col], errors="coerce").to_numpy(dtype=float)
+    keep = ~(np.isnan(t_all) | np.isnan(e_all))
+    labels = [label for label, k in zip(df.index, keep, strict=True) if k]
+    t, e = t_all[keep], e_all[keep]
     front = []
-    for i in valid:
-        dominated = any(
-            t[j] <= t[i] and e[j] <= e[i] and (t[j] < t[i] or e[j] < e[i]) for j in valid
-        )
-        if not dominated:
-            front.append(i)
-    return sorted(front, key=lambda i: (float(t[i]), float(e[i])))
+    for k, label in enumerate(labels):  # one vector comparison per row: 2 000 rows in ms
+        dominated = (t <= t[k]) & (e <= e[k]) & ((t < t[k]) | (e < e[k]))
+        if not dominated.any():
+            front.append((float(t[k]), float(e[k]), k, label))
+    return [label for *_, label in sorted(front, key=lambda x: (x[0], x[1], x[2]))]
 
 
 def in_region(
@@ -134,16 +135,17 @@ def power_limit_effects(
     """
     check_thresholds(min_saving, max_penalty)
     cols = [c for c in POWER_GROUP if c in summary.columns]
+    rows = dict(zip(summary.index, summary.to_dict("records"), strict=True))  # no .loc per use
     groups: dict[tuple, list[str]] = {}
     for config_hash, row in summary.iterrows():
         groups.setdefault(group_key(row, cols), []).append(config_hash)
 
     def limit(h: str) -> float:
-        req = as_float(summary.loc[h].get("power_limit_requested_w"), math.nan)
+        req = as_float(rows[h].get("power_limit_requested_w"), math.nan)
         return req
 
     def rank(h: str) -> tuple[float, float]:
-        row = summary.loc[h]
+        row = rows[h]
         return (
             as_float(row.get("power_limit_requested_w"), math.inf),
             as_float(row.get("power_limit_w"), math.inf),
@@ -154,27 +156,25 @@ def power_limit_effects(
         distinct = {rank(h) for h in members}
         if len(distinct) < 2:
             continue
-        members = sorted(
-            members, key=lambda h: (tuple(-x for x in rank(h)), summary.loc[h, "label"])
-        )
+        members = sorted(members, key=lambda h: (tuple(-x for x in rank(h)), rows[h]["label"]))
         ref = members[0]
-        t0 = summary.loc[ref, "duration_s"]
-        e0 = summary.loc[ref, "energy_total_j"]
+        t0 = rows[ref]["duration_s"]
+        e0 = rows[ref]["energy_total_j"]
         for h in members:
-            tc = relative_change(summary.loc[h, "duration_s"], t0)
-            ec = relative_change(summary.loc[h, "energy_total_j"], e0)
+            tc = relative_change(rows[h]["duration_s"], t0)
+            ec = relative_change(rows[h]["energy_total_j"], e0)
             shown = limit(h)
             if math.isnan(shown):
-                shown = as_float(summary.loc[h].get("power_limit_w"), math.nan)
+                shown = as_float(rows[h].get("power_limit_w"), math.nan)
             rec: dict[str, Any] = dict(zip(cols, key, strict=True))
             rec.update(
                 config_hash=h,
-                label=summary.loc[h, "label"],
+                label=rows[h]["label"],
                 power_limit_w=shown,
                 is_default_limit=math.isnan(limit(h)),
-                reference_label=summary.loc[ref, "label"],
-                time_s=float(summary.loc[h, "duration_s"]),
-                energy_j=float(summary.loc[h, "energy_total_j"]),
+                reference_label=rows[ref]["label"],
+                time_s=float(rows[h]["duration_s"]),
+                energy_j=float(rows[h]["energy_total_j"]),
                 time_change=tc,
                 energy_change=ec,
                 is_reference=h == ref,

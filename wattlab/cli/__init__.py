@@ -4,7 +4,19 @@ from __future__ import annotations
 
 
 def main() -> None:
-    """Entry point of the `wattlab` command (imports the app only when called)."""
-    from wattlab.cli.app import main as _main
+    """Entry point of the `wattlab` command (imports the app only when called). A stop signal
+    at any moment, the imports included, ends it with one line and 128 + N (130 for Ctrl-C);
+    see ``wattlab.stop_signals``."""
+    from wattlab import stop_signals
 
-    _main()
+    stop_signals.install()
+    try:
+        from wattlab.cli.app import main as _main
+
+        _main()
+    except SystemExit:
+        raise
+    except BaseException:
+        if stop_signals.RECEIVED:
+            stop_signals.exit_stopped(stop_signals.RECEIVED[0])
+        raise

@@ -61,14 +61,24 @@ def _usage_error(error: Exception) -> str:
     return f"{message.rstrip('.')}; see `{path} --help`."
 
 
+def _ignore_more_stops() -> None:
+    from wattlab.stop_signals import ignore_more
+
+    ignore_more()
+
+
 def main() -> None:
-    """Console entry point: WattlabError or a usage error -> one line on stderr, exit code 2."""
+    """Console entry point: WattlabError or a usage error -> one line on stderr, exit code 2;
+    Ctrl-C -> 130, SIGTERM and SIGHUP -> 128 + N, one line each."""
+    from wattlab import stop_signals
+
+    stop_signals.install()
     click_error = _click_error_class()
     try:
         code = app(standalone_mode=False, prog_name="wattlab")
     except WattlabError as error:
         print(f"wattlab: error: {' '.join(str(error).split())}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(error.exit_code)
     except click_error as error:  # usage errors: exit 2
         if type(error).__name__ == "NoArgsIsHelpError":  # bare `wattlab`: the help, as is
             print(error.format_message(), file=sys.stderr)  # type: ignore[attr-defined]
@@ -76,9 +86,11 @@ def main() -> None:
         print(f"wattlab: error: {_usage_error(error)}", file=sys.stderr)
         sys.exit(getattr(error, "exit_code", 2))
     except typer.Abort:
+        _ignore_more_stops()
         print("wattlab: interrupted", file=sys.stderr)
         sys.exit(130)
     except Interrupted as stop:
+        _ignore_more_stops()
         print(
             f"wattlab: stopped by signal {stop.signum}; a run cut short is stored as failed "
             "(run the sweep again to resume).",
@@ -86,8 +98,17 @@ def main() -> None:
         )
         sys.exit(128 + stop.signum)
     except KeyboardInterrupt:
+        _ignore_more_stops()
         print("wattlab: interrupted", file=sys.stderr)
         sys.exit(130)
+    except BaseException:
+        from wattlab.stop_signals import RECEIVED, exit_stopped
+
+        if RECEIVED:  # a library turned the interrupt into another error: still one line
+            exit_stopped(RECEIVED[0])
+        raise
+    if stop_signals.RECEIVED:  # typer turns a KeyboardInterrupt into a quiet Exit(130)
+        stop_signals.exit_stopped(stop_signals.RECEIVED[0])
     sys.exit(code if isinstance(code, int) else 0)
 
 

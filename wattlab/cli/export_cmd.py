@@ -61,7 +61,7 @@ def export(
         )
     if out is None:
         return
-    with open_store(db, readonly=True) as store, output_folder(out):
+    with open_store(db, readonly=True, merge_kept=True) as store, output_folder(out):
         paths = export_tables(store, out, fmt.value, sweep=sweep_name)
     for path in paths:
         print(path)

@@ -69,7 +69,7 @@ def report(
 
     if not Path(db).exists():
         raise WattlabError(f"no database at {db}; run `wattlab run` or `wattlab sweep` first.")
-    with open_store(db, readonly=True) as store:
+    with open_store(db, readonly=True, merge_kept=True) as store, store.snapshot():
         runs = store.runs(sweep=sweep_name)
         windows = store.windows()
         trace = store.trace()

@@ -1,28 +1,36 @@
 """Measure another program: `wattlab monitor -- CMD ARGS...`.
 
-The command runs as a child process (never through a shell); SIGINT and SIGTERM are forwarded
-to it; its exit code becomes ours. A command that cannot be started exits 127 (126 when it is
-not executable), like a shell. On Linux the child gets SIGTERM when wattlab dies, even by
-SIGKILL (PR_SET_PDEATHSIG), so it never outlives its parent. With ``--json -`` the child's
-stdout goes to stderr, so stdout holds only the JSON. A meter that fails while the command runs
-(a RAPL counter turning to garbage) is recorded in the JSON under ``error``; the command's exit
-code is still ours.
+The command runs as a child process (never through a shell) under the command guard
+(``experiment/command_guard.py``) in a session and process group of its own; SIGINT, SIGTERM and
+SIGHUP are forwarded to that whole group (grandchildren included); its exit code becomes ours.
+A command that cannot be started exits 127 (126 when it is not executable), like a shell. When
+wattlab dies, even by SIGKILL, the guard gets SIGTERM (PR_SET_PDEATHSIG) and stops the whole
+group; when the command exits, what it left in its group is killed: nothing outlives us.
+With ``--json -`` the child's stdout goes to stderr, so stdout holds only the JSON. A meter that
+fails while the command runs (a RAPL counter turning to garbage) is recorded in the JSON under
+``error``; the command's exit code is still ours.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
+import os
+import signal
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from wattlab.errors import WattlabError
 from wattlab.experiment.command_meter import (
     CommandNotStarted,
+    check_startable,
     die_with_parent,
     exit_status,
     forwarding_signals,
+    guarded,
     start_command,
 )
 from wattlab.jsonio import check_writable, dump_json, write_text_atomic
@@ -78,13 +86,23 @@ def monitor_command(
         # With the JSON on stdout, the command's own output goes to stderr.
         child_stdout = sys.stderr.fileno() if json_path == "-" else None
         try:
-            child = start_command(command, stdout=child_stdout)
+            check_startable(command)
+            # under the guard, in a session of its own: a signal to us (SIGINT, SIGTERM,
+            # SIGHUP) goes to the command's whole group, grandchildren included, and the
+            # guard stops that group when we die, even by SIGKILL
+            child = start_command(guarded(command), stdout=child_stdout, start_new_session=True)
         except CommandNotStarted as failure:
             mon.end_window("command")
             print(f"wattlab: {failure}", file=sys.stderr)
             return failure.exit_code
-        with forwarding_signals(child.send_signal):
-            exit_code = child.wait()
+        try:
+            with forwarding_signals(lambda signum: _signal_group(child.pid, signum)):
+                exit_code = child.wait()
+        finally:
+            _signal_group(child.pid, signal.SIGKILL)  # whatever it left behind in its group
+            if child.poll() is None:
+                child.kill()
+                child.wait()
         result: Measurement | None = None
         error: str | None = None
         try:
@@ -111,17 +129,34 @@ def monitor_command(
         }
         if error is not None:
             data["error"] = error
-        dump_json(data, json_path)
+        if not _written(lambda: dump_json(data, json_path)):
+            return exit_code or 1
     if result is None:
         print(f"wattlab: the energy could not be measured: {error}", file=sys.stderr)
         return exit_code
-    if csv_trace:
-        write_text_atomic(csv_trace, trace_csv(result.samples))
+    if csv_trace and not _written(lambda: write_text_atomic(csv_trace, trace_csv(result.samples))):
+        return exit_code or 1
     if print_table and json_path != "-":
         from wattlab.cli.render import print_measurement
 
         print_measurement(result, title=f"wattlab monitor: {' '.join(command)}", problems=problems)
     return exit_code
+
+
+def _signal_group(group: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signum)
+
+
+def _written(write: Callable[[], object]) -> bool:
+    """Write an output after the command ran; on failure (a full disk) say so in one line.
+    The command has run, so this is exit code 1 (or the command's own), not 2."""
+    try:
+        write()
+    except WattlabError as failure:
+        print(f"wattlab: error: {' '.join(str(failure).split())}", file=sys.stderr)
+        return False
+    return True
 
 
 __all__ = ["Measurement", "die_with_parent", "monitor_command", "trace_csv"]

@@ -33,7 +33,7 @@ def measured_runs(db: str | None, data: str | None) -> tuple[pd.DataFrame, pd.Da
         from wattlab.experiment.store import open_store
 
         _check_db(db)
-        with open_store(db, readonly=True) as store:
+        with open_store(db, readonly=True) as store, store.snapshot():
             return store.runs(status="ok"), store.windows()
     from wattlab.estimate.reference import load_default_reference, load_reference_csv
 
@@ -49,7 +49,7 @@ def measured_traces(db: str | None) -> pd.DataFrame | None:
     from wattlab.experiment.store import open_store
 
     _check_db(db)
-    with open_store(db, create=False) as store:
+    with open_store(db, readonly=True) as store:
         return store.trace()
 
 

@@ -36,6 +36,7 @@ from wattlab.budget_marks import ENV_BUDGET_SOCKET, MAX_MESSAGE_BYTES
 from wattlab.errors import WattlabError
 from wattlab.meters.base import weakest
 from wattlab.monitor import EnergyMonitor, Measurement
+from wattlab.processes import STOP_SIGNALS
 
 RUN_WINDOW = "run"
 BUDGET_WINDOW = "budget"
@@ -67,6 +68,22 @@ class CommandNotStarted(WattlabError):
         self.exit_code = exit_code
 
 
+def check_startable(command: list[str]) -> None:
+    """CommandNotStarted (127 not found, 126 not executable) when ``command[0]`` cannot be
+    run, checked here because a guard in between would only report it after it started."""
+    import shutil
+
+    program = command[0]
+    if os.sep in program:
+        if not os.path.exists(program):
+            raise CommandNotStarted(f"{program}: command not found", 127)
+        if os.path.isdir(program) or not os.access(program, os.X_OK):
+            raise CommandNotStarted(f"{program}: permission denied", 126)
+        return
+    if shutil.which(program) is None:
+        raise CommandNotStarted(f"{program}: command not found", 127)
+
+
 def start_command(command: list[str], **popen: Any) -> subprocess.Popen[bytes]:
     """Start ``command`` with the parent-death signal (SIGTERM); CommandNotStarted when the
     program is missing or not executable."""
@@ -96,7 +113,7 @@ def forwarding_signals(
         got.append(signum)
         send(signum)
 
-    previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous = {s: signal.signal(s, forward) for s in STOP_SIGNALS}
     try:
         yield got
     finally:

@@ -34,6 +34,7 @@ from wattlab.experiment.record import (
 )
 from wattlab.monitor import EnergyMonitor, utc_now_iso
 from wattlab.monitor.carbon import window_co2e
+from wattlab.processes import process_started_unix
 
 LAUNCHER = "command"
 MARKED = "marked"
@@ -79,7 +80,11 @@ def claim_row(
         launcher=LAUNCHER,
         command_json=_command(point),
     )
-    claim = ClaimColumns(hostname=socket.gethostname(), pid=os.getpid())
+    claim = ClaimColumns(
+        hostname=socket.gethostname(),
+        pid=os.getpid(),
+        pid_started_unix=process_started_unix(os.getpid()),
+    )
     return row_of([identity, point.columns, claim, idle_group(idle)])
 
 

@@ -24,7 +24,13 @@ from typing import Any
 
 from wattlab.errors import Interrupted
 from wattlab.experiment.command_spec import CommandPoint, CommandSweepSpec
-from wattlab.experiment.sweep import PlanEntry, SweepPlan, _dry_run_seed, cool_down
+from wattlab.experiment.sweep import (
+    PlanEntry,
+    SweepPlan,
+    _dry_run_seed,
+    check_still_there,
+    cool_down,
+)
 from wattlab.monitor.carbon import CarbonSettings
 
 
@@ -126,9 +132,10 @@ def run_point(
     run as failed when a stop signal arrived while it ran."""
     from wattlab.experiment import command_record as record
     from wattlab.experiment.command_meter import meter_command
+    from wattlab.experiment.pending import store_finished
     from wattlab.experiment.store import AlreadyStoredError, open_store
 
-    with open_store(opts.db_path) as store:
+    with open_store(opts.db_path, create=False) as store:  # the sweep made it
         run_id = store.claim_run(record.claim_row(point, sweep, repetition, _read_idle()))
     stdout_path, stderr_path = record.output_paths(opts.db_path, run_id)
     stdout_path.parent.mkdir(parents=True, exist_ok=True)
@@ -150,9 +157,9 @@ def run_point(
         windows, trace = record.windows_and_trace(result, monitor) if ok else ([], [])
     finally:
         monitor.stop()
-    with open_store(opts.db_path) as store:
+    with open_store(opts.db_path, create=False) as store:
         try:
-            store.finish_run(run_id, row, windows, trace)
+            store_finished(store, run_id, row, windows, trace)
         except AlreadyStoredError as error:  # another process stored this run meanwhile
             row = record.refused_row(row, str(error))
             store.finish_run(run_id, row)
@@ -205,7 +212,8 @@ def run_command_plan(
                 _warm_up(todo[0], opts)
         outcomes: list[tuple[PlanEntry, CommandRunOutcome]] = []
         for i, entry in enumerate(todo):
-            with open_store(opts.db_path) as store:
+            check_still_there(opts.db_path)
+            with open_store(opts.db_path, create=False) as store:
                 if (entry.config_hash, entry.repetition) in store.completed_keys(plan.name):
                     continue  # stored ok since the plan was made
             if i > 0:

@@ -37,7 +37,8 @@ def export_tables(
         raise ConfigError(f"unknown export format {fmt!r}; choose csv, parquet or json.")
     if fmt == "parquet":
         _require_pyarrow()
-    tables = _tables(store, sweep)
+    with store.snapshot():  # runs, windows and traces of one moment, never torn
+        tables = _tables(store, sweep)
     out = Path(out_dir).expanduser()
     refuse_links_in(out, [f"{name}.{fmt}" for name in TABLES], "export")
     try:

@@ -136,6 +136,8 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
         ("budget_window", _TEXT),
         ("command_json", _TEXT),
     ),  # fmt: skip
+    # when the claiming process started (a pid reused by another program is not the claimer)
+    *_declare(6, ("pid_started_unix", _REAL)),
 )
 RUN_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in RUN_COLUMNS)
 
@@ -349,6 +351,17 @@ class ClaimColumns(ColumnGroup):
 
     hostname: str
     pid: int
+    pid_started_unix: float | None
+
+
+def claim_columns() -> ClaimColumns:
+    """This host and process as the claimer of a run: its pid and when the process started."""
+    from wattlab.experiment.hosts import host_name
+    from wattlab.processes import process_started_unix
+
+    return ClaimColumns(
+        hostname=host_name(), pid=os.getpid(), pid_started_unix=process_started_unix(os.getpid())
+    )
 
 
 @dataclass(frozen=True)
@@ -598,11 +611,9 @@ def claim_row(
     cfg: RunConfig, opts: WorkerOptions, ctx: RunContext, started_at: str
 ) -> dict[str, Any]:
     """The 'running' row that claims a run before it starts (see Store.claim_run)."""
-    from wattlab.experiment.hosts import host_name
-
     row = config_columns(cfg, opts, ctx, started_at)
     row.pop("finished_at", None)
-    return row_of([row, ClaimColumns(hostname=host_name(), pid=os.getpid())])
+    return row_of([row, claim_columns()])
 
 
 def failed_row(

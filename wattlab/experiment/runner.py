@@ -30,6 +30,7 @@ from wattlab.experiment.options import RunContext, WorkerOptions
 from wattlab.experiment.record import RunOutcome, claim_row, failed_row
 from wattlab.experiment.worker import execute
 from wattlab.monitor import utc_now_iso
+from wattlab.processes import STOP_SIGNALS, TERMINATE_SIGNALS
 from wattlab.train.config import RunConfig
 
 if TYPE_CHECKING:
@@ -162,11 +163,15 @@ def abandon_dead_lone_runs(db_path: str | Path) -> list[int]:
 
 
 def _abandon_dead_lone_runs(store: Store) -> list[int]:
-    from wattlab.processes import pid_alive
+    from wattlab.processes import same_process_alive
 
     host = socket.gethostname()
-    dead = [pid for _, pid in store.running_lone_runs(host) if pid and not pid_alive(pid)]
-    return store.abandon_running(None, hostname=host, dead_pids=dead) if dead else []
+    dead = [
+        run_id
+        for run_id, pid, started in store.running_lone_claims(host)
+        if pid and not same_process_alive(pid, started)
+    ]
+    return store.abandon_running(None, hostname=host, dead_ids=dead) if dead else []
 
 
 @contextlib.contextmanager
@@ -180,11 +185,12 @@ def sigterm_as_interrupt() -> Iterator[None]:
     def stop(signum: int, _frame: object) -> None:
         raise Interrupted(signum)
 
-    previous = signal.signal(signal.SIGTERM, stop)
+    previous = {s: signal.signal(s, stop) for s in TERMINATE_SIGNALS}  # SIGHUP as SIGTERM
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
 
 
 def _claim(store: Store, cfg: RunConfig, opts: WorkerOptions, ctx: RunContext) -> RunContext:
@@ -241,7 +247,8 @@ def run(
     preflight(cfg, opts.db_path)
     if cfg.device == "cuda":
         restore_pending_limits(pynvml_module)
-    store = open_store(opts.db_path) if node_rank == 0 else None
+    # a sweep's run never creates the database: the sweep made it (it may have vanished)
+    store = open_store(opts.db_path, create=opts.sweep is None) if node_rank == 0 else None
     try:
         return _run(
             store,
@@ -285,7 +292,8 @@ def _run(
         if warm is not None and cfg.world_size == 1 and nnodes == 1:
             assert store is not None
             ctx = _claim(store, cfg, opts, replace(ctx, launcher="warm-worker"))
-            outcome: RunOutcome = warm.run(cfg, opts, ctx, store)
+            with _failed_if_stopped(store, cfg, opts, ctx):
+                outcome: RunOutcome = warm.run(cfg, opts, ctx, store)
             return outcome
         if not subprocess_launch:
             assert store is not None
@@ -293,11 +301,37 @@ def _run(
             with sigterm_as_interrupt():
                 return execute(cfg, opts, ctx, store=store)
         ctx = replace(ctx, launcher="torchrun")
-        if store is not None:
-            ctx = _claim(store, cfg, opts, ctx)
-        return _launch(
-            store, cfg, opts, ctx, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint
-        )
+        if store is None:
+            return _launch(
+                store, cfg, opts, ctx, nnodes=nnodes, node_rank=node_rank,
+                rdzv_endpoint=rdzv_endpoint,
+            )  # fmt: skip
+        ctx = _claim(store, cfg, opts, ctx)
+        with _failed_if_stopped(store, cfg, opts, ctx):
+            return _launch(
+                store, cfg, opts, ctx, nnodes=nnodes, node_rank=node_rank,
+                rdzv_endpoint=rdzv_endpoint,
+            )  # fmt: skip
+
+
+@contextlib.contextmanager
+def _failed_if_stopped(
+    store: Store, cfg: RunConfig, opts: WorkerOptions, ctx: RunContext
+) -> Iterator[None]:
+    """A stop signal that reaches this process after the claim, before the launcher forwards
+    signals (or anywhere it does not catch them), still finishes the claim as failed, naming
+    the signal: a claim is never left 'running' by a live process that stops."""
+    started_at = utc_now_iso()
+    try:
+        yield
+    except (KeyboardInterrupt, Interrupted) as stop:
+        signum = stop.signum if isinstance(stop, Interrupted) else int(signal.SIGINT)
+        with contextlib.suppress(Exception):  # never hide the stop behind a store error
+            record = store.run_record(ctx.run_id) if ctx.run_id is not None else None
+            if record is not None and record.get("status") == "running":
+                message = f"interrupted by signal {signum}"
+                finish_as_failed(store, cfg, opts, ctx, started_at, message)
+        raise
 
 
 def finish_as_failed(
@@ -380,7 +414,7 @@ def _launch(
             except ProcessLookupError:
                 pass
 
-        previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+        previous = {s: signal.signal(s, forward) for s in STOP_SIGNALS}
         try:
             code = wait_stopping(child, received)
         finally:

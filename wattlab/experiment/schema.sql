@@ -1,4 +1,4 @@
--- wattlab results database, schema version 5. Units are in the column names.
+-- wattlab results database, schema version 6. Units are in the column names.
 -- One row per run in `runs`; a run's windows (warm-up, each epoch, evaluation, the whole run)
 -- in `windows`; its power trace in `trace`. Rows of one run are written in one transaction.
 
@@ -73,7 +73,9 @@ CREATE TABLE IF NOT EXISTS runs (
   stdout_path TEXT,                -- its standard output, kept beside the database
   stderr_path TEXT,                -- its standard error
   budget_window TEXT,              -- 'marked' (wattlab.budget) | 'whole process' (no mark)
-  command_json TEXT                -- argv, cwd, the marks with the child's own clocks
+  command_json TEXT,               -- argv, cwd, the marks with the child's own clocks
+  -- schema version 6: when the claiming process started, so a reused pid is not taken for it
+  pid_started_unix REAL            -- psutil's create_time() of `pid` (s since the epoch)
 );
 CREATE INDEX IF NOT EXISTS runs_by_config ON runs (sweep, config_hash, repetition, status);
 

@@ -19,6 +19,8 @@ import json
 import os
 import secrets
 import sqlite3
+import sys
+import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from importlib import resources
@@ -33,18 +35,20 @@ from wattlab.experiment.record import added_in
 if TYPE_CHECKING:
     from wattlab.monitor import Measurement
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 # The columns each version added to `runs` (declared once, in wattlab.experiment.record).
 _V2_RUN_COLUMNS = added_in(2)  # phases, idle readings, the claiming process
 _V3_RUN_COLUMNS = added_in(3)  # how GPU utilisation was obtained, STEP's marks
 _V4_RUN_COLUMNS = added_in(4)  # STEP's calibrated interval
 _V5_RUN_COLUMNS = added_in(5)  # runs of a command sweep (wattlab.experiment.command_sweep)
+_V6_RUN_COLUMNS = added_in(6)  # when the claiming process started (pid reuse)
 # version -> the run columns its successor added: opening an older database adds them (NULL)
 _ADDED_RUN_COLUMNS = {
     1: _V2_RUN_COLUMNS,
     2: _V3_RUN_COLUMNS,
     3: _V4_RUN_COLUMNS,
     4: _V5_RUN_COLUMNS,
+    5: _V6_RUN_COLUMNS,
 }
 RUN_STATUSES = ("running", "ok", "failed", "abandoned")
 APP = "wattlab"
@@ -79,6 +83,10 @@ class AlreadyStoredError(DataError):
     """
 
 
+class StoreLocked(DataError):
+    """Another process held the database for longer than BUSY_TIMEOUT_S; nothing was written."""
+
+
 def schema_sql() -> str:
     """The text of ``schema.sql`` shipped next to this module."""
     try:
@@ -87,8 +95,19 @@ def schema_sql() -> str:
         return (Path(__file__).parent / "schema.sql").read_text("utf-8")
 
 
-def open_store(path: str | Path, *, create: bool = True, readonly: bool = False) -> Store:
+def open_store(
+    path: str | Path,
+    *,
+    create: bool = True,
+    readonly: bool = False,
+    merge_kept: bool | None = None,
+) -> Store:
     """Open (and, with ``create``, initialise) the wattlab database at ``path``.
+
+    Finished runs kept beside it while it was locked (``experiment.pending``) are merged by a
+    writable open; ``merge_kept=True`` lets a reader merge them too (report, export: through a
+    writable connection, when the database may be written), ``False`` leaves them alone
+    silently; a reader by default only says in one line that they wait.
 
     An empty file counts as no database: ``create`` makes one in it, otherwise it is refused
     like a missing file. ``readonly`` opens an existing database without changing anything in
@@ -118,9 +137,7 @@ def open_store(path: str | Path, *, create: bool = True, readonly: bool = False)
                 f"cannot create the database {path}: {error.strerror or error}."
             ) from None
     try:
-        # Opened read-write even for reading, so that closing the last connection cleans up
-        # the -wal/-shm files; query_only keeps a reader from writing.
-        conn = sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+        conn = _connect(path, readonly=readonly)
     except sqlite3.Error as error:
         raise sqlite_error(path, error) from None
     try:
@@ -130,7 +147,75 @@ def open_store(path: str | Path, *, create: bool = True, readonly: bool = False)
     except BaseException:
         conn.close()
         raise
-    return Store(conn, path)
+    store = Store(conn, path)
+    merge = (not readonly) if merge_kept is None else merge_kept
+    if merge or merge_kept is None:
+        _merge_kept_runs(store, readonly=readonly, merge=merge)
+    return store
+
+
+def _merge_kept_runs(store: Store, *, readonly: bool, merge: bool) -> None:
+    """Merge the finished runs kept beside the database while it was locked (one line each on
+    stderr). A read-only opener merges them through a writable connection when it may write;
+    otherwise (or without ``merge``) it says in one line that they are not in what it reads."""
+    from wattlab.experiment.pending import merge_pending, pending_files
+
+    kept = pending_files(store.path)
+    if not kept:
+        return
+    try:
+        if not merge:
+            raise DataError("this command only reads")
+        if readonly:
+            if not _writable(store.path):
+                raise DataError("the database is read-only")
+            with open_store(store.path):  # merges them
+                return
+        lines = merge_pending(store)
+    except DataError as error:
+        sys.stderr.write(
+            f"wattlab: {len(kept)} finished run(s) kept beside {store.path} are not merged yet "
+            f"({' '.join(str(error).split())}); the next command that writes to it merges them.\n"
+        )
+        return
+    for line in lines:
+        sys.stderr.write(line + "\n")
+
+
+def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
+    """A connection to ``path``. A reader of a database it may write is opened read-write, so
+    that closing the last connection cleans up the -wal/-shm files (query_only keeps it from
+    writing); a reader of a read-only file or folder opens it read-only (``mode=ro``), and
+    ``immutable=1`` when SQLite cannot create the WAL index (-shm) beside it."""
+    if not readonly or _writable(path):
+        return sqlite3.connect(str(path), timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
+    conn = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None)
+    try:
+        conn.execute("SELECT count(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:  # a WAL database whose -shm cannot be made here
+        conn.close()
+    wal = path.with_name(path.name + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        sys.stderr.write(
+            f"wattlab: {path} is read-only and its write-ahead log {wal.name} cannot be read "
+            "without its index; what it holds beyond the last checkpoint is not read.\n"
+        )
+    return sqlite3.connect(
+        uri + "&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S, isolation_level=None
+    )
+
+
+def _writable(path: Path) -> bool:
+    """Whether this process can write ``path`` and create files beside it (-wal, -shm);
+    a read-only mount fails even for root."""
+    if not (os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK)):
+        return False
+    try:
+        return not bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return True
 
 
 def _is_empty(path: Path) -> bool:
@@ -151,8 +236,13 @@ def sqlite_error(path: Path, error: BaseException) -> DataError:
             f"cannot write the database {path}: it (or its folder) is read-only ({text}); "
             "make it writable or give another --db."
         )
-    if "locked" in low or "busy" in low:
+    if "full" in low:  # SQLITE_FULL: the disk (or a quota) is full
         return DataError(
+            f"cannot write the database {path}: the disk is full ({text}); nothing of this "
+            "write was stored, so free some space and run the command again."
+        )
+    if "locked" in low or "busy" in low:
+        return StoreLocked(
             f"the database {path} stayed locked by another process for {BUSY_TIMEOUT_S:g} s "
             f"({text}); try again when that process is done."
         )
@@ -169,7 +259,7 @@ def check_writable_database(path: str | Path) -> None:
     folder must exist."""
     path = Path(path).expanduser()
     if path.exists() and not _is_empty(path):
-        with open_store(path, readonly=True) as store:  # checks only: changes nothing
+        with open_store(path, readonly=True, merge_kept=False) as store:  # changes nothing
             store.check_intact()
         for target in (path, *(path.with_name(path.name + s) for s in ("-wal", "-shm"))):
             if target.exists() and not os.access(target, os.R_OK | os.W_OK):
@@ -543,13 +633,26 @@ class Store:
         window_rows = list(windows)
         for window in window_rows:
             self._checked_columns("windows", window, forbidden=("run_id",))
+        with self._sql():
+            return self._finish_run(run_id, run, cols, window_rows, trace)
+
+    def _finish_run(
+        self,
+        run_id: int,
+        run: dict[str, Any],
+        cols: list[str],
+        window_rows: list[dict[str, Any]],
+        trace: Iterable[tuple[float, str, float]],
+        *,
+        statuses: tuple[str, ...] = ("running",),
+    ) -> int:
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
             cursor = conn.execute(
                 f"UPDATE runs SET {', '.join(f'{c} = ?' for c in cols)} "
-                "WHERE id = ? AND status = 'running'",
-                [*(_plain(c, run[c]) for c in cols), run_id],
+                f"WHERE id = ? AND status IN ({', '.join('?' for _ in statuses)})",
+                [*(_plain(c, run[c]) for c in cols), run_id, *statuses],
             )
             if cursor.rowcount != 1:
                 raise DataError(
@@ -571,6 +674,39 @@ class Store:
                 conn.execute("ROLLBACK")
             raise
         return run_id
+
+    def merge_finished(
+        self,
+        run_id: int | None,
+        run: dict[str, Any],
+        windows: Sequence[dict[str, Any]] = (),
+        trace: Iterable[tuple[float, str, float]] = (),
+    ) -> int | None:
+        """Store a finished run kept in a side file (``experiment.pending``): finish its claim
+        when that is still 'running' or was marked 'abandoned' meanwhile, insert it when it
+        had no claim (or the claim is gone); return its id, or None when the claim is already
+        finished (the file was merged before)."""
+        if run_id is not None:
+            with self._sql():
+                row = self._conn.execute(
+                    "SELECT status FROM runs WHERE id = ?", (int(run_id),)
+                ).fetchone()
+            if row is not None and row[0] in ("ok", "failed"):
+                return None
+            if row is not None:
+                cols = self._checked_columns("runs", run, forbidden=("id",))
+                window_rows = list(windows)
+                self.check_intact()
+                with self._sql():
+                    return self._finish_run(
+                        int(run_id),
+                        run,
+                        cols,
+                        window_rows,
+                        trace,
+                        statuses=("running", "abandoned"),
+                    )
+        return self.insert_run(run, windows, trace)
 
     def _insert_children(
         self,
@@ -595,30 +731,40 @@ class Store:
         )
 
     def abandon_running(
-        self, sweep: str | None, *, hostname: str | None = None, dead_pids: Iterable[int] = ()
+        self,
+        sweep: str | None,
+        *,
+        hostname: str | None = None,
+        dead_pids: Iterable[int] = (),
+        dead_ids: Iterable[int] = (),
     ) -> list[int]:
         """Mark runs left 'running' by dead processes as 'abandoned'; return their ids.
 
         With a ``sweep`` name: every 'running' row of that sweep (call it holding the sweep's
         lock, so no live process can be running one). With ``sweep=None``: the lone runs of
-        ``hostname`` whose pid is in ``dead_pids``.
+        ``hostname`` whose pid is in ``dead_pids`` or whose id is in ``dead_ids`` (a claim whose
+        pid now belongs to another process, see ``running_lone_claims``).
         """
         conn = self._conn
         conn.execute("BEGIN IMMEDIATE")
         try:
+            params: list[object]
             if sweep is not None:
-                params: list[object] = [sweep]
+                params = [sweep]
                 where = "sweep = ? AND status = 'running'"
             else:
                 pids = sorted({int(p) for p in dead_pids})
-                if not pids or hostname is None:
+                ids = sorted({int(i) for i in dead_ids})
+                if not (pids or ids) or hostname is None:
                     conn.execute("COMMIT")
                     return []
-                marks = ", ".join("?" for _ in pids)
+                pid_marks = ", ".join("?" for _ in pids) or "NULL"
+                id_marks = ", ".join("?" for _ in ids) or "NULL"
                 where = (
-                    f"sweep IS NULL AND status = 'running' AND hostname = ? AND pid IN ({marks})"
+                    "sweep IS NULL AND status = 'running' AND hostname = ? "
+                    f"AND (pid IN ({pid_marks}) OR id IN ({id_marks}))"
                 )
-                params = [hostname, *pids]
+                params = [hostname, *pids, *ids]
             ids = [int(r[0]) for r in conn.execute(f"SELECT id FROM runs WHERE {where}", params)]
             if ids:
                 conn.execute(
@@ -636,11 +782,20 @@ class Store:
 
     def running_lone_runs(self, hostname: str) -> list[tuple[int, int | None]]:
         """(id, pid) of lone runs ('running', no sweep) claimed on ``hostname``."""
+        return [(i, p) for i, p, _ in self.running_lone_claims(hostname)]
+
+    def running_lone_claims(self, hostname: str) -> list[tuple[int, int | None, float | None]]:
+        """(id, pid, pid_started_unix) of lone runs ('running', no sweep) claimed on
+        ``hostname``; the start time is None for claims made before schema version 6."""
         rows = self._conn.execute(
-            "SELECT id, pid FROM runs WHERE sweep IS NULL AND status = 'running' AND hostname = ?",
+            "SELECT id, pid, pid_started_unix FROM runs "
+            "WHERE sweep IS NULL AND status = 'running' AND hostname = ?",
             (hostname,),
         )
-        return [(int(i), None if p is None else int(p)) for i, p in rows]
+        return [
+            (int(i), None if p is None else int(p), None if t is None else float(t))
+            for i, p, t in rows
+        ]
 
     def _checked_columns(
         self, table: str, row: dict[str, Any], forbidden: tuple[str, ...]
@@ -710,6 +865,24 @@ class Store:
         return None if stored_seed is None else int(stored_seed)
 
     # -- reading ---------------------------------------------------------------------------
+    @contextmanager
+    def snapshot(self) -> Iterator[Store]:
+        """``with store.snapshot():`` every read inside sees one state of the database (one
+        read transaction: in WAL mode a writer meanwhile neither waits nor shows), so runs,
+        windows and traces read together always belong together."""
+        if self._conn.in_transaction:
+            yield self
+            return
+        with self._sql():
+            self._conn.execute("BEGIN DEFERRED")
+            self._conn.execute("SELECT count(*) FROM meta").fetchone()  # the snapshot starts
+        try:
+            yield self
+        finally:
+            if self._conn.in_transaction:
+                with self._sql():
+                    self._conn.execute("COMMIT")
+
     def runs(self, sweep: str | None = None, status: str | None = None) -> pd.DataFrame:
         """All runs (optionally of one sweep and/or one status), oldest first."""
         where, params = [], []

@@ -295,6 +295,18 @@ def cool_down(
     return clock() - start
 
 
+def check_still_there(db_path: str | Path) -> None:
+    """Between a sweep's runs: the database is still there (a sweep never silently starts a
+    new one when its database was removed or moved meanwhile)."""
+    from wattlab.errors import WorkStopped
+
+    if not Path(db_path).expanduser().is_file():
+        raise WorkStopped(
+            f"the database {db_path} vanished during the sweep (removed or moved); the sweep "
+            "stops here. Put it back and run the sweep again to resume."
+        )
+
+
 def run_plan(
     plan: SweepPlan,
     opts: WorkerOptions,
@@ -342,7 +354,8 @@ def run_plan(
                     )
                     launch(todo[0].config, warm_opts)
         for i, entry in enumerate(todo):
-            with open_store(opts.db_path) as store:
+            check_still_there(opts.db_path)
+            with open_store(opts.db_path, create=False) as store:
                 if (entry.config_hash, entry.repetition) in store.completed_keys(plan.name):
                     continue  # stored ok since the plan was made
             if i > 0:

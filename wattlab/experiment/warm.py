@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from wattlab.errors import Interrupted
 from wattlab.experiment.options import RunContext, WorkerOptions
 from wattlab.monitor import utc_now_iso
+from wattlab.processes import STOP_SIGNALS, TERMINATE_SIGNALS
 from wattlab.train.config import RunConfig
 
 if TYPE_CHECKING:
@@ -85,7 +86,7 @@ class WarmWorker:
             except ProcessLookupError:
                 pass
 
-        previous = {s: signal.signal(s, forward) for s in (signal.SIGINT, signal.SIGTERM)}
+        previous = {s: signal.signal(s, forward) for s in STOP_SIGNALS}
         try:
             line = ""
             try:
@@ -173,7 +174,8 @@ def serve() -> int:
     def stop(signum: int, _frame: object) -> None:
         raise Interrupted(signum)
 
-    signal.signal(signal.SIGTERM, stop)
+    for terminate in TERMINATE_SIGNALS:  # SIGTERM and SIGHUP
+        signal.signal(terminate, stop)
     for line in sys.stdin:
         if not line.strip():
             continue

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from wattlab.errors import Interrupted
 from wattlab.experiment.hosts import host_name, spans_several_nodes
 from wattlab.experiment.options import RunContext, WorkerOptions
+from wattlab.experiment.pending import store_finished
 from wattlab.experiment.record import (
     RunOutcome,
     build_run_row,
@@ -35,7 +36,7 @@ from wattlab.experiment.record import (
     phase_columns,
 )
 from wattlab.monitor import EnergyMonitor, utc_now_iso
-from wattlab.processes import job_root_pid
+from wattlab.processes import TERMINATE_SIGNALS, job_root_pid
 from wattlab.train.config import RunConfig
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ def execute(
     try:
         if is_main:
             if store is None:
-                store = open_store(opts.db_path)
+                store = open_store(opts.db_path, create=opts.sweep is None)
             if run_id is None and claim:
                 run_id = store.claim_run(claim_row(cfg, opts, ctx, started_at))
         from wattlab.meters.discover import discover_meters
@@ -170,10 +171,7 @@ def execute(
         row.update(phase_columns(ctx, started_unix, setup_s, result, teardown_s))
         if isinstance(projector, LiveMarks):
             row["step_marks_json"] = projector.marks()
-        if run_id is None:
-            run_id = store.insert_run(row, window_rows, trace)
-        else:
-            store.finish_run(run_id, row, window_rows, trace)
+        run_id = store_finished(store, run_id, row, window_rows, trace)
         _write_result_file(ctx.result_file, {"run_id": run_id, "status": "ok"})
         _last_barrier(dist)  # the run is stored: a rank lost now cannot fail it
         return RunOutcome(run_id, "ok", row={"id": run_id, **row})
@@ -231,11 +229,8 @@ def _store_failure(
     opened = None
     try:
         if store is None:
-            store = opened = open_store(opts.db_path)
-        if run_id is None:
-            run_id = store.insert_run(row)
-        else:
-            store.finish_run(run_id, row)
+            store = opened = open_store(opts.db_path, create=opts.sweep is None)
+        run_id = store_finished(store, run_id, row)
     except Exception as store_error:
         return RunOutcome(
             run_id,
@@ -314,7 +309,8 @@ def _terminate_as_interrupt() -> None:
     def stop(signum: int, _frame: object) -> None:
         raise Interrupted(signum)
 
-    signal.signal(signal.SIGTERM, stop)
+    for terminate in TERMINATE_SIGNALS:  # SIGTERM and SIGHUP
+        signal.signal(terminate, stop)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ from wattlab.experiment.result_files import (
 )
 from wattlab.jsonio import dump_json
 from wattlab.launch_args import check_plain_text, check_slurm_name
+from wattlab.processes import STOP_SIGNALS
 
 if TYPE_CHECKING:
     from wattlab.experiment.store import Store
@@ -610,7 +611,7 @@ class SlurmSweep:
             self._stop.append(signum)
 
         try:
-            return {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+            return {s: signal.signal(s, stop) for s in STOP_SIGNALS}
         except ValueError:  # not the main thread: leave signals alone
             return {}
 

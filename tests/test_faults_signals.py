@@ -1,0 +1,236 @@
+"""Second fault campaign, signals (issue #25 item 6): Ctrl-C at any moment is exit 130 and one
+line; SIGHUP is SIGTERM; a signal during a run is 128 + N with the run stored failed naming
+the signal; `monitor` stops the command's whole group, grandchildren included, on every way
+out (SIGTERM, SIGINT, SIGHUP, kill -9 of wattlab)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from wattlab.experiment.store import open_store
+
+ROOT = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+WATTLAB = [sys.executable, "-m", "wattlab.cli"]
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            state = handle.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return state in ("Z", "X")
+
+
+def _wait_gone(pids: list[int], timeout_s: float = 30.0) -> list[int]:
+    deadline = time.time() + timeout_s
+    while time.time() < deadline and not all(_gone(p) for p in pids):
+        time.sleep(0.1)
+    return [p for p in pids if not _gone(p)]
+
+
+def _before_python(done: subprocess.CompletedProcess[str]) -> bool:
+    """The signal came while Python itself was starting (importing `site`), before any line
+    of wattlab ran: Python's own start-up, which no program can take over."""
+    return "init_import_site" in done.stderr
+
+
+def _assert_one_line_130(
+    done: subprocess.CompletedProcess[str], what: str, *, command_ran: bool = False
+) -> None:
+    """130 and the one line; with ``command_ran`` (monitor: the signal reached the command,
+    which died of it, and monitor exits with its code, 128 + 2) no line is fine too."""
+    if _before_python(done):
+        return
+    assert "Traceback" not in done.stderr, f"{what}: {done.stderr[-2000:]}"
+    # -2: the signal came before Python itself had started (no line is possible there)
+    assert done.returncode in (130, -signal.SIGINT), f"{what}: rc {done.returncode}"
+    if done.returncode == 130:
+        lines = [line for line in done.stderr.splitlines() if line.startswith("wattlab:")]
+        allowed = ([], ["wattlab: interrupted"]) if command_ran else (["wattlab: interrupted"],)
+        assert lines in allowed, f"{what}: {done.stderr[-2000:]}"
+
+
+def _interrupt_after(args: list[str], delay_s: float, cwd: Path) -> subprocess.CompletedProcess:
+    proc = subprocess.Popen(
+        [*WATTLAB, *args], cwd=cwd, env=ENV, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    time.sleep(delay_s)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+DELAYS_S = (0.15, 0.3, 0.45, 0.6, 0.8, 1.0, 1.3, 1.6, 2.0, 2.5)
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_report_start_up_is_130_and_one_line(tmp_path):
+    db = tmp_path / "r.db"
+    with open_store(db) as store:
+        row = {"sweep": None, "config_hash": "h", "repetition": 0, "config_json": {},
+               "label": "x", "status": "ok", "energy_total_j": 1.0, "duration_s": 1.0}  # fmt: skip
+        store.insert_run(row)
+    finished = 0
+    for delay in DELAYS_S:
+        done = _interrupt_after(["report", "--db", str(db), "--json", "-"], delay, tmp_path)
+        if done.returncode == 0 or _before_python(done):  # the signal did not land in wattlab
+            finished += 1
+            continue
+        _assert_one_line_130(done, f"report, Ctrl-C after {delay} s")
+    assert finished < len(DELAYS_S), "no Ctrl-C landed while the report started"
+
+
+@pytest.mark.slow
+def test_ctrl_c_during_monitor_start_up_is_130_and_one_line(tmp_path):
+    for delay in DELAYS_S:
+        done = _interrupt_after(["monitor", "--", "sleep", "30"], delay, tmp_path)
+        _assert_one_line_130(done, f"monitor, Ctrl-C after {delay} s", command_ran=True)
+
+
+SPAWNS_A_GRANDCHILD = """
+import subprocess, sys, time
+grandchild = subprocess.Popen(["sh", "-c", "sleep 40"])
+print(grandchild.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def _monitor_with_grandchild(tmp_path: Path) -> tuple[subprocess.Popen[str], list[int]]:
+    """`wattlab monitor -- python -c SPAWNS_A_GRANDCHILD`, once the grandchild is up; with the
+    pids of every process under wattlab."""
+    import psutil
+
+    (tmp_path / "spawn.py").write_text(SPAWNS_A_GRANDCHILD)
+    proc = subprocess.Popen(
+        [*WATTLAB, "monitor", "--", sys.executable, "spawn.py"], cwd=tmp_path, env=ENV,
+        text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    grandchild_sh = int(proc.stdout.readline())
+    deadline = time.time() + 30
+    tree: list[int] = []
+    while time.time() < deadline:
+        tree = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+        sleeps = [p for p in tree if p != grandchild_sh and _name(p) == "sleep"]
+        if grandchild_sh in tree and sleeps:
+            break
+        time.sleep(0.1)
+    assert grandchild_sh in tree and len(tree) >= 4, tree  # guard, script, sh, sleep
+    return proc, tree
+
+
+def _name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGKILL])
+def test_monitor_stops_the_whole_group_grandchildren_included(tmp_path, signum):
+    proc, tree = _monitor_with_grandchild(tmp_path)
+    try:
+        proc.send_signal(signum)
+        proc.communicate(timeout=60)
+        assert _wait_gone(tree) == [], f"outlived `wattlab monitor` after signal {signum}"
+        if signum != signal.SIGKILL:
+            assert proc.returncode == 128 + signum  # the command died of the forwarded signal
+    finally:
+        for pid in tree:
+            if not _gone(pid):
+                os.kill(pid, signal.SIGKILL)
+        if proc.poll() is None:
+            proc.kill()
+
+
+TINY_SPEC = """
+name: hup
+base: {model: mobilenet_v3_small, stem: imagenet, device: cpu, train_samples: 2048,
+       test_samples: 64, epochs: 50, batch_size: 16, warmup_steps: 1}
+grid: {precision: [fp32]}
+repetitions: 2
+order: sequential
+warmup_runs: 0
+cooldown_s: 0
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum", [signal.SIGHUP, signal.SIGINT])
+def test_a_signal_during_a_sweep_run_is_128_plus_n_and_stores_it_failed(tmp_path, signum):
+    spec = tmp_path / "hup.yaml"
+    spec.write_text(TINY_SPEC)
+    db = tmp_path / "h.db"
+    sweep = subprocess.Popen(
+        [*WATTLAB, "sweep", str(spec), "--db", str(db)], cwd=tmp_path, env=ENV, text=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.time() + 300
+        running = 0
+        while time.time() < deadline and not running:
+            time.sleep(0.3)
+            if db.exists():
+                try:
+                    con = sqlite3.connect(db, timeout=5)
+                    (running,) = con.execute(
+                        "SELECT COUNT(*) FROM runs WHERE status = 'running'"
+                    ).fetchone()
+                    con.close()
+                except sqlite3.OperationalError:
+                    continue
+        assert running, "the sweep did not start a run in time"
+        time.sleep(3)  # into the training
+        sweep.send_signal(signum)
+        _, err = sweep.communicate(timeout=120)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+            sweep.wait()
+    assert sweep.returncode == 128 + signum, err[-2000:]
+    assert "Traceback" not in err
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT status, error FROM runs").fetchall()
+    con.close()
+    assert [status for status, _ in rows] == ["failed"], (rows, err[-3000:])
+    assert f"signal {int(signum)}" in rows[0][1]
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt(), "interrupted"])
+def test_a_stop_after_the_claim_before_signals_are_forwarded_stores_the_run_failed(tmp_path, stop):
+    """The window between the claim and the launcher's forwarding handler: the stop still
+    finishes the claim as failed, naming the signal; nothing stays 'running'."""
+    from wattlab.errors import Interrupted
+    from wattlab.experiment import runner
+    from wattlab.experiment.options import WorkerOptions
+    from wattlab.train.config import make_run_config
+
+    error = Interrupted(1) if stop == "interrupted" else stop
+    signum = 1 if stop == "interrupted" else 2
+
+    class StopsAtOnce:
+        def run(self, cfg, opts, ctx, store):
+            raise error
+
+    db = tmp_path / "w.db"
+    open_store(db).close()
+    cfg = make_run_config(model="mobilenet_v3_small", device="cpu", epochs=1)
+    with pytest.raises(type(error)):
+        runner.run(cfg, WorkerOptions(db_path=str(db), sweep="s", progress=False),
+                   warm=StopsAtOnce())  # fmt: skip
+    with open_store(db, readonly=True) as store:
+        runs = store.runs()
+    assert runs["status"].tolist() == ["failed"]
+    assert f"interrupted by signal {signum}" in runs["error"].iloc[0]

@@ -1,0 +1,91 @@
+"""Stop signals of the `wattlab` command: one line and 128 + N at any moment (a base utility).
+
+``install`` makes Ctrl-C raise KeyboardInterrupt and SIGTERM/SIGHUP raise ``Interrupted``, and
+notes each signal in ``RECEIVED``; whatever a library then makes of that exception (an import
+half done, an error of another type), the command ends with ``exit_stopped``: one line on
+stderr and 130 (Ctrl-C) or 128 + N. ``wattlab/__init__.py`` installs them first thing when the
+process is the `wattlab` command (``is_the_command``), in a mode that exits at once (nothing
+has started yet), so a signal during the imports is one line too; the CLI's ``main`` then
+installs the raising handlers. Importing wattlab as a library changes no signal handler.
+"""
+
+from __future__ import annotations
+
+import _signal  # type: ignore[import-not-found]  # C module: imports at once (``signal`` is slow)
+import os
+import sys
+from types import FrameType
+
+RECEIVED: list[int] = []  # stop signals that arrived, in order
+
+
+def is_the_command() -> bool:
+    """Whether this process is the `wattlab` command (the console script or -m wattlab.cli)."""
+    argv = list(getattr(sys, "orig_argv", []) or [])
+    if "-m" in argv[:-1]:
+        module = argv[argv.index("-m") + 1]
+        return module in ("wattlab.cli", "wattlab.cli.app")
+    return bool(sys.argv) and os.path.basename(sys.argv[0]) == "wattlab"
+
+
+def _on_interrupt(signum: int, _frame: FrameType | None) -> None:
+    RECEIVED.append(signum)
+    raise KeyboardInterrupt
+
+
+def _on_terminate(signum: int, _frame: FrameType | None) -> None:
+    from wattlab.errors import Interrupted
+
+    RECEIVED.append(signum)
+    raise Interrupted(signum)
+
+
+def _exit_at_start_up(signum: int, _frame: FrameType | None) -> None:
+    RECEIVED.append(signum)
+    exit_stopped(signum)  # SystemExit: Python leaves quietly, even from inside an import
+
+
+def install(*, at_start_up: bool = False) -> None:
+    """Ctrl-C raises KeyboardInterrupt; SIGTERM and SIGHUP raise Interrupted; each is noted in
+    RECEIVED. ``at_start_up`` (the imports, before the CLI's main can catch anything): each
+    exits at once with its one line. Main thread only (elsewhere nothing changes)."""
+    interrupt = _exit_at_start_up if at_start_up else _on_interrupt
+    terminate = _exit_at_start_up if at_start_up else _on_terminate
+    try:
+        _signal.signal(_signal.SIGINT, interrupt)
+        for name in ("SIGTERM", "SIGHUP"):
+            if hasattr(_signal, name):
+                _signal.signal(getattr(_signal, name), terminate)
+    except ValueError:  # not the main thread: signal handlers can only be set there
+        return
+
+
+def ignore_more() -> None:
+    """On the way out after a stop signal: a second Ctrl-C does not cut the one line short."""
+    try:
+        for name in ("SIGINT", "SIGTERM", "SIGHUP"):
+            if hasattr(_signal, name):
+                _signal.signal(getattr(_signal, name), _signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        return
+
+
+def stopped_line(signum: int) -> tuple[str, int]:
+    """The one line and the exit code of a command stopped by ``signum``."""
+    if signum == _signal.SIGINT:
+        return "wattlab: interrupted", 130
+    return (
+        f"wattlab: stopped by signal {signum}; a run cut short is stored as failed "
+        "(run the sweep again to resume).",
+        128 + signum,
+    )
+
+
+def exit_stopped(signum: int) -> None:
+    """Say in one line that ``signum`` stopped the command, and exit with its code."""
+    ignore_more()
+    line, code = stopped_line(signum)
+    try:
+        print(line, file=sys.stderr, flush=True)
+    finally:
+        sys.exit(code)
