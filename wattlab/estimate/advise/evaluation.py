@@ -274,7 +274,8 @@ def evaluate_power_limits(profiles: Sequence[Any]) -> dict[str, Any]:
         raise DataError("leave-one-file-out needs at least two profiles.")
     picks = []
     for i, profile in enumerate(profiles):
-        law = power_caps.fit_cap_law([p for j, p in enumerate(profiles) if j != i])
+        others = [p for j, p in enumerate(profiles) if j != i]
+        law = power_caps.fit_cap_law(others, draw_sensitive=True)  # as DEFAULT_LAW is fitted
         run = profile.uncapped()
         top = float(profile.limits_w.max())
         gpus = int(profile.gpu_energy_j.shape[1])
