@@ -649,9 +649,30 @@ def report(
     ] = None,
     baseline_w: BaselineW = None,
     json_path: JsonOut = None,
+    target_accuracy: Annotated[
+        float | None,
+        typer.Option(
+            "--target-accuracy",
+            help="Energy to accuracy's target, 0..1 (default: 90 % of the best per-epoch "
+            "accuracy of the runs).",
+        ),
+    ] = None,
+    pareto_axes: Annotated[
+        str | None,
+        typer.Option(
+            "--pareto-axes",
+            help="The Pareto front's axes: energy,time (default) or energy,time,accuracy; "
+            "with accuracy the finding names the compared configurations' accuracies.",
+        ),
+    ] = None,
 ) -> None:
     """Tables, figures and the operating region: report.md and a self-contained report.html."""
+    from wattlab.analysis.tradeoffs import parse_pareto_axes
     from wattlab.jsonio import dump_json, output_folder
+
+    axes = parse_pareto_axes(pareto_axes)
+    if target_accuracy is not None and not 0 < target_accuracy <= 1:
+        raise WattlabError(f"--target-accuracy must be in (0, 1], got {target_accuracy:g}.")
 
     if out is None and json_path is None:
         raise WattlabError("give --out DIR for the report, or --json PATH for the summary.")
@@ -696,6 +717,8 @@ def report(
                 max_penalty=max_penalty,
                 scheduler_jobs=scheduler_jobs,
                 spec=spec,
+                target_accuracy=target_accuracy,
+                pareto_axes=axes,
             )
         summary = json.loads(Path(paths.summary_json).read_text())
         if json_path != "-":
@@ -708,6 +731,9 @@ def report(
             min_saving=min_saving,
             max_penalty=max_penalty,
             spec=spec,
+            windows=windows,
+            target_accuracy=target_accuracy,
+            pareto_axes=axes,
         )
     if json_path:
         dump_json(summary, json_path)

@@ -470,8 +470,7 @@ def check_synthetic_version(version: int) -> int:
     """``version`` when it names a synthetic task; a ConfigError (one sentence) otherwise."""
     if version not in TASKS:
         raise ConfigError(
-            f"synthetic_version must be one of {', '.join(map(str, TASKS))}, "
-            f"got {version!r}."
+            f"synthetic_version must be one of {', '.join(map(str, TASKS))}, got {version!r}."
         )
     return version
 
