@@ -25,6 +25,7 @@ from wattlab.cli.options import (
     DataDir,
     Db,
     DurationS,
+    EpochEvalSamples,
     Epochs,
     EstimateBatchSize,
     EstimateEpochs,
@@ -59,11 +60,14 @@ from wattlab.cli.options import (
     PrometheusPort,
     Pue,
     RamMeasure,
+    Recipe,
     Region,
     ReportDir,
     Seed,
     Stem,
     SweepName,
+    SyntheticVersion,
+    TargetAccuracy,
     TestSamples,
     TrainSamples,
     TrainSize,
@@ -269,6 +273,9 @@ def run(
     dataset: Annotated[
         str, typer.Option("--dataset", help="synthetic (offline default) | cifar10")
     ] = "synthetic",
+    synthetic_version: SyntheticVersion = 2,
+    recipe: Recipe = 2,
+    epoch_eval_samples: EpochEvalSamples = 1024,
     data_dir: DataDir = None,
     train_samples: TrainSamples = None,
     test_samples: TestSamples = None,
@@ -346,6 +353,9 @@ def run(
         stem=stem,
         image_size=image_size,
         dataset=dataset,
+        synthetic_version=synthetic_version,
+        recipe=recipe,
+        epoch_eval_samples=epoch_eval_samples,
         data_dir=data_dir,
         train_samples=train_samples,
         test_samples=test_samples,
@@ -649,14 +659,7 @@ def report(
     ] = None,
     baseline_w: BaselineW = None,
     json_path: JsonOut = None,
-    target_accuracy: Annotated[
-        float | None,
-        typer.Option(
-            "--target-accuracy",
-            help="Energy to accuracy's target, 0..1 (default: 90 % of the best per-epoch "
-            "accuracy of the runs).",
-        ),
-    ] = None,
+    target_accuracy: TargetAccuracy = None,
     pareto_axes: Annotated[
         str | None,
         typer.Option(
@@ -671,8 +674,6 @@ def report(
     from wattlab.jsonio import dump_json, output_folder
 
     axes = parse_pareto_axes(pareto_axes)
-    if target_accuracy is not None and not 0 < target_accuracy <= 1:
-        raise WattlabError(f"--target-accuracy must be in (0, 1], got {target_accuracy:g}.")
 
     if out is None and json_path is None:
         raise WattlabError("give --out DIR for the report, or --json PATH for the summary.")
