@@ -1,116 +1,177 @@
-"""On a GPU machine: wattlab's trainer against the typical torchvision training loop.
+"""On a GPU machine: wattlab's trainer against a careful DataLoader loop, at EQUAL batch.
 
-Both train ResNet-50 (imagenet stem, as in torchvision) on 32x32 CIFAR-shaped images with
-bf16 autocast, for the same number of samples after a warm-up; GPU energy comes from the NVML
-energy counter through EnergyMonitor.
-  * typical: a CPU DataLoader (PIL images, RandomCrop(32, padding=4), RandomHorizontalFlip,
-    ToTensor, Normalize; --workers processes, pinned memory), batch 256;
-  * wattlab: wattlab.train.loop.run_training — data resident on the GPU, augmentation on the
-    GPU, channels_last, no per-step host sync — batch 512 eager and with CUDA graphs (each
-    step's forward+backward replayed as one graph), and any --extra-batch sizes.
-The last epoch's training loss is printed per row: the graphed and eager loops train the same
-model on the same data and must land close to each other.
-Prints images/s and GPU mJ/image side by side and the ratios. Targets: >= 3x the typical loop's
-throughput, <= 1/3 of its energy per image. Read-only: changes no GPU setting.
+Workloads (32x32 CIFAR-shaped synthetic images, bf16 autocast):
+  * ResNet-50, CIFAR stem (3x3 stride-1 first conv, no max-pool): compute-bound;
+  * ResNet-50, imagenet stem (torchvision's): launch-bound at 32x32 (8x8 maps after the stem);
+  * ResNet-18, CIFAR stem.
+At batch 256, 512 and 1024 each, three loops with the SAME recipe (wattlab's recipe 2: SGD,
+Nesterov, the batch-scaled peak rate, weight decay off for 1-D parameters, label smoothing
+0.1, gradient-norm clipping, the same warm-up + cosine schedule) and the same augmentation
+(random crop with 4 px reflect padding, horizontal flip, per-channel normalisation):
+  * careful: a torch DataLoader (12 workers, pinned memory, persistent workers, augmentation
+    on the CPU), cudnn.benchmark, channels_last, fused SGD;
+  * wattlab eager: wattlab.train.loop.run_training (data and augmentation on the GPU);
+  * wattlab + CUDA graphs (--cuda-graphs), and with --compile a torch.compile row.
+Each row trains for about --seconds (its sample count comes from the careful loop's measured
+rate) after a warm-up. Per row: images/s, GPU mJ/image (NVML energy counter through wattlab's
+EnergyMonitor), mean GPU W, and model FLOP utilisation: 3 x forward FLOPs/sample x images/s
+over the GPU's dense bf16 peak (wattlab/estimate/gpu_specs.csv). One table at the end; JSON to
+$OUT/train_throughput.json (rewritten after every row). Read-only: changes no GPU setting.
+
+    python bench/train_throughput.py                      # ~5 min on an H200
+    python bench/train_throughput.py --device cpu --tiny  # seconds: a smoke test, no GPU
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from _common import print_table, write_json  # noqa: E402
 
+WORKLOADS = (("resnet50", "cifar"), ("resnet50", "imagenet"), ("resnet18", "cifar"))
+BATCHES = (256, 512, 1024)
+PRECISION = "amp-bf16"
 
-def gpu_monitor():
+
+def energy_monitor(device: str) -> Any:
     from wattlab.meters.discover import discover_meters
     from wattlab.monitor import EnergyMonitor
 
-    discovery = discover_meters(include_gpus=True, gpu_indices=[0], include_host=False)
+    if device == "cuda":
+        discovery = discover_meters(include_gpus=True, gpu_indices=[0], include_host=False)
+    else:  # CPU smoke test: whatever the host offers (RAPL or the modelled estimate)
+        discovery = discover_meters(include_gpus=False, include_host=True)
     return EnergyMonitor(discovery, interval_s=0.1).start()
 
 
-def typical_loop(images, labels, samples: int, batch_size: int, workers: int) -> dict:
-    import numpy as np
+def _config(model: str, stem: str, batch: int, samples: int, device: str, **extra: Any) -> Any:
+    from wattlab.train.config import RunConfig
+
+    return RunConfig(
+        model=model,
+        stem=stem,
+        precision=PRECISION if device == "cuda" else "fp32",  # CPU bf16 is emulated: slow
+        batch_size=batch,
+        budget_samples=max(samples, batch),
+        device=device,
+        epoch_eval_samples=0,  # training only, as in the careful loop
+        **extra,
+    )
+
+
+def careful_loop(data: Any, cfg: Any, seconds: float, workers: int, max_steps: int) -> dict:
+    """The careful DataLoader loop with wattlab's recipe; trains about ``seconds``."""
     import torch
-    import torch.nn.functional as F
-    import torchvision
-    from PIL import Image
+    from torch import nn
     from torchvision import transforms
 
-    class Cifar(torch.utils.data.Dataset):
-        def __init__(self) -> None:
-            self.x = images.permute(0, 2, 3, 1).numpy()  # HWC uint8, like torchvision's CIFAR10
-            self.y = labels.numpy()
-            self.t = transforms.Compose(
-                [
-                    transforms.RandomCrop(32, padding=4),
-                    transforms.RandomHorizontalFlip(),
-                    transforms.ToTensor(),
-                    transforms.Normalize((0.4914, 0.4822, 0.4465), (0.2470, 0.2435, 0.2616)),
-                ]
-            )
+    from wattlab.train import loop as wl
+    from wattlab.train.data import channel_stats
+    from wattlab.train.models import build_model
+    from wattlab.train.recipe import lr_at, resolve, zero_init_residual
 
+    device = torch.device(cfg.device)
+    mean, std = channel_stats(data.train_x)
+    tf = transforms.Compose(
+        [
+            transforms.RandomCrop(32, padding=4, padding_mode="reflect"),
+            transforms.RandomHorizontalFlip(),
+            transforms.Normalize((mean / 255).tolist(), (std / 255).tolist()),
+        ]
+    )
+
+    class Images(torch.utils.data.Dataset):
         def __len__(self) -> int:
-            return len(self.y)
+            return int(data.train_y.shape[0])
 
-        def __getitem__(self, i: int):
-            return self.t(Image.fromarray(self.x[i])), int(self.y[i])
+        def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+            return tf(data.train_x[i].float().div_(255)), int(data.train_y[i])
 
     loader = torch.utils.data.DataLoader(
-        Cifar(),
-        batch_size=batch_size,
+        Images(),
+        batch_size=cfg.batch_size,
         shuffle=True,
         num_workers=workers,
-        pin_memory=True,
+        pin_memory=device.type == "cuda",
         drop_last=True,
-        persistent_workers=True,
+        persistent_workers=workers > 0,
     )
-    model = torchvision.models.resnet50(num_classes=10).cuda()
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, nesterov=True)
+    torch.backends.cudnn.benchmark = True
+    torch.manual_seed(cfg.seed)
+    net = build_model(cfg.model, stem=cfg.stem, num_classes=10)
+    recipe = resolve(cfg, net)
+    if recipe.zero_init_residual:
+        zero_init_residual(net)
+    fmt = torch.channels_last if device.type == "cuda" else torch.contiguous_format
+    net = net.to(device, memory_format=fmt)  # type: ignore[call-overload]
+    opt = wl._make_optimizer(net, recipe, cfg.momentum, device)
+    criterion = nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)
+    params = [p for p in net.parameters() if p.requires_grad]
+    total = max_steps
 
-    def batches():
+    def batches() -> Any:
         while True:
             yield from loader
 
     it = batches()
+    step_no = [0]
 
-    def step(x, y):
-        x, y = x.cuda(non_blocking=True), y.cuda(non_blocking=True)
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = F.cross_entropy(model(x), y)
+    def step(x: torch.Tensor, y: torch.Tensor) -> None:
+        x = x.to(device, non_blocking=True).contiguous(memory_format=fmt)
+        y = y.to(device, non_blocking=True)
+        for group in opt.param_groups:
+            group["lr"] = lr_at(step_no[0] % total, total, recipe)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            loss = criterion(net(x), y)
         loss.backward()
+        if recipe.clip_grad_norm is not None:
+            nn.utils.clip_grad_norm_(params, recipe.clip_grad_norm, foreach=True)
         opt.step()
         opt.zero_grad(set_to_none=True)
+        step_no[0] += 1
 
-    for _ in range(20):  # warm-up
+    net.train()
+    for _ in range(
+        min(20, max_steps)
+    ):  # warm-up (the schedule restarts below): cuDNN autotuning, workers started
         step(*next(it))
-    torch.cuda.synchronize()
-    mon = gpu_monitor()
-    steps = samples // batch_size
-    mon.begin_window("typical")
-    for _ in range(steps):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    mon = energy_monitor(cfg.device)
+    mon.begin_window("careful")
+    steps, t0 = 0, time.perf_counter()
+    while steps < max_steps and (time.perf_counter() - t0 < seconds or steps < 5):
         step(*next(it))
-    m = mon.end_window("typical")
+        steps += 1
+    m = mon.end_window("careful")  # waits for the queued GPU work
     mon.stop()
-    n = steps * batch_size
-    del np
-    return {"samples": n, "duration_s": m.duration_s, "gpu_j": m.gpu_energy_j}
+    return _row(m, steps * cfg.batch_size)
 
 
-def wattlab_loop(
-    samples: int, batch_size: int, compile_model: bool, cuda_graphs: bool = False
-) -> dict:
-    from wattlab.monitor import Measurement
-    from wattlab.train.config import RunConfig
-    from wattlab.train.distributed import init_distributed
+def _row(m: Any, samples: int) -> dict:
+    energy = m.gpu_energy_j if m.gpu_energy_j else m.total_energy_j
+    return {
+        "samples": samples,
+        "duration_s": m.duration_s,
+        "energy_j": energy,
+        "energy_source": "gpu (NVML counter)" if m.gpu_energy_j else "host meters",
+        "provenance": m.total_provenance.value,
+    }
+
+
+def wattlab_loop(data: Any, cfg: Any) -> dict:
+    from wattlab.train.distributed import DistContext
     from wattlab.train.loop import run_training
 
-    mon = gpu_monitor()
-    results: dict[str, Measurement] = {}
+    mon = energy_monitor(cfg.device)
+    results: dict[str, Any] = {}
 
     class Windows:
         def begin(self, name: str, epoch: int | None = None) -> None:
@@ -121,85 +182,111 @@ def wattlab_loop(
             if name == "budget":
                 results[name] = mon.end_window(name)
 
-    cfg = RunConfig(
-        model="resnet50",
-        stem="imagenet",
-        precision="amp-bf16",
-        batch_size=batch_size,
-        budget_samples=samples,
-        warmup_steps=20,
-        compile=compile_model,
-        cuda_graphs=cuda_graphs,
-        device="cuda",
+    import torch
+
+    result = run_training(
+        cfg, DistContext(device=torch.device(cfg.device)), Windows(), dataset=data
     )
-    result = run_training(cfg, init_distributed("cuda"), windows=Windows())
     mon.stop()
-    m = results["budget"]
-    return {
-        "samples": result.samples,
-        "duration_s": m.duration_s,
-        "gpu_j": m.gpu_energy_j,
-        "final_train_loss": result.train_loss,
-    }
+    row = _row(results["budget"], result.samples)
+    row["final_train_loss"] = result.train_loss
+    return row
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--samples", type=int, default=150_000)
-    parser.add_argument("--workers", type=int, default=12)
-    parser.add_argument("--extra-batch", type=int, nargs="*", default=[1024])
-    parser.add_argument("--compile", action="store_true")
-    args = parser.parse_args()
+def model_flops(model: str, stem: str) -> float:
+    from wattlab.train.models import build_model, forward_flops_per_sample
 
+    return forward_flops_per_sample(build_model(model, stem=stem, num_classes=10), image_size=32)
+
+
+def peak_bf16_flops(device: str) -> tuple[float | None, str]:
+    if device != "cuda":
+        return None, "no GPU"
+    import torch
+
+    from wattlab.errors import WattlabError
+    from wattlab.estimate.specs import lookup_gpu, peak_flops
+
+    name = torch.cuda.get_device_name(0)
+    try:
+        return peak_flops(lookup_gpu(name), PRECISION), name
+    except WattlabError:
+        return None, name
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--tiny", action="store_true", help="a seconds-long smoke test")
+    ap.add_argument("--seconds", type=float, default=8.0, help="training time per row")
+    ap.add_argument("--workers", type=int, default=12)
+    ap.add_argument("--batches", type=int, nargs="*", default=list(BATCHES))
+    ap.add_argument("--compile", action="store_true", help="add a torch.compile row")
+    args = ap.parse_args()
     from wattlab.train.config import RunConfig
     from wattlab.train.data import load_dataset
 
-    data = load_dataset(RunConfig(epochs=1, device="cpu"))
-    results = {}
-    results["typical loop, DataLoader, bs256"] = typical_loop(
-        data.train_x, data.train_y, args.samples, 256, args.workers
-    )
-    results["wattlab loop, bs512"] = wattlab_loop(args.samples, 512, False)
-    results["wattlab loop, bs512, CUDA graphs"] = wattlab_loop(args.samples, 512, False, True)
-    for bs in args.extra_batch:
-        results[f"wattlab loop, bs{bs}"] = wattlab_loop(args.samples, bs, False)
-    if args.compile:
-        results["wattlab loop, bs512, torch.compile"] = wattlab_loop(args.samples, 512, True)
-
-    base = results["typical loop, DataLoader, bs256"]
-    base_ips = base["samples"] / base["duration_s"]
-    base_mj = base["gpu_j"] / base["samples"] * 1e3
+    workloads: tuple[tuple[str, str], ...] = WORKLOADS
+    batches = args.batches
+    train_samples = None
+    if args.tiny:
+        workloads, batches, args.seconds, args.workers = (("resnet18", "imagenet"),), [32], 0.5, 0
+        train_samples = 256
+    data = load_dataset(RunConfig(epochs=1, device="cpu", train_samples=train_samples))
+    peak, gpu = peak_bf16_flops(args.device)
+    out: dict[str, Any] = {"gpu": gpu, "peak_bf16_flops": peak, "precision": PRECISION, "rows": []}
     rows = []
-    for name, r in results.items():
-        ips = r["samples"] / r["duration_s"]
-        mj = r["gpu_j"] / r["samples"] * 1e3
-        rows.append(
-            [
-                name,
-                ips,
-                mj,
-                r["gpu_j"] / r["duration_s"],
-                f"{ips / base_ips:.2f}x",
-                f"{mj / base_mj:.2f}x",
-                r.get("final_train_loss", float("nan")),
-            ]
-        )
-        r.update(images_per_s=ips, gpu_mj_per_image=mj)
+    for model, stem in workloads:
+        fwd = model_flops(model, stem)
+        for batch in batches:
+            max_steps = 2 if args.tiny else 10**9
+            base = _config(model, stem, batch, batch, args.device)
+            careful = careful_loop(data, base, args.seconds, args.workers, max_steps)
+            samples = (
+                careful["samples"]
+                if args.tiny
+                else int(careful["samples"] / careful["duration_s"] * args.seconds)
+            )
+            variants: list[tuple[str, dict]] = [("wattlab eager", {})]
+            if args.device == "cuda":
+                variants.append(("wattlab --cuda-graphs", {"cuda_graphs": True}))
+                if args.compile:
+                    variants.append(("wattlab torch.compile", {"compile": True}))
+            measured = [("careful DataLoader loop", careful)]
+            for name, extra in variants:
+                cfg = _config(model, stem, batch, samples, args.device, warmup_steps=20, **extra)
+                measured.append((name, wattlab_loop(data, cfg)))
+            careful_ips = careful["samples"] / careful["duration_s"]
+            for name, r in measured:
+                ips = r["samples"] / r["duration_s"]
+                mfu = 3 * fwd * ips / peak if peak else None
+                r.update(
+                    workload=f"{model} {stem} stem",
+                    batch_size=batch,
+                    loop=name,
+                    images_per_s=ips,
+                    mj_per_image=r["energy_j"] / r["samples"] * 1e3,
+                    mean_w=r["energy_j"] / r["duration_s"],
+                    forward_flops_per_sample=fwd,
+                    model_flop_utilisation=mfu,
+                    speed_vs_careful=ips / careful_ips,
+                )
+                out["rows"].append(r)
+                rows.append(
+                    [f"{model} {stem}", batch, name, ips, r["mj_per_image"], r["mean_w"],
+                     "n/a" if mfu is None else f"{mfu:.1%}", f"{ips / careful_ips:.2f}x"]
+                )  # fmt: skip
+                print(f"{model} {stem} bs{batch} {name}: {ips:,.0f} img/s", flush=True)
+            write_json("train_throughput", out)
     print_table(
-        f"Training throughput, ResNet-50 imagenet stem, 32x32, amp-bf16, {args.samples} samples",
-        [
-            "loop",
-            "images/s",
-            "GPU mJ/image",
-            "GPU W",
-            "speed vs typical",
-            "energy vs typical",
-            "last loss",
-        ],
+        f"Training throughput at equal batch, 32x32, {PRECISION}, {gpu}",
+        ["workload", "batch", "loop", "images/s", "mJ/image", "mean W", "MFU", "vs careful"],
         rows,
     )
-    write_json("train_throughput", results)
+    path = write_json("train_throughput", out)
+    print(f"\nraw: {path}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

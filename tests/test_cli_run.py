@@ -58,7 +58,7 @@ def test_run_stores_one_complete_row(run_db):
     assert 0 <= run["accuracy"] <= 1
     windows = con.execute("SELECT name, epoch, samples, energy_total_j FROM windows").fetchall()
     names = sorted({w["name"] for w in windows})
-    assert names == ["budget", "codecarbon", "epoch", "eval", "run", "warmup"]
+    assert names == ["budget", "codecarbon", "epoch", "epoch_eval", "eval", "run", "warmup"]
     # CodeCarbon, offline, is compared on exactly the window it measured
     cc_window = next(w for w in windows if w["name"] == "codecarbon")
     assert run["codecarbon_energy_j"] > 0

@@ -73,6 +73,7 @@ def test_abandon_marks_only_the_sweeps_running_rows(tmp_path: Path) -> None:
         ("3", ("projected_energy_low_j", "projected_energy_high_j", "projection_interval_basis")),
         ("4", ("exit_code", "stdout_path", "stderr_path", "budget_window", "command_json")),
         ("5", ("pid_started_unix",)),
+        ("6", ("synthetic_version", "recipe")),
     ],
 )
 def test_an_older_database_is_migrated_keeping_its_rows(
@@ -95,7 +96,7 @@ def test_an_older_database_is_migrated_keeping_its_rows(
         assert len(store.runs()) == 1
     conn = sqlite3.connect(db)
     version = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
-    assert version == str(SCHEMA_VERSION) == "6"
+    assert version == str(SCHEMA_VERSION) == "7"
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
 
@@ -113,3 +114,20 @@ def test_a_read_only_database_refuses_the_claim_in_one_sentence(tmp_path: Path) 
     finally:
         store.close()
     assert os.path.exists(db)
+
+
+def test_a_version_5_database_gains_the_windows_accuracy_column(tmp_path: Path) -> None:
+    db = tmp_path / "v5.db"
+    with open_store(db) as store:
+        store.insert_run({**claim(), "status": "ok"})
+    conn = sqlite3.connect(db)  # a version-5 windows table: no accuracy column
+    keep = [r[1] for r in conn.execute("PRAGMA table_info(windows)") if r[1] != "accuracy"]
+    conn.execute(f"CREATE TABLE windows_old AS SELECT {', '.join(keep)} FROM windows")
+    conn.execute("DROP TABLE windows")
+    conn.execute("ALTER TABLE windows_old RENAME TO windows")
+    conn.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    with open_store(db) as store:
+        assert "accuracy" in store.columns("windows")
+        assert len(store.runs()) == 1

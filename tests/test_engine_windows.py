@@ -33,7 +33,14 @@ def test_budget_window_is_its_epochs_and_phases_are_recorded(tmp_path, codecarbo
     budget = windows[windows["name"] == "budget"]["duration_s"].sum()
     epochs = windows[windows["name"] == "epoch"]["duration_s"]
     assert len(epochs) == 3
-    assert budget <= epochs.sum() * 1.02 + 0.05, (budget, epochs.tolist())
+    # the budget holds the epochs and, after each, the evaluation on the fixed subset
+    evals = windows[windows["name"] == "epoch_eval"].sort_values("epoch")
+    assert list(evals["epoch"]) == [1, 2, 3] and list(evals["samples"]) == [64, 64, 64]
+    assert evals["accuracy"].between(0, 1).all() and evals["energy_total_j"].notna().all()
+    assert windows[windows["name"] == "epoch"]["accuracy"].isna().all()
+    inside = epochs.sum() + evals["duration_s"].sum()
+    assert budget <= inside * 1.02 + 0.05, (budget, epochs.tolist())
+    assert (row["synthetic_version"], row["recipe"]) == (2, 2)
     for phase in PHASES:
         assert row[f"phase_{phase}_s"] >= 0, phase
     assert abs(row["phase_budget_s"] - row["duration_s"]) <= 0.05 + 0.02 * row["duration_s"]

@@ -31,7 +31,11 @@ def test_the_section_lists_the_baseline_and_what_is_off_the_front(tmp_path: Path
     # fp32 on an A40: the known law predicts amp-bf16 at 1/6 of the energy per image
     assert baseline["change"].startswith("precision fp32 -> amp-bf16")
     assert baseline["saving_low"] <= baseline["saving"] <= baseline["saving_high"]
-    assert baseline["saving"] == pytest.approx(1 - (1e-4 * 400) / (4e-4 * 600), abs=0.02)
+    precision_only = 1 - (1e-4 * 400) / (4e-4 * 600)
+    if "power limit" in baseline["change"]:  # the cap law adds its own (smaller) saving
+        assert precision_only < baseline["saving"] < precision_only + 0.1
+    else:
+        assert baseline["saving"] == pytest.approx(precision_only, abs=0.02)
     blocks = advice_blocks(rows)
     markdown = render_markdown("r", blocks, tmp_path)
     html = render_html("r", blocks, tmp_path)

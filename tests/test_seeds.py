@@ -13,8 +13,10 @@ from wattlab.experiment.spec import SweepSpec, repetition_config
 from wattlab.train.config import RunConfig
 
 BASE: dict[str, Any] = {"model": "resnet18", "epochs": 1, "device": "cpu"}
-# the hashes wattlab gave these two configurations before repetitions had their own seeds:
-# unpinned sweeps keep them, so a sweep stored then still resumes
+# the hashes wattlab gave these two configurations before repetitions had their own seeds (with
+# the task, recipe and per-epoch evaluation of then): unpinned sweeps keep them, so a sweep
+# stored then still resumes
+LEGACY = {"synthetic_version": 1, "recipe": 1, "epoch_eval_samples": 0}
 OLD_HASHES = {"fp32": "bb4159c99b10f61f", "amp-bf16": "0966f2cbbfafe611"}
 
 
@@ -32,7 +34,7 @@ def by_hash(entries: list) -> dict[str, list]:
 
 
 def test_repetitions_get_their_own_seeds_and_keep_one_hash() -> None:
-    groups = by_hash(plan())
+    groups = by_hash(plan(base={**BASE, **LEGACY}))
     assert len(groups) == 2  # two configurations, three repetitions each
     for entries in groups.values():
         assert [e.repetition for e in entries] == [0, 1, 2]

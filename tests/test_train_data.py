@@ -110,9 +110,11 @@ def _linear_probe_accuracy(ds: data.Dataset) -> float:
 
 
 @pytest.mark.slow
-def test_synthetic_is_learnable_by_a_cnn_but_not_by_a_linear_model():
+def test_synthetic_v1_is_learnable_by_a_cnn_but_not_by_a_linear_model():
     cfg = make_run_config(
         device="cpu",
+        synthetic_version=1,
+        recipe=1,
         train_samples=3072,
         test_samples=1000,
         epochs=2,

@@ -76,8 +76,12 @@ def test_windows_come_in_order_with_global_sample_counts():
         ("begin", "budget", None),
         ("begin", "epoch", 1),
         ("end", "epoch", 1, 256),
+        ("begin", "epoch_eval", 1),  # the fixed subset: min(epoch_eval_samples, 50 test)
+        ("end", "epoch_eval", 1, 50),
         ("begin", "epoch", 2),
         ("end", "epoch", 2, 128),
+        ("begin", "epoch_eval", 2),
+        ("end", "epoch_eval", 2, 50),
         ("end", "budget", None, 384),
         ("begin", "eval", None),
         ("end", "eval", None, 50),
@@ -88,6 +92,7 @@ def test_windows_come_in_order_with_global_sample_counts():
     assert result.test_samples == 50 and result.world_size == 1
     assert [s.epoch for s in seen] == [1, 2] and [s.samples for s in seen] == [256, 128]
     assert all(isinstance(s, EpochStats) and s.duration_s > 0 for s in seen)
+    assert all(s.eval_accuracy is not None and 0 <= s.eval_accuracy <= 1 for s in seen)
     assert result.per_epoch == seen and result.train_loss == seen[-1].train_loss
     assert 0 <= result.accuracy <= 1 and 0 <= result.f1_macro <= 1
     assert result.params == count_parameters(small_cnn())
@@ -96,7 +101,7 @@ def test_windows_come_in_order_with_global_sample_counts():
 @pytest.mark.slow
 def test_no_warmup_window_without_warmup_steps():
     hooks = Recorder()
-    run_training(cpu_config(), SOLO, hooks, model=small_cnn())
+    run_training(cpu_config(epoch_eval_samples=0), SOLO, hooks, model=small_cnn())
     assert [c[1] for c in hooks.calls if c[0] == "begin"] == ["run", "budget", "epoch", "eval"]
 
 

@@ -42,12 +42,24 @@ def _less(ratio: float) -> str:
     return _times(ratio) if ratio >= _TIMES else f"{(1 - 1 / ratio) * 100:.1f} %"
 
 
-def finding(summary: pd.DataFrame) -> dict[str, Any]:
+def _accuracy_clause(summary: pd.DataFrame, best: int, ref: int) -> tuple[str, float, float]:
+    """ "; accuracy 0.853 vs 0.871" for the two compared rows, or "" when either lacks one."""
+    if "accuracy" not in summary.columns:
+        return "", math.nan, math.nan
+    acc = numeric(summary["accuracy"])
+    a, b = float(acc[best]), float(acc[ref])
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return "", a, b
+    return f"; accuracy {a:.3f} vs {b:.3f}", a, b
+
+
+def finding(summary: pd.DataFrame, *, with_accuracy: bool = False) -> dict[str, Any]:
     """The finding as data and as one sentence: ``sentence``, ``best`` and ``reference``
     (labels), ``energy_ratio`` (reference energy / best energy per image, > 1 = best used
     less), ``speedup`` (reference time / best time per image), ``per`` ("image", or "run"
     without image counts) and ``overlap`` (whether the energy intervals overlap; None when
-    one has no interval)."""
+    one has no interval). ``with_accuracy`` (accuracy is a Pareto axis) names the two
+    configurations' median accuracies in the sentence and as ``accuracy`` [best, reference]."""
     energy, time, per = _per_image(summary)
     labels = [str(x) for x in summary["label"]]
     usable = np.flatnonzero(np.isfinite(energy) & (energy > 0) & np.isfinite(time) & (time > 0))
@@ -99,6 +111,11 @@ def finding(summary: pd.DataFrame) -> dict[str, Any]:
             )
         else:
             sentence += " in about the same time"
+    accuracy: list[float] | None = None
+    if with_accuracy:
+        clause, acc_best, acc_ref = _accuracy_clause(summary, best, ref)
+        sentence += clause
+        accuracy = [acc_best, acc_ref]
     if overlap is None:
         sentence += "; a configuration with a single run has no interval to tell this from noise."
     elif overlap:
@@ -113,6 +130,7 @@ def finding(summary: pd.DataFrame) -> dict[str, Any]:
         "speedup": float(speedup),
         "per": per,
         "overlap": overlap,
+        **({"accuracy": accuracy} if accuracy is not None else {}),
     }
 
 

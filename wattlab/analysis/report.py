@@ -26,8 +26,9 @@ from wattlab.analysis.summary_json import summary_to_json
 from wattlab.analysis.tradeoffs import (
     DEFAULT_MAX_PENALTY,
     DEFAULT_MIN_SAVING,
+    DEFAULT_PARETO_AXES,
     operating_region,
-    pareto_front,
+    pareto_front_axes,
     power_limit_effects,
 )
 from wattlab.errors import DataError
@@ -86,6 +87,9 @@ def analyze_runs(
     min_saving: float = DEFAULT_MIN_SAVING,
     max_penalty: float = DEFAULT_MAX_PENALTY,
     spec: Mapping[str, object] | None = None,
+    windows: pd.DataFrame | None = None,
+    target_accuracy: float | None = None,
+    pareto_axes: tuple[str, ...] = DEFAULT_PARETO_AXES,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """The summary table and the JSON summary (see ``summary_to_json``) of ``runs``, without
     writing anything: what ``wattlab report --json`` prints. ``baseline`` may be a dict or the
@@ -100,7 +104,15 @@ def analyze_runs(
     if chosen is None:
         source = "default: the fewest GPUs, fp32, the highest power limit"
     summary = summarize(runs, chosen)
-    data = summary_to_json(summary, runs, min_saving=min_saving, max_penalty=max_penalty)
+    data = summary_to_json(
+        summary,
+        runs,
+        min_saving=min_saving,
+        max_penalty=max_penalty,
+        windows=windows,
+        target_accuracy=target_accuracy,
+        pareto_axes=pareto_axes,
+    )
     data["baseline"]["source"] = source
     data["sweep"] = sweep
     return summary, data
@@ -120,6 +132,8 @@ def write_report(
     scheduler_jobs: pd.DataFrame | None = None,
     spec: Mapping[str, object] | None = None,
     advice: bool = False,
+    target_accuracy: float | None = None,
+    pareto_axes: tuple[str, ...] = DEFAULT_PARETO_AXES,
 ) -> ReportPaths:
     """Write report.md, report.html, summary.json and the figures (PNG + SVG) to ``out_dir``.
 
@@ -130,7 +144,9 @@ def write_report(
     ConsumedEnergy beside ours where it was reported; ``spec`` (the sweep's stored spec) gives
     the baseline when ``baseline`` is None and it declares one; ``advice`` adds the "Advice"
     section (``report_advice``: PRE loaded or fitted once, then every listed configuration
-    advised from one of its runs). Raises DataError when there is no ok
+    advised from one of its runs); ``target_accuracy`` is energy-to-accuracy's target (default:
+    see :mod:`energy_to_accuracy`); ``pareto_axes`` the front's axes (energy, time, accuracy).
+    Raises DataError when there is no ok
     run, ConfigError for a baseline that matches no single configuration or an unusable
     ``out_dir``.
     """
@@ -141,13 +157,16 @@ def write_report(
         min_saving=min_saving,
         max_penalty=max_penalty,
         spec=spec,
+        windows=windows,
+        target_accuracy=target_accuracy,
+        pareto_axes=pareto_axes,
     )
     runs = select_runs(runs, sweep)
     if trace is not None and "id" in runs.columns and not trace.empty:
         ids = set(pd.to_numeric(runs["id"], errors="coerce").dropna().astype(int))
         trace = trace[pd.to_numeric(trace["run_id"], errors="coerce").isin(ids)]
     out = prepare_out_dir(out_dir)
-    pareto = pareto_front(summary, "duration_s", "energy_total_j")
+    pareto = pareto_front_axes(summary, pareto_axes)
     region = operating_region(summary, min_saving, max_penalty)
     effects = power_limit_effects(summary, min_saving, max_penalty)
     scaling = scaling_efficiency(summary)
@@ -164,6 +183,7 @@ def write_report(
 
         data["advice"] = advice_rows(runs, windows, trace, data)
         blocks += advice_blocks(data["advice"])
+    blocks += sections.energy_to_accuracy_blocks(data.get("energy_to_accuracy"))
     blocks += sections.phase_blocks(data.get("phase_times"))
     blocks.append(Heading("GPU scaling"))
     if scaling.empty:

@@ -115,11 +115,15 @@ def findings(
             f"{pct(fast['time_change'])} time against the baseline). Least energy: {low['label']} "
             f"({fmt(low['energy_total_j'])} J, {pct(low['energy_change'])} energy)."
         )
-    items.append(
-        "Pareto front (no other configuration is both faster and uses less energy): "
-        + "; ".join(data["pareto"])
-        + "."
-    )
+    axes = data.get("pareto_axes") or ["energy", "time"]
+    if "accuracy" in axes:
+        front = (
+            f"Pareto front over {', '.join(axes)} (no other configuration is at least as good "
+            "on every axis and better on one; accuracy higher is better): "
+        )
+    else:
+        front = "Pareto front (no other configuration is both faster and uses less energy): "
+    items.append(front + "; ".join(data["pareto"]) + ".")
     items += region_findings(data, effects)
     if not effects.empty:
         capped = effects[effects["time_change"].notna() & (effects["energy_change"].notna())]
@@ -470,6 +474,37 @@ def region_findings(data: dict[str, Any], effects: pd.DataFrame) -> list[str]:
             f"{criteria_text(crit)}."
         )
     return items
+
+
+def energy_to_accuracy_blocks(eta: dict[str, Any] | None) -> list[Block]:
+    """The energy-to-accuracy section: its sentence and, when measured, one row per
+    configuration (runs that reached the target, median energy, time and epoch)."""
+    if not eta:
+        return []
+    blocks: list[Block] = [Heading("Energy to accuracy"), Para(eta["sentence"])]
+    if not eta.get("measured") or not eta.get("configurations"):
+        return blocks
+    rows = [
+        [
+            c["label"],
+            f"{c['reached']}/{c['runs']}",
+            fmt(c["energy_j"], 4) if c["energy_j"] is not None else "not reached",
+            fmt(c["time_s"], 3) if c["time_s"] is not None else "",
+            f"{c['epoch']:g}" if c["epoch"] is not None else "",
+            fmt(c["best_accuracy"], 3),
+        ]
+        for c in eta["configurations"]
+    ]
+    headers = ["configuration", "reached", "energy (J)", "time (s)", "epoch", "best accuracy"]
+    blocks.append(Table(headers, rows))
+    blocks.append(
+        Para(
+            "Energy to accuracy (as Zeus defines it): the cumulative energy of the training "
+            "epochs and their per-epoch evaluations up to the first epoch whose accuracy on "
+            "the fixed subset reaches the target; medians over the runs that reached it."
+        )
+    )
+    return blocks
 
 
 def phase_blocks(phases: dict[str, Any] | None) -> list[Block]:

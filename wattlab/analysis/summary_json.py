@@ -11,6 +11,7 @@ import pandas as pd
 from wattlab.analysis.budget_windows import budget_windows
 from wattlab.analysis.codecarbon_error import codecarbon_errors
 from wattlab.analysis.energy_shares import energy_shares
+from wattlab.analysis.energy_to_accuracy import energy_to_accuracy
 from wattlab.analysis.headline import finding
 from wattlab.analysis.intervals import CI_LEVEL, min_runs_for
 from wattlab.analysis.phases import phase_times
@@ -26,8 +27,9 @@ from wattlab.analysis.summary import short_configurations
 from wattlab.analysis.tradeoffs import (
     DEFAULT_MAX_PENALTY,
     DEFAULT_MIN_SAVING,
+    DEFAULT_PARETO_AXES,
     operating_region,
-    pareto_front,
+    pareto_front_axes,
     power_limit_effects,
     region_against_baseline,
 )
@@ -102,6 +104,9 @@ def summary_to_json(
     *,
     min_saving: float = DEFAULT_MIN_SAVING,
     max_penalty: float = DEFAULT_MAX_PENALTY,
+    windows: pd.DataFrame | None = None,
+    target_accuracy: float | None = None,
+    pareto_axes: tuple[str, ...] = DEFAULT_PARETO_AXES,
 ) -> dict[str, Any]:
     """A machine-readable summary (JSON-safe: NaN becomes null). Keys:
 
@@ -123,15 +128,19 @@ def summary_to_json(
     :mod:`wattlab.analysis.energy_shares`), ``budget_windows`` (runs of a command sweep: how
     many marked their budget window, see :mod:`wattlab.analysis.budget_windows`; null for
     others) and ``phase_times`` (see
-    :mod:`wattlab.analysis.phases`; null without phase columns).
+    :mod:`wattlab.analysis.phases`; null without phase columns), ``pareto_axes`` (the axes
+    of the front: energy, time and optionally accuracy) and, with ``runs``,
+    ``energy_to_accuracy`` (see :mod:`wattlab.analysis.energy_to_accuracy`; from ``windows``
+    at ``target_accuracy``).
     """
-    pareto = pareto_front(summary, "duration_s", "energy_total_j")
+    pareto = pareto_front_axes(summary, pareto_axes)
     region = operating_region(summary, min_saving, max_penalty)
     vs_baseline = region_against_baseline(summary, min_saving, max_penalty)
     axes = [c for c in (*CONFIG_COLUMNS, "power_limit_w") if c in summary.columns]
     base = summary[summary["is_baseline"]].iloc[0]
     out: dict[str, Any] = {
-        "finding": finding(summary),
+        "finding": finding(summary, with_accuracy="accuracy" in pareto_axes),
+        "pareto_axes": list(pareto_axes),
         "configurations": [
             _config_record(row, set(pareto), set(region), set(vs_baseline), axes)
             for _, row in summary.iterrows()
@@ -176,6 +185,7 @@ def summary_to_json(
         out["energy_shares"] = energy_shares(runs)
         out["budget_windows"] = budget_windows(runs)  # command runs: marked or whole process
         out["phase_times"] = phase_times(runs)
+        out["energy_to_accuracy"] = energy_to_accuracy(runs, windows, target_accuracy)
         rng = intensity_range(runs)
         ok = ok_runs(runs)
         out["carbon"] = {

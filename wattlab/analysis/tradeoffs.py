@@ -55,6 +55,62 @@ def pareto_front(df: pd.DataFrame, time_col: str, energy_col: str) -> list:
     return [label for *_, label in sorted(front, key=lambda x: (x[0], x[1], x[2]))]
 
 
+# --pareto-axes names: (column of the summary, True when larger is better)
+PARETO_AXES = {
+    "energy": ("energy_total_j", False),
+    "time": ("duration_s", False),
+    "accuracy": ("accuracy", True),
+}
+DEFAULT_PARETO_AXES = ("energy", "time")
+
+
+def parse_pareto_axes(text: str | None) -> tuple[str, ...]:
+    """``energy,time[,accuracy]`` as a tuple of axis names; a ConfigError (one sentence) for
+    an unknown or repeated name, or fewer than two."""
+    from wattlab.errors import ConfigError
+
+    if text is None:
+        return DEFAULT_PARETO_AXES
+    names = tuple(n.strip().lower() for n in text.split(",") if n.strip())
+    unknown = [n for n in names if n not in PARETO_AXES]
+    if unknown or len(set(names)) != len(names) or len(names) < 2:
+        raise ConfigError(
+            f"--pareto-axes takes two or three distinct names of {', '.join(PARETO_AXES)} "
+            f"separated by commas (e.g. energy,time,accuracy), got {text!r}."
+        )
+    return names
+
+
+def pareto_front_axes(df: pd.DataFrame, axes: tuple[str, ...] = DEFAULT_PARETO_AXES) -> list:
+    """Index labels of the rows not dominated on ``axes`` (names of PARETO_AXES: energy and
+    time minimised, accuracy maximised). Rows with a missing value on an axis are left out;
+    the result is ordered by time, then energy, then accuracy (best first)."""
+    if tuple(axes) == DEFAULT_PARETO_AXES or tuple(axes) == ("time", "energy"):
+        return pareto_front(df, "duration_s", "energy_total_j")
+    cols = []
+    for name in axes:
+        column, larger_better = PARETO_AXES[name]
+        values = (
+            pd.to_numeric(df[column], errors="coerce")
+            if column in df.columns
+            else pd.Series(float("nan"), index=df.index)
+        )
+        cols.append(-values if larger_better else values)  # every axis minimised
+    table = pd.concat(cols, axis=1)
+    valid = [i for i in df.index if not table.loc[i].isna().any()]
+    front = []
+    for i in valid:
+        a = table.loc[i].to_numpy()
+        dominated = any(
+            (table.loc[j].to_numpy() <= a).all() and (table.loc[j].to_numpy() < a).any()
+            for j in valid
+        )
+        if not dominated:
+            front.append(i)
+    order = [axes.index(n) for n in ("time", "energy", "accuracy") if n in axes]
+    return sorted(front, key=lambda i: tuple(float(table.loc[i].iloc[k]) for k in order))
+
+
 def in_region(
     time_change: float, energy_change: float, min_saving: float, max_penalty: float
 ) -> bool:

@@ -184,6 +184,42 @@ ImageSize = Annotated[
         "Pixels per side the model sees (the 32x32 data are resized); ViT patches must divide it.",
     ),
 ]
+SyntheticVersion = Annotated[
+    int,
+    _number(
+        "--synthetic-version",
+        "synthetic_version",
+        "Synthetic task: 2 (default; faint structures, look-alike classes, label noise: "
+        "accuracy tells configurations apart) | 1 (the old, easy task).",
+    ),
+]
+Recipe = Annotated[
+    int,
+    _number(
+        "--recipe",
+        "recipe",
+        "Training recipe: 2 (default; per-family optimiser, batch-scaled rate, warm-up, "
+        "clipping) | 1 (SGD at --lr as given, for every model).",
+    ),
+]
+EpochEvalSamples = Annotated[
+    int,
+    _number(
+        "--epoch-eval-samples",
+        "epoch_eval_samples",
+        "Accuracy on the first N test images after every epoch (energy to accuracy); "
+        "0 turns it off.",
+    ),
+]
+TargetAccuracy = Annotated[
+    float | None,
+    _number(
+        "--target-accuracy",
+        "target_accuracy",
+        "Energy to accuracy's target, 0..1 (default: 90 % of the best per-epoch accuracy of "
+        "the runs).",
+    ),
+]
 Stem = Annotated[
     StemChoice,
     typer.Option(

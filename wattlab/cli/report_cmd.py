@@ -8,7 +8,15 @@ from typing import Annotated, Any
 
 import typer
 
-from wattlab.cli.options import BaselineW, Db, JsonOut, MaxPenalty, MinSaving, ReportDir
+from wattlab.cli.options import (
+    BaselineW,
+    Db,
+    JsonOut,
+    MaxPenalty,
+    MinSaving,
+    ReportDir,
+    TargetAccuracy,
+)
 from wattlab.errors import WattlabError
 
 
@@ -43,9 +51,21 @@ def report(
         ),
     ] = False,
     json_path: JsonOut = None,
+    target_accuracy: TargetAccuracy = None,
+    pareto_axes: Annotated[
+        str | None,
+        typer.Option(
+            "--pareto-axes",
+            help="The Pareto front's axes: energy,time (default) or energy,time,accuracy; "
+            "with accuracy the finding names the compared configurations' accuracies.",
+        ),
+    ] = None,
 ) -> None:
     """Tables, figures and the operating region: report.md and a self-contained report.html."""
+    from wattlab.analysis.tradeoffs import parse_pareto_axes
     from wattlab.jsonio import dump_json, output_folder
+
+    axes = parse_pareto_axes(pareto_axes)
 
     if out is None and json_path is None:
         raise WattlabError("give --out DIR for the report, or --json PATH for the summary.")
@@ -91,6 +111,8 @@ def report(
                 scheduler_jobs=scheduler_jobs,
                 spec=spec,
                 advice=advice,
+                target_accuracy=target_accuracy,
+                pareto_axes=axes,
             )
         summary = paths.summary
         if json_path != "-":
@@ -103,6 +125,9 @@ def report(
             min_saving=min_saving,
             max_penalty=max_penalty,
             spec=spec,
+            windows=windows,
+            target_accuracy=target_accuracy,
+            pareto_axes=axes,
         )
     if json_path:
         dump_json(summary, json_path)

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 MAX_TRACE_ROWS = 50_000
 CODECARBON_WINDOW = "codecarbon"  # the window CodeCarbon's figure is compared with
+EPOCH_EVAL_WINDOW = "epoch_eval"  # accuracy on the fixed subset after an epoch (its windows)
 
 
 class RunColumn(NamedTuple):
@@ -138,6 +139,8 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
     ),  # fmt: skip
     # when the claiming process started (a pid reused by another program is not the claimer)
     *_declare(6, ("pid_started_unix", _REAL)),
+    # the synthetic task and training recipe versions (issue 22; NULL task on CIFAR-10)
+    *_declare(7, ("synthetic_version", _INT), ("recipe", _INT)),
 )
 RUN_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in RUN_COLUMNS)
 
@@ -200,6 +203,14 @@ class ConfigColumns(ColumnGroup):
     pue: float
     launcher: str
     worker_run_index: int
+
+
+@dataclass(frozen=True)
+class TaskColumns(ColumnGroup):
+    """Which synthetic task (None on a real dataset) and which training recipe the run used."""
+
+    synthetic_version: int | None
+    recipe: int
 
 
 @dataclass(frozen=True)
@@ -447,6 +458,7 @@ class CommandBudgetColumns(ColumnGroup):
 # Every group a row is built from (the test checks that their fields are declared columns).
 COLUMN_GROUPS: tuple[type[ColumnGroup], ...] = (
     ConfigColumns,
+    TaskColumns,
     IdleColumns,
     HostColumns,
     EnergyColumns,
@@ -586,7 +598,11 @@ def config_columns(
         launcher=ctx.launcher,
         worker_run_index=ctx.worker_run_index,
     )
-    return row_of([config, idle_group(ctx.idle)])
+    task = TaskColumns(
+        synthetic_version=cfg.synthetic_version if cfg.dataset == "synthetic" else None,
+        recipe=cfg.recipe,
+    )
+    return row_of([config, task, idle_group(ctx.idle)])
 
 
 def idle_group(idle: Mapping[str, Any] | None) -> IdleColumns | None:
@@ -762,10 +778,16 @@ def build_run_row(
         ]
     )
     windows = []
+    epoch_accuracy = {
+        s.epoch: s.eval_accuracy for s in getattr(train_result, "per_epoch", None) or []
+    }
     for key, m in combined.items():
         name, _, epoch = key.partition(":")
         samples = sum(p["samples"].get(key, 0) for p in payloads[:1])
-        windows.append(window_row(name, int(epoch) if epoch else None, m, samples))
+        window = window_row(name, int(epoch) if epoch else None, m, samples)
+        if name == EPOCH_EVAL_WINDOW and epoch:
+            window["accuracy"] = epoch_accuracy.get(int(epoch))
+        windows.append(window)
     trace = sorted(s for p in payloads for s in p["trace"])
     if len(trace) > MAX_TRACE_ROWS:
         step = -(-len(trace) // MAX_TRACE_ROWS)

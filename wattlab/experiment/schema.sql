@@ -1,4 +1,4 @@
--- wattlab results database, schema version 6. Units are in the column names.
+-- wattlab results database, schema version 7. Units are in the column names.
 -- One row per run in `runs`; a run's windows (warm-up, each epoch, evaluation, the whole run)
 -- in `windows`; its power trace in `trace`. Rows of one run are written in one transaction.
 
@@ -75,7 +75,10 @@ CREATE TABLE IF NOT EXISTS runs (
   budget_window TEXT,              -- 'marked' (wattlab.budget) | 'whole process' (no mark)
   command_json TEXT,               -- argv, cwd, the marks with the child's own clocks
   -- schema version 6: when the claiming process started, so a reused pid is not taken for it
-  pid_started_unix REAL            -- psutil's create_time() of `pid` (s since the epoch)
+  pid_started_unix REAL,           -- psutil's create_time() of `pid` (s since the epoch)
+  -- schema version 7: the synthetic task's version (NULL on CIFAR-10) and the recipe's
+  synthetic_version INTEGER,
+  recipe INTEGER
 );
 CREATE INDEX IF NOT EXISTS runs_by_config ON runs (sweep, config_hash, repetition, status);
 
@@ -90,7 +93,9 @@ CREATE TABLE IF NOT EXISTS windows (
   energy_other_j REAL,
   mean_power_w REAL,
   provenance TEXT,
-  short_window INTEGER NOT NULL DEFAULT 0  -- 1 when shorter than a counter's update period
+  short_window INTEGER NOT NULL DEFAULT 0, -- 1 when shorter than a counter's update period
+  -- schema version 7: test accuracy (0..1) on the fixed subset, on 'epoch_eval' windows
+  accuracy REAL
 );
 
 CREATE TABLE IF NOT EXISTS trace (

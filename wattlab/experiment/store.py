@@ -35,13 +35,14 @@ from wattlab.experiment.record import added_in
 if TYPE_CHECKING:
     from wattlab.monitor import Measurement
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 # The columns each version added to `runs` (declared once, in wattlab.experiment.record).
 _V2_RUN_COLUMNS = added_in(2)  # phases, idle readings, the claiming process
 _V3_RUN_COLUMNS = added_in(3)  # how GPU utilisation was obtained, STEP's marks
 _V4_RUN_COLUMNS = added_in(4)  # STEP's calibrated interval
 _V5_RUN_COLUMNS = added_in(5)  # runs of a command sweep (wattlab.experiment.command_sweep)
 _V6_RUN_COLUMNS = added_in(6)  # when the claiming process started (pid reuse)
+_V7_RUN_COLUMNS = added_in(7)  # the synthetic task's and the recipe's versions
 # version -> the run columns its successor added: opening an older database adds them (NULL)
 _ADDED_RUN_COLUMNS = {
     1: _V2_RUN_COLUMNS,
@@ -49,7 +50,10 @@ _ADDED_RUN_COLUMNS = {
     3: _V4_RUN_COLUMNS,
     4: _V5_RUN_COLUMNS,
     5: _V6_RUN_COLUMNS,
+    6: _V7_RUN_COLUMNS,
 }
+# version -> the windows columns its successor added (7: per-epoch accuracy, epoch_eval rows)
+_ADDED_WINDOW_COLUMNS: dict[int, tuple[tuple[str, str], ...]] = {6: (("accuracy", "REAL"),)}
 RUN_STATUSES = ("running", "ok", "failed", "abandoned")
 APP = "wattlab"
 BUSY_TIMEOUT_S = 60.0  # how long a writer waits for another process's transaction
@@ -366,7 +370,9 @@ def _migrate(conn: sqlite3.Connection, from_version: int) -> None:
     """Bring a database from ``from_version`` to SCHEMA_VERSION by adding each later version's
     run columns (2: phases, idle readings, the claiming process; 3: how GPU utilisation was
     obtained, STEP's marks; 4: STEP's calibrated interval; 5: a command run's exit code,
-    output files, budget window and marks), in one transaction; a second
+    output files, budget window and marks; 6: when the claiming process started; 7: the
+    synthetic task's and recipe's versions, the windows' per-epoch accuracy), in one
+    transaction; a second
     process migrating the same file waits, then finds it done."""
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -377,6 +383,11 @@ def _migrate(conn: sqlite3.Connection, from_version: int) -> None:
                 for name, kind in _ADDED_RUN_COLUMNS[step]:
                     if name not in have:
                         conn.execute(f"ALTER TABLE runs ADD COLUMN {name} {kind}")
+            have_w = {r[1] for r in conn.execute("PRAGMA table_info(windows)")}
+            for step in range(from_version, SCHEMA_VERSION):
+                for name, kind in _ADDED_WINDOW_COLUMNS.get(step, ()):
+                    if name not in have_w:
+                        conn.execute(f"ALTER TABLE windows ADD COLUMN {name} {kind}")
             conn.execute(
                 "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
             )

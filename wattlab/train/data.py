@@ -2,7 +2,11 @@
 
 Two datasets, both CIFAR-shaped (uint8 images ``[N, 3, 32, 32]``, int64 labels, 10 classes):
 
-- ``synthetic``: generated, deterministic, no download (see :func:`synthetic_dataset`).
+- ``synthetic``: generated, deterministic, no download (see :func:`synthetic_dataset`), in two
+  versions: 2 (the default: faint structures at several scales, overlapping classes, label
+  noise; accuracy tells configurations apart) and 1 (bold shapes; every GPU run scores
+  1.000), kept selectable so that older studies can be repeated
+  (``wattlab.train.synthetic_tasks``).
 - ``cifar10``: read from a user-given directory in the official ``cifar-10-batches-py`` layout.
 
 The input pipeline follows airbench (Keller Jordan's ``airbench94.py``): the whole uint8
@@ -31,6 +35,7 @@ import numpy as np
 import torch
 
 from wattlab.errors import ConfigError, DataError
+from wattlab.train.synthetic_tasks import LOOK_ALIKE, TASKS, V1, ShapesTask
 
 if TYPE_CHECKING:
     from wattlab.train.config import RunConfig
@@ -40,7 +45,9 @@ IMAGE_SHAPE = (3, 32, 32)
 SYNTHETIC_SEED = 20_240_611  # fixed, independent of the run seed: every machine sees the same data
 SYNTHETIC_TRAIN = 50_000
 SYNTHETIC_TEST = 10_000
-SYNTHETIC_VERSION = 2  # bump when the generator changes (it names the on-disk cache file)
+SYNTHETIC_VERSION = 2  # bump when the v1 generator changes (it names the on-disk cache file)
+DEFAULT_SYNTHETIC_TASK = 2  # RunConfig.synthetic_version's default (synthetic_tasks.TASKS)
+_TASK2_GENERATOR = 1  # bump when version 2's images change (it names its cache file)
 CROP_PAD = 4  # random-crop padding in pixels (reflect padding, as in airbench)
 
 CIFAR_TRAIN_FILES = tuple(f"data_batch_{i}" for i in range(1, 6))
@@ -98,7 +105,8 @@ def load_dataset(
         if value is not None and value <= 0:
             raise ConfigError(f"{label} must be a positive whole number, got {value}.")
     if name == "synthetic":
-        return synthetic_dataset(train_samples, test_samples, cache_dir=cache_dir)
+        version = DEFAULT_SYNTHETIC_TASK if isinstance(source, str) else source.synthetic_version
+        return synthetic_dataset(train_samples, test_samples, cache_dir=cache_dir, version=version)
     if name == "cifar10":
         if data_dir is None:
             raise ConfigError("dataset 'cifar10' needs a data directory (cifar-10-batches-py).")
@@ -337,22 +345,19 @@ def load_cifar10(
 # identical on every machine.
 
 _CHUNK = 2048
-_SIZES = (12, 15, 18)
-_MAX_SIZE = max(_SIZES)
-_MAX_SPECKS = 3
-_NOISE_STD = 0.06  # pixel noise, in units of the 0..1 intensity range
+_MAX_SIZE = max(max(t.sizes) for t in TASKS.values())
 _GRADIENT = 0.25  # max change of the background across the image, per channel
-_CONTRAST = (0.3, 0.6)  # |shape colour - background colour| per channel
 
-_memory_cache: dict[tuple[int, str], tuple[torch.Tensor, torch.Tensor]] = {}
+# keyed by (task version, seed, split)
+_memory_cache: dict[tuple[int, int, str], tuple[torch.Tensor, torch.Tensor]] = {}
 _memory_lock = threading.Lock()
 
 
-def _templates() -> torch.Tensor:
-    """Binary masks ``[10 classes, len(_SIZES), S, S]`` (S the largest size); size s
-    occupies the top-left s x s."""
-    out = torch.zeros(NUM_CLASSES, len(_SIZES), _MAX_SIZE, _MAX_SIZE)
-    for k, s in enumerate(_SIZES):
+def _templates(sizes: tuple[int, ...]) -> torch.Tensor:
+    """Binary masks ``[10 classes, len(sizes), S, S]`` (S the largest size of any task);
+    size s occupies the top-left s x s."""
+    out = torch.zeros(NUM_CLASSES, len(sizes), _MAX_SIZE, _MAX_SIZE)
+    for k, s in enumerate(sizes):
         i = torch.arange(s).view(-1, 1).expand(s, s)  # row
         j = torch.arange(s).view(1, -1).expand(s, s)  # column
         c = (s - 1) / 2
@@ -378,18 +383,23 @@ def _templates() -> torch.Tensor:
     return out
 
 
-def _chunk_seed(seed: int, split: str, index: int) -> int:
-    digest = hashlib.sha256(f"wattlab-synthetic:{seed}:{split}:{index}".encode()).digest()
+def _chunk_seed(seed: int, split: str, index: int, key: str = V1.seed_key) -> int:
+    digest = hashlib.sha256(f"{key}:{seed}:{split}:{index}".encode()).digest()
     return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
 
 
 def _synthetic_chunk(
-    templates: torch.Tensor, n: int, seed: int
+    templates: torch.Tensor, n: int, seed: int, task: ShapesTask = V1, *, train: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``n`` images (uint8 [n, 3, 32, 32]) and labels from one seeded generator."""
+    """``n`` images (uint8 [n, 3, 32, 32]) and labels from one seeded generator. Version 1
+    draws exactly what it always drew (its extra draws below are skipped)."""
     g = torch.Generator().manual_seed(seed)
     h = w = 32
     labels = torch.randint(0, NUM_CLASSES, (n,), generator=g)
+    structure = labels
+    if task.confusion > 0:  # overlapping classes: the look-alike's structure, same label
+        swap = torch.rand(n, generator=g) < task.confusion
+        structure = torch.where(swap, torch.tensor(LOOK_ALIKE)[labels], labels)
     # Background: base colour + linear gradient + noise, in 0..1.
     base = torch.rand(n, 3, 1, 1, generator=g) * 0.8 + 0.1
     grad = (torch.rand(n, 3, 2, generator=g) * 2 - 1) * _GRADIENT
@@ -397,12 +407,13 @@ def _synthetic_chunk(
     xs = torch.linspace(-0.5, 0.5, w).view(1, 1, 1, w)
     background = base + grad[..., 0:1, None] * ys + grad[..., 1:2, None] * xs
     # Structure colour: away from the background base, per channel.
-    delta = torch.rand(n, 3, 1, 1, generator=g) * (_CONTRAST[1] - _CONTRAST[0]) + _CONTRAST[0]
+    lo, hi = task.contrast
+    delta = torch.rand(n, 3, 1, 1, generator=g) * (hi - lo) + lo
     colour = torch.where(base < 0.5, base + delta, base - delta)
     # Mask: the class template at a random size and position (read back through a gather).
-    size_idx = torch.randint(0, len(_SIZES), (n,), generator=g)
-    sizes = torch.tensor(_SIZES)[size_idx]
-    tmpl = templates[labels, size_idx]  # [n, S, S], size s in the top-left corner
+    size_idx = torch.randint(0, len(task.sizes), (n,), generator=g)
+    sizes = torch.tensor(task.sizes)[size_idx]
+    tmpl = templates[structure, size_idx]  # [n, S, S], size s in the top-left corner
     py = (torch.rand(n, generator=g) * (h - sizes + 1)).long().view(n, 1, 1)
     px = (torch.rand(n, generator=g) * (w - sizes + 1)).long().view(n, 1, 1)
     ty = torch.arange(h).view(1, h, 1) - py  # template row under each image row, [n, h, 1]
@@ -412,38 +423,56 @@ def _synthetic_chunk(
     mask = tmpl[rows_n, ty.clamp(0, _MAX_SIZE - 1), tx.clamp(0, _MAX_SIZE - 1)] * inside
     mask = mask.unsqueeze(1)  # [n, 1, h, w]
     # Clutter: 0-3 specks (1-3 px rectangles, any colour) under the structure.
-    n_specks = torch.randint(0, _MAX_SPECKS + 1, (n,), generator=g)
+    n_specks = torch.randint(0, task.max_specks + 1, (n,), generator=g)
     grid_y = torch.arange(h).view(1, h, 1)
     grid_x = torch.arange(w).view(1, 1, w)
-    for speck in range(_MAX_SPECKS):
+    for speck in range(task.max_specks):
         y0, x0 = (torch.randint(0, 31, (2, n, 1, 1), generator=g)).unbind(0)
-        sy, sx = (torch.randint(1, 4, (2, n, 1, 1), generator=g)).unbind(0)
+        sy, sx = (torch.randint(1, task.speck_px + 1, (2, n, 1, 1), generator=g)).unbind(0)
         inside = (grid_y >= y0) & (grid_y < y0 + sy) & (grid_x >= x0) & (grid_x < x0 + sx)
         inside = (inside & (speck < n_specks).view(n, 1, 1)).unsqueeze(1).float()
         speck_colour = torch.rand(n, 3, 1, 1, generator=g)
         background = background * (1 - inside) + speck_colour * inside
     image = background * (1 - mask) + colour * mask
-    image += torch.randn(n, 3, h, w, generator=g) * _NOISE_STD
+    image += torch.randn(n, 3, h, w, generator=g) * task.noise_std
     image = (image.clamp_(0, 1) * 255).round_().to(torch.uint8)
+    if train and task.label_noise > 0:  # training labels only: the test labels stay true
+        noisy = torch.rand(n, generator=g) < task.label_noise
+        labels = torch.where(noisy, torch.randint(0, NUM_CLASSES, (n,), generator=g), labels)
     return image, labels
 
 
-def _synthetic_split(split: str, n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _synthetic_split(
+    split: str, n: int, seed: int, version: int = DEFAULT_SYNTHETIC_TASK
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The first ``n`` images of a split, generated chunk by chunk (cached in memory)."""
     with _memory_lock:
         empty = (torch.empty(0, *IMAGE_SHAPE, dtype=torch.uint8), torch.empty(0, dtype=torch.long))
-        x, y = _memory_cache.get((seed, split), empty)
+        x, y = _memory_cache.get((version, seed, split), empty)
         if y.shape[0] < n:
             # Cached prefixes are whole chunks, so generation resumes at a chunk boundary.
-            templates = _templates()
+            task = TASKS[version]
+            templates = _templates(task.sizes)
             xs, ys = [x], [y]
             for index in range(y.shape[0] // _CHUNK, -(-n // _CHUNK)):
-                cx, cy = _synthetic_chunk(templates, _CHUNK, _chunk_seed(seed, split, index))
+                chunk_seed = _chunk_seed(seed, split, index, task.seed_key)
+                cx, cy = _synthetic_chunk(
+                    templates, _CHUNK, chunk_seed, task, train=split == "train"
+                )
                 xs.append(cx)
                 ys.append(cy)
             x, y = torch.cat(xs), torch.cat(ys)
-            _memory_cache[(seed, split)] = (x, y)
+            _memory_cache[(version, seed, split)] = (x, y)
         return x[:n], y[:n]
+
+
+def check_synthetic_version(version: int) -> int:
+    """``version`` when it names a synthetic task; a ConfigError (one sentence) otherwise."""
+    if version not in TASKS:
+        raise ConfigError(
+            f"synthetic_version must be one of {', '.join(map(str, TASKS))}, got {version!r}."
+        )
+    return version
 
 
 def synthetic_dataset(
@@ -452,22 +481,25 @@ def synthetic_dataset(
     *,
     seed: int = SYNTHETIC_SEED,
     cache_dir: str | Path | None = None,
+    version: int = DEFAULT_SYNTHETIC_TASK,
 ) -> Dataset:
-    """The synthetic shapes dataset: 50 000 train / 10 000 test images, 10 classes.
+    """The synthetic dataset: 50 000 train / 10 000 test images, 10 classes.
 
+    ``version`` 2 (the default) and 1 are described in ``wattlab.train.synthetic_tasks``.
     Deterministic in ``seed`` (a fixed default, independent of the run seed). Train and test
     are drawn from separate streams. ``train_samples`` / ``test_samples`` keep the first N.
     """
+    check_synthetic_version(version)
     n_train = min(train_samples or SYNTHETIC_TRAIN, SYNTHETIC_TRAIN)
     n_test = min(test_samples or SYNTHETIC_TEST, SYNTHETIC_TEST)
     if cache_dir is not None:
         # The disk cache holds whole splits: generate them once, then every size is a slice.
-        _load_disk_cache(Path(cache_dir), seed)
-        _synthetic_split("train", SYNTHETIC_TRAIN, seed)
-        _synthetic_split("test", SYNTHETIC_TEST, seed)
-        _save_disk_cache(Path(cache_dir), seed)
-    train_x, train_y = _synthetic_split("train", n_train, seed)
-    test_x, test_y = _synthetic_split("test", n_test, seed)
+        _load_disk_cache(Path(cache_dir), seed, version)
+        _synthetic_split("train", SYNTHETIC_TRAIN, seed, version)
+        _synthetic_split("test", SYNTHETIC_TEST, seed, version)
+        _save_disk_cache(Path(cache_dir), seed, version)
+    train_x, train_y = _synthetic_split("train", n_train, seed, version)
+    test_x, test_y = _synthetic_split("test", n_test, seed, version)
     return Dataset("synthetic", train_x, train_y, test_x, test_y)
 
 
@@ -485,17 +517,20 @@ def default_cache_dir() -> Path | None:
     return Path(base) / "wattlab"
 
 
-_saved_len: dict[tuple[int, str], int] = {}  # images of each split known to be on disk
+_saved_len: dict[tuple[int, int, str], int] = {}  # images of each split known to be on disk
 
 
-def _disk_cache_path(cache_dir: Path, seed: int, split: str) -> Path:
-    return cache_dir / f"wattlab-synthetic-v{SYNTHETIC_VERSION}-{seed}-{split}.pt"
+def _disk_cache_path(cache_dir: Path, seed: int, split: str, version: int) -> Path:
+    if version == 1:  # the name version 1's files always had
+        return cache_dir / f"wattlab-synthetic-v{SYNTHETIC_VERSION}-{seed}-{split}.pt"
+    return cache_dir / f"wattlab-synthetic-task{version}-g{_TASK2_GENERATOR}-{seed}-{split}.pt"
 
 
-def _load_disk_cache(cache_dir: Path, seed: int) -> None:
+def _load_disk_cache(cache_dir: Path, seed: int, version: int) -> None:
     for split in ("train", "test"):
-        path = _disk_cache_path(cache_dir, seed, split)
-        if (seed, split) in _memory_cache or not path.is_file():
+        key = (version, seed, split)
+        path = _disk_cache_path(cache_dir, seed, split, version)
+        if key in _memory_cache or not path.is_file():
             continue
         try:
             blob = torch.load(path, weights_only=True)
@@ -504,11 +539,11 @@ def _load_disk_cache(cache_dir: Path, seed: int) -> None:
             continue  # a broken cache file is regenerated and overwritten
         if x.dtype == torch.uint8 and x.shape[1:] == IMAGE_SHAPE and len(x) % _CHUNK == 0:
             with _memory_lock:
-                _memory_cache[(seed, split)] = (x, y)
-                _saved_len[(seed, split)] = len(x)
+                _memory_cache[key] = (x, y)
+                _saved_len[key] = len(x)
 
 
-def _save_disk_cache(cache_dir: Path, seed: int) -> None:
+def _save_disk_cache(cache_dir: Path, seed: int, version: int) -> None:
     """Write each split that grew beyond what is on disk (atomically; a failure is ignored,
     the cache is a convenience)."""
     import os
@@ -518,15 +553,16 @@ def _save_disk_cache(cache_dir: Path, seed: int) -> None:
     except OSError:
         return
     for split in ("train", "test"):
-        x, y = _memory_cache[(seed, split)]
-        path = _disk_cache_path(cache_dir, seed, split)
-        if len(x) <= _saved_len.get((seed, split), 0):
+        key = (version, seed, split)
+        x, y = _memory_cache[key]
+        path = _disk_cache_path(cache_dir, seed, split, version)
+        if len(x) <= _saved_len.get(key, 0):
             continue
         tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
         try:
             torch.save({"x": x, "y": y}, tmp)
             tmp.replace(path)
-            _saved_len[(seed, split)] = len(x)
+            _saved_len[key] = len(x)
         except OSError:
             tmp.unlink(missing_ok=True)
 

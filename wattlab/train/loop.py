@@ -8,7 +8,9 @@ to through ``WindowHooks``):
                step time is steady (at most ``cfg.warmup_steps``), then the model, optimizer
                and RNG go back to their initial state, so the budget trains exactly as if
                there had been no warm-up.
-3. ``budget``  the fixed compute budget, with one ``epoch`` window per (1-based) epoch.
+3. ``budget``  the fixed compute budget, with one ``epoch`` window per (1-based) epoch, each
+               followed (``cfg.epoch_eval_samples`` > 0) by an ``epoch_eval`` window: accuracy
+               on the first N test images, for energy-to-accuracy (inside the budget).
 4. ``eval``    accuracy and macro F1 on the test set.
 5. ``run``     closes.
 
@@ -45,6 +47,8 @@ from wattlab.train.config import RunConfig, budget_steps
 from wattlab.train.data import Dataset, DeviceData, default_cache_dir, load_dataset, plan_epoch
 from wattlab.train.distributed import DistContext
 from wattlab.train.models import build_model, count_parameters
+from wattlab.train.recipe import Recipe, resolve, zero_init_residual
+from wattlab.train.recipe import lr_at as recipe_lr_at
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +94,7 @@ class EpochStats:
     samples: int
     train_loss: float
     duration_s: float
+    eval_accuracy: float | None = None  # on the fixed per-epoch subset, after this epoch
 
 
 @dataclass(frozen=True)
@@ -146,7 +151,7 @@ def plan_budget(cfg: RunConfig, train_size: int) -> Budget:
 
 
 def lr_at(step: int, total_steps: int, peak_lr: float) -> float:
-    """Learning rate of 0-based global ``step``: linear warm-up over the first
+    """Recipe 1's learning rate of 0-based global ``step``: linear warm-up over the first
     LR_WARMUP_FRACTION of the steps (at least LR_WARMUP_MIN_STEPS, at most a fifth of the
     budget), then cosine decay towards 0. It depends only on the
     global step, so it is the same for any world size."""
@@ -194,31 +199,38 @@ def set_precision(precision: str, device: torch.device) -> tuple[Autocast, torch
     return autocast, scaler
 
 
-def _make_optimizer(net: nn.Module, cfg: RunConfig, device: torch.device) -> torch.optim.SGD:
-    """SGD with Nesterov momentum. Trick: no weight decay on biases and norm weights (1-D)."""
+def _make_optimizer(
+    net: nn.Module, recipe: Recipe, momentum: float, device: torch.device
+) -> torch.optim.Optimizer:
+    """The recipe's optimiser: SGD with Nesterov momentum, or AdamW. Trick: no weight decay on
+    biases and norm weights (1-D)."""
     decay = [p for p in net.parameters() if p.ndim > 1]
     no_decay = [p for p in net.parameters() if p.ndim <= 1]
     groups = [
-        {"params": decay, "weight_decay": cfg.weight_decay},
+        {"params": decay, "weight_decay": recipe.weight_decay},
         {"params": no_decay, "weight_decay": 0.0},
     ]
 
-    def sgd(*, fused: bool | None = None, foreach: bool | None = None) -> torch.optim.SGD:
+    def make(*, fused: bool | None = None, foreach: bool | None = None) -> torch.optim.Optimizer:
+        if recipe.optimizer == "adamw":
+            return torch.optim.AdamW(
+                groups, lr=recipe.peak_lr, betas=(0.9, 0.999), fused=fused, foreach=foreach
+            )
         return torch.optim.SGD(
             groups,
-            lr=cfg.lr,
-            momentum=cfg.momentum,
-            nesterov=cfg.momentum > 0,
+            lr=recipe.peak_lr,
+            momentum=momentum,
+            nesterov=momentum > 0,
             fused=fused,
             foreach=foreach,
         )
 
     if device.type == "cuda":
         try:  # trick: one fused kernel for the whole update (falls back to multi-tensor)
-            return sgd(fused=True)
+            return make(fused=True)
         except (RuntimeError, TypeError, ValueError):
-            return sgd(foreach=True)
-    return sgd()
+            return make(foreach=True)
+    return make()
 
 
 def _check(cfg: RunConfig, dist: DistContext) -> None:
@@ -316,6 +328,10 @@ def run_training(
         )
     else:
         net = model
+    recipe = resolve(cfg, net)
+    if recipe.zero_init_residual:
+        zero_init_residual(net)
+    log.info("%s", recipe.describe())
     # trick: channels_last on CUDA. Module.to takes memory_format; torch's stub omits it.
     net = net.to(device, memory_format=data.memory_format)  # type: ignore[call-overload]
     params = count_parameters(net)
@@ -333,7 +349,8 @@ def run_training(
     eval_model: nn.Module = train_model
     if dist.distributed:  # evaluate without DDP: its forward would sync buffers every batch
         eval_model = cast(nn.Module, torch.compile(net)) if cfg.compile else net
-    optimizer = _make_optimizer(net, cfg, device)
+    optimizer = _make_optimizer(net, recipe, cfg.momentum, device)
+    clip_params = [p for p in net.parameters() if p.requires_grad]
     criterion = nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)
 
     graphed: _GraphedForwardBackward | None = None  # set during the warm-up (cuda_graphs)
@@ -343,11 +360,16 @@ def run_training(
             group["lr"] = lr  # a Python float: setting it costs no sync
         if graphed is not None:
             loss = graphed.replay(inputs, labels)  # writes the same .grad tensors every step
+            if recipe.clip_grad_norm is not None:  # on the device: no sync
+                nn.utils.clip_grad_norm_(clip_params, recipe.clip_grad_norm, foreach=True)
             optimizer.step()
             return loss.detach()
         with autocast():
             loss = criterion(train_model(inputs), labels)
         scaler.scale(loss).backward()  # the scaler is a no-op unless amp-fp16
+        if recipe.clip_grad_norm is not None:  # on the device: no sync
+            scaler.unscale_(optimizer)
+            nn.utils.clip_grad_norm_(clip_params, recipe.clip_grad_norm, foreach=True)
         scaler.step(optimizer)
         scaler.update()
         optimizer.zero_grad(set_to_none=True)  # trick: free the gradients instead of zeroing
@@ -375,7 +397,7 @@ def run_training(
         for i in range(cfg.warmup_steps):
             t_step = time.perf_counter()
             inputs, labels = data.train_batch(batches, i % batches.steps)
-            train_step(inputs, labels, lr_at(i % budget.steps, budget.steps, cfg.lr))
+            train_step(inputs, labels, recipe_lr_at(i % budget.steps, budget.steps, recipe))
             _sync(device)  # untimed warm-up: a sync per step lets us see the step time
             step_times.append(time.perf_counter() - t_step)
             warmup_steps = i + 1
@@ -397,6 +419,25 @@ def run_training(
     warmup_samples = warmup_steps * cfg.batch_size
     t_now = time.perf_counter()
     phases["warmup"], t_phase = t_now - t_phase, t_now
+
+    classes = dataset.num_classes
+    eval_batch = max(1, min(EVAL_BATCH_MAX, 2 * per_rank_batch))
+    epoch_eval_size = min(cfg.epoch_eval_samples, test_size)
+
+    def evaluate(start: int, stop: int) -> tuple[float, float]:
+        """Accuracy and macro F1 on test images ``[start, stop)``, sharded over the ranks
+        (each scores a contiguous shard; the confusion counts are summed)."""
+        eval_model.eval()
+        confusion = torch.zeros(classes * classes, dtype=torch.int64, device=device)
+        size = stop - start
+        lo = start + dist.rank * size // world
+        hi = start + (dist.rank + 1) * size // world
+        with torch.no_grad(), autocast():
+            for inputs, labels in data.test_batches(eval_batch, start=lo, stop=hi):
+                predicted = eval_model(inputs).argmax(dim=1)
+                confusion += torch.bincount(labels * classes + predicted, minlength=classes**2)
+        confusion = _all_reduce_sum(confusion, dist).view(classes, classes).cpu()
+        return macro_scores(confusion)
 
     # ---- The budget ----------------------------------------------------------------------------
     hooks.begin("budget")
@@ -425,15 +466,22 @@ def run_training(
         loss_sum = torch.zeros((), device=device)
         for i in range(steps_here):
             inputs, labels = data.train_batch(batches, i)
-            loss_sum += train_step(inputs, labels, lr_at(step, budget.steps, cfg.lr))
+            loss_sum += train_step(inputs, labels, recipe_lr_at(step, budget.steps, recipe))
             step += 1
             if on_mark is not None and mark_every and step % mark_every == 0:  # host-side: no sync
                 on_mark(step * cfg.batch_size, budget.samples)
         # The epoch's only host-device sync: the loss, summed over the ranks, read once.
         train_loss = _all_reduce_sum(loss_sum, dist).item() / (steps_here * world)
         samples = steps_here * cfg.batch_size
-        stats = EpochStats(epoch, samples, train_loss, time.perf_counter() - epoch_start)
+        duration_s = time.perf_counter() - epoch_start
         hooks.end("epoch", epoch=epoch, samples=samples)
+        eval_accuracy = None
+        if epoch_eval_size > 0:  # accuracy on a fixed subset, for energy-to-accuracy
+            hooks.begin("epoch_eval", epoch=epoch)
+            eval_accuracy, _ = evaluate(0, epoch_eval_size)
+            hooks.end("epoch_eval", epoch=epoch, samples=epoch_eval_size)
+            train_model.train()
+        stats = EpochStats(epoch, samples, train_loss, duration_s, eval_accuracy)
         per_epoch.append(stats)
         if on_epoch is not None:
             on_epoch(stats)
@@ -449,18 +497,7 @@ def run_training(
     if dist.distributed:
         for buffer in net.buffers():  # BatchNorm running statistics: rank 0's everywhere
             tdist.broadcast(buffer, src=0)
-    eval_model.eval()
-    classes = dataset.num_classes
-    confusion = torch.zeros(classes * classes, dtype=torch.int64, device=device)
-    lo = dist.rank * test_size // world
-    hi = (dist.rank + 1) * test_size // world
-    eval_batch = max(1, min(EVAL_BATCH_MAX, 2 * per_rank_batch))
-    with torch.no_grad(), autocast():
-        for inputs, labels in data.test_batches(eval_batch, start=lo, stop=hi):
-            predicted = eval_model(inputs).argmax(dim=1)
-            confusion += torch.bincount(labels * classes + predicted, minlength=classes**2)
-    confusion = _all_reduce_sum(confusion, dist).view(classes, classes).cpu()
-    accuracy, f1_macro = macro_scores(confusion)
+    accuracy, f1_macro = evaluate(0, test_size)
     hooks.end("eval", samples=test_size)
     eval_end = time.perf_counter()
     phases["eval"] = eval_end - t_phase
