@@ -1,6 +1,6 @@
 """A thin fake ``pynvml`` (nvidia-ml-py) with the same function, constant and exception names.
 
-Only for testing the adapter itself (``tests/test_meters_nvml.py``): everything above the
+Only for testing the adapter itself (``tests/meters/test_meters_nvml.py``): everything above the
 adapter is tested with the fake at the adapter's interface, ``tests/fakes/fake_gpu.py``.
 
 Units are NVML's: power in mW, energy in mJ, limits in mW. Each ``FakeGpu`` field that is

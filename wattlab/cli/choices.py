@@ -2,7 +2,7 @@
 
 A value outside a choice is a usage error: one sentence, ``--flag must be one of a, b, got
 'x'.``, and exit code 2. The values are written out here (importing the library's tuples would
-load pandas or torch on every command); ``tests/test_cli_choices.py`` holds each enum against
+load pandas or torch on every command); ``tests/cli/test_cli_choices.py`` holds each enum against
 the library's own list.
 """
 

@@ -40,7 +40,8 @@ def _declare(since: int, *columns: tuple[str, str]) -> tuple[RunColumn, ...]:
 
 
 _INT, _REAL, _TEXT = "INTEGER", "REAL", "TEXT"
-# Every column of `runs`, in schema.sql's order (tests/test_record.py holds the two together).
+# Every column of `runs`, in schema.sql's order (tests/experiment/test_record.py holds the two
+# together).
 RUN_COLUMNS: tuple[RunColumn, ...] = (
     *_declare(
         1,

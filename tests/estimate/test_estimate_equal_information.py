@@ -23,7 +23,7 @@ from wattlab.estimate.evaluate import (
 )
 from wattlab.estimate.reference import default_reference_path, load_reference_csv
 
-SYNTHETIC_GPU_SHARE = 0.8  # tests/test_estimate_evaluate.py's synthetic runs
+SYNTHETIC_GPU_SHARE = 0.8  # tests/estimate/test_estimate_evaluate.py's synthetic runs
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +48,7 @@ def test_every_method_says_what_it_reads_and_which_inputs_are_oracles() -> None:
 
 
 def test_the_table_marks_oracles_budget_read_and_the_modelled_share() -> None:
-    from tests.test_estimate_evaluate import synthetic
+    from tests.estimate.test_estimate_evaluate import synthetic
 
     runs, windows = synthetic()
     result = evaluate_methods(runs, windows, only=("ml-co2-impact", "green-algorithms", "step"))

@@ -22,7 +22,7 @@ from wattlab.power_limits import (
     restore_from_journal,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ROOT = lambda: 0  # noqa: E731  (geteuid of root)
 
 

@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.test_step_projection import marks_of_a_run
+from tests.step.test_step_projection import marks_of_a_run
 from wattlab.estimate.reference import write_reference_csv
 from wattlab.step.marks import MarkProjector
 
-BENCH = Path(__file__).resolve().parents[1] / "bench"
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
 def _bench():

@@ -29,7 +29,7 @@ from wattlab.estimate.power_caps import (
 )
 from wattlab.estimate.zeus_profiles import profiles_dir
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 WATTLAB = [sys.executable, "-m", "wattlab.cli"]
 
 

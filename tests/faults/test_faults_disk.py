@@ -23,7 +23,7 @@ WATTLAB = [sys.executable, "-m", "wattlab.cli"]
 
 
 def wattlab(*args: str, cwd: Path, stdout=subprocess.PIPE, timeout: float = 300):
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     return subprocess.run(
         [*WATTLAB, *args],
         cwd=cwd,

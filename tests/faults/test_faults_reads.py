@@ -43,7 +43,7 @@ def _seed(db: Path, n: int) -> None:
 def test_export_while_runs_are_stored_never_writes_rows_of_runs_it_did_not_export(tmp_path):
     db = tmp_path / "busy.db"
     _seed(db, 2000)  # enough rows that reading the four tables takes a while
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     writer = subprocess.Popen(
         [sys.executable, "-c", WRITER, str(db)], stdout=subprocess.PIPE, text=True, env=env
     )

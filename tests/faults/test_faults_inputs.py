@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from tests.fakes.fake_gpu import FakeNvmlBackend, make_devices
-from tests.test_faults_cli import TINY_RUN, Case, a_database, wattlab
+from tests.faults.test_faults_cli import TINY_RUN, Case, a_database, wattlab
 from wattlab.errors import ConfigError, DataError, PowerLimitError, WattlabError
 
 MARKER = "MARK-code-ran"
@@ -258,7 +258,7 @@ def test_the_power_journal_is_not_written_through_a_link(tmp_path: Path) -> None
 
 
 def test_result_files_are_not_written_through_a_link(tmp_path: Path) -> None:
-    from tests.test_store import make_run
+    from tests.experiment.test_store import make_run
     from wattlab.experiment.result_files import export_result
     from wattlab.experiment.store import open_store
     from wattlab.experiment.worker import failed_row  # noqa: F401  (the task's own store)

@@ -77,7 +77,7 @@ def test_the_shipped_table_loads_and_brackets_zero() -> None:
 
 
 def test_a_projection_carries_the_interval_for_its_fraction() -> None:
-    from tests.test_step_projection import marks_of_a_run
+    from tests.step.test_step_projection import marks_of_a_run
 
     samples, times, energies, truth_j = marks_of_a_run()
     cut = next(i for i, s in enumerate(samples) if s >= 0.3 * samples[-1])

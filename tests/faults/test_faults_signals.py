@@ -17,7 +17,7 @@ import pytest
 
 from wattlab.experiment.store import open_store
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 WATTLAB = [sys.executable, "-m", "wattlab.cli"]
 

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from tests.test_step_projection import marks_of_a_run
+from tests.step.test_step_projection import marks_of_a_run
 from wattlab.estimate import step_marks
 from wattlab.estimate.evaluate import evaluate_methods
 from wattlab.step import stored

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from tests.test_analysis_report import make_runs
+from tests.analysis.test_analysis_report import make_runs
 from wattlab.analysis.energy_to_accuracy import energy_to_accuracy, epoch_curves
 from wattlab.analysis.headline import finding
 from wattlab.analysis.report import analyze_runs, write_report

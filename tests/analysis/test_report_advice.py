@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.test_advise import KnownLaw
-from tests.test_analysis_report import make_runs
+from tests.analysis.test_analysis_report import make_runs
+from tests.estimate.test_advise import KnownLaw
 from wattlab.analysis.report import analyze_runs
 from wattlab.analysis.report_advice import advice_blocks, advice_rows
 from wattlab.analysis.report_html import render_html

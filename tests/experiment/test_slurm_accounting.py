@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.test_analysis_report import make_runs
+from tests.analysis.test_analysis_report import make_runs
 from wattlab.analysis.report import write_report
 from wattlab.analysis.scheduler_energy import scheduler_energy, scheduler_energy_line
 from wattlab.errors import DataError

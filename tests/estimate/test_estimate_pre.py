@@ -339,7 +339,7 @@ def _collect_module():
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "bench" / "collect_reference.py"
+    path = Path(__file__).resolve().parents[2] / "bench" / "collect_reference.py"
     spec = importlib.util.spec_from_file_location("collect_reference", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

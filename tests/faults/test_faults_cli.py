@@ -25,8 +25,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.experiment.test_store import WINDOWS, make_run
 from tests.fakes.powercap import FakePowercap
-from tests.test_store import WINDOWS, make_run
 from wattlab.experiment.store import open_store
 
 WATTLAB = [sys.executable, "-m", "wattlab.cli"]

@@ -255,7 +255,7 @@ def test_importing_analysis_does_not_import_matplotlib():
         "import sys, wattlab.analysis, wattlab.analysis.report, wattlab.analysis.profiles; "
         "print('matplotlib' in sys.modules)"
     )
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "False"

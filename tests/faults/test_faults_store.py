@@ -175,7 +175,7 @@ WRITER = textwrap.dedent(
 
 def test_four_processes_storing_at_once_all_succeed(tmp_path):
     db = tmp_path / "many.db"  # created by the writers themselves, at the same moment
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     writers = [
         subprocess.Popen(
             [sys.executable, "-c", WRITER, str(db), str(k)],

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 WATTLAB = [sys.executable, "-m", "wattlab.cli"]
-REFERENCE = Path(__file__).resolve().parents[1] / "wattlab" / "data" / "h200-reference.csv"
+REFERENCE = Path(__file__).resolve().parents[2] / "wattlab" / "data" / "h200-reference.csv"
 
 
 def wattlab(*args: str, cwd: Path, cache: Path | None = None):
