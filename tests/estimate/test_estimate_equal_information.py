@@ -124,3 +124,15 @@ def test_cli_rejects_a_bad_share(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 2 and "--equal-information" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_runs_of_part_epochs_are_left_out_not_a_failure(reference) -> None:
+    runs, windows = reference
+    everything, all_windows = load_reference_csv(default_reference_path())
+    part = everything[(everything["epochs"] % 1 != 0) & (everything["epochs"] >= 3)].head(2)
+    assert len(part) == 2  # the families grid has runs of 3.5 and 4.5 epochs
+    mixed = pd.concat([runs, part], ignore_index=True)
+    mixed_windows = pd.concat([windows, all_windows[all_windows["run_id"].isin(part["id"])]])
+    rows = equal.compare(mixed, mixed_windows, fractions=(0.5,))
+    assert {r["epochs"] for r in rows} == {16} and rows[0]["runs"] == len(runs)

@@ -56,7 +56,10 @@ def compare(
         raise DataError("the runs table has no epochs column to share the budget by.")
     status = runs_df["status"] if "status" in runs_df else pd.Series("ok", index=runs_df.index)
     counts = pd.to_numeric(runs_df["epochs"], errors="coerce")
-    ok = runs_df[(status == "ok") & (counts >= 3)]
+    # whole epochs only: both rules read a whole number of epochs (a run of 3.5 epochs has no
+    # share of its budget they could both stop at)
+    whole = counts.notna() & (counts == counts.round())
+    ok = runs_df[(status == "ok") & (counts >= 3) & whole]
     rows = []
     for epochs in sorted({int(e) for e in pd.to_numeric(ok["epochs"]).dropna()}):
         group = ok[pd.to_numeric(ok["epochs"]) == epochs]
