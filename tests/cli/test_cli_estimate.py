@@ -18,7 +18,7 @@ def wattlab(*args: str, cwd: Path, cache: Path | None = None):
     """Run the CLI with its PRE cache in ``cache`` (default: under ``cwd``, never the user's)."""
     env = {**os.environ, "WATTLAB_CACHE_DIR": str(cache or cwd / "cache")}
     return subprocess.run(
-        [*WATTLAB, *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=env
+        [*WATTLAB, *args], cwd=cwd, capture_output=True, text=True, timeout=900, env=env
     )
 
 
