@@ -56,7 +56,7 @@ test: lint
 	@log=$$(mktemp); \
 	timeout --signal=INT $(SLOW_BUDGET_S) $(BIN)/python -m pytest -q -m slow --durations=15 \
 	  tests 2>&1 | tee $$log; code=$${PIPESTATUS[0]}; \
-	if [ $$code -eq 124 ] || grep -q "KeyboardInterrupt" $$log; then \
+	if [ $$code -eq 124 ] || grep -q "^!\+ KeyboardInterrupt !\+$$" $$log; then \
 	  echo "make test: FAILED: the slow tests ran past SLOW_BUDGET_S=$(SLOW_BUDGET_S) s and were cut"; \
 	  echo "short; the tests after the last one shown above did not run"; exit 1; \
 	fi; exit $$code

@@ -98,6 +98,35 @@ def test_ctrl_c_during_monitor_start_up_is_130_and_one_line(tmp_path):
         _assert_one_line_130(done, f"monitor, Ctrl-C after {delay} s", command_ran=True)
 
 
+HANDLES_CTRL_C = """
+import signal, sys, time
+signal.signal(signal.SIGINT, lambda *_: sys.exit(0))  # a script that saves and exits cleanly
+print("up", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_is_130_even_when_the_command_exits_0_on_it(tmp_path):
+    """The Ctrl-C reached wattlab: 130 and one line; the command's own 0 stays in the JSON."""
+    import json
+
+    (tmp_path / "handles.py").write_text(HANDLES_CTRL_C)
+    proc = subprocess.Popen(
+        [*WATTLAB, "monitor", "--json", "m.json", "--", sys.executable, "handles.py"],
+        cwd=tmp_path, env=ENV, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "up"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert [line for line in err.splitlines() if line.startswith("wattlab:")] == [
+        "wattlab: interrupted"
+    ]
+    assert json.loads((tmp_path / "m.json").read_text())["exit_code"] == 0
+
+
 SPAWNS_A_GRANDCHILD = """
 import subprocess, sys, time
 grandchild = subprocess.Popen(["sh", "-c", "sleep 40"])

@@ -2,7 +2,8 @@
 
 The command runs as a child process (never through a shell) under the command guard
 (``experiment/command_guard.py``) in a session and process group of its own; SIGINT, SIGTERM and
-SIGHUP are forwarded to that whole group (grandchildren included); its exit code becomes ours.
+SIGHUP are forwarded to that whole group (grandchildren included); its exit code becomes ours,
+except after such a signal: then 128 + N and one line (its own code stays in the JSON).
 A command that cannot be started exits 127 (126 when it is not executable), like a shell. When
 wattlab dies, even by SIGKILL, the guard gets SIGTERM (PR_SET_PDEATHSIG) and stops the whole
 group; when the command exits, what it left in its group is killed: nothing outlives us.
@@ -76,6 +77,7 @@ def monitor_command(
         },
         prometheus_port=prometheus_port,
     )
+    stops: list[int] = []  # stop signals we forwarded to the command
     mon.start()
     if mon.exporter is not None:
         print(f"wattlab: Prometheus metrics at {mon.exporter.url}", file=sys.stderr, flush=True)
@@ -96,7 +98,7 @@ def monitor_command(
             print(f"wattlab: {failure}", file=sys.stderr)
             return failure.exit_code
         try:
-            with forwarding_signals(lambda signum: _signal_group(child.pid, signum)):
+            with forwarding_signals(lambda signum: _signal_group(child.pid, signum), stops):
                 exit_code = child.wait()
         finally:
             _signal_group(child.pid, signal.SIGKILL)  # whatever it left behind in its group
@@ -112,6 +114,34 @@ def monitor_command(
     finally:
         mon.stop()
     exit_code = exit_status(exit_code)  # killed by a signal: reported the way a shell does
+    code = _report(
+        mon, command, exit_code, result, error,
+        json_path=json_path, csv_trace=csv_trace, print_table=print_table, interval_s=interval_s,
+    )  # fmt: skip
+    if stops:  # Ctrl-C (or SIGTERM/SIGHUP) reached us: 128 + N and one line, whatever the
+        # command made of it (a command still starting up exits 1 on a KeyboardInterrupt);
+        # the command's own code is in the JSON
+        from wattlab.stop_signals import stopped_line
+
+        line, code = stopped_line(stops[0])
+        print(line, file=sys.stderr)
+    return code
+
+
+def _report(
+    mon: EnergyMonitor,
+    command: list[str],
+    exit_code: int,
+    result: Measurement | None,
+    error: str | None,
+    *,
+    json_path: str | None,
+    csv_trace: str | None,
+    print_table: bool,
+    interval_s: float,
+) -> int:
+    """Write the JSON and the trace, print the table; the exit code (the command's, or 1 when
+    an output could not be written)."""
     problems = mon.discovery.problems if mon.discovery else []
     if json_path:
         data: dict[str, Any] = result.to_dict() if result is not None else {"energy_j": None}

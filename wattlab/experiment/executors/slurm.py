@@ -225,6 +225,8 @@ def run_task(task: dict[str, Any]) -> str:
             }
         )
         started_at = utc_now_iso()
+        with open_store(db_path):  # the task's private database, made here as a sweep makes its
+            pass  # own: a sweep's run never creates one (a vanished database stops a sweep)
         try:
             for i in range(int(task.get("warmup_runs", 0))):
                 warm = replace(opts, db_path=str(Path(tmp) / f"warmup-{i}.db"), sweep=None)
