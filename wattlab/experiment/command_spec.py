@@ -47,6 +47,7 @@ from wattlab.experiment.spec import (
     _path,
     _point_text,
     _unknown_key,
+    check_baseline,
 )
 
 _AXIS_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -254,22 +255,13 @@ class CommandSweepSpec(BaseModel):
         return self
 
     def _check_baseline(self) -> None:
-        if self.baseline is None:
-            return
-        for key, value in self.baseline.items():
-            if key not in self.grid:
-                axes = ", ".join(self.grid)
-                raise ConfigError(f"baseline.{key}: {key!r} is not a grid axis; axes: {axes}.")
-            if _render(value) not in [_render(v) for v in self.grid[key]]:
-                raise ConfigError(
-                    f"baseline.{key}: {echo(value)} is not among grid.{key} values "
-                    f"{echo(self.grid[key])}."
-                )
-        for key, values in self.grid.items():
-            if key not in self.baseline and len(values) > 1:
-                raise ConfigError(
-                    f"baseline: give a value for grid axis {key!r} (one of {echo(values)})."
-                )
+        if self.baseline is not None:
+            grid = self.grid
+            check_baseline(
+                self.baseline,
+                grid,
+                lambda key, value: _render(value) in [_render(v) for v in grid[key]],
+            )
 
     # -- construction ----------------------------------------------------------------------
     @classmethod

@@ -30,6 +30,7 @@ import json
 import random
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -180,6 +181,28 @@ def _check_run_count(axis_lengths: list[int], repetitions: int) -> None:
             f"the sweep expands to more than {MAX_SWEEP_RUNS} runs (grid {shape}, "
             f"{repetitions} repetition(s)); split it into smaller sweeps."
         )
+
+
+def check_baseline(
+    baseline: dict[str, Any],
+    grid: dict[str, list[Any]],
+    in_grid: Callable[[str, Any], bool],
+) -> None:
+    """A spec's baseline names one value of each grid axis with several values, and only grid
+    axes; ``in_grid(key, value)`` says whether a baseline value is among that axis's values."""
+    for key, value in baseline.items():
+        if key not in grid:
+            axes = ", ".join(grid)
+            raise ConfigError(f"baseline.{key}: {key!r} is not a grid axis; axes: {axes}.")
+        if not in_grid(key, value):
+            raise ConfigError(
+                f"baseline.{key}: {echo(value)} is not among grid.{key} values {echo(grid[key])}."
+            )
+    for key, values in grid.items():
+        if key not in baseline and len(values) > 1:
+            raise ConfigError(
+                f"baseline: give a value for grid axis {key!r} (one of {echo(values)})."
+            )
 
 
 def _point_text(point: dict[str, Any]) -> str:
@@ -405,23 +428,13 @@ class SweepSpec(BaseModel):
         return self
 
     def _check_baseline(self) -> None:
-        if self.baseline is None:
-            return
-        for key, value in self.baseline.items():
-            if key not in self.grid:
-                axes = ", ".join(self.grid)
-                raise ConfigError(f"baseline.{key}: {key!r} is not a grid axis; axes: {axes}.")
-            value = _check_value(key, value, f"baseline.{key}")
-            if value not in self.grid[key]:
-                raise ConfigError(
-                    f"baseline.{key}: {echo(value)} is not among grid.{key} values "
-                    f"{echo(self.grid[key])}."
-                )
-        for key, values in self.grid.items():
-            if key not in self.baseline and len(values) > 1:
-                raise ConfigError(
-                    f"baseline: give a value for grid axis {key!r} (one of {echo(values)})."
-                )
+        if self.baseline is not None:
+            grid = self.grid
+            baseline = {  # in the grid's form (a power limit of 150 is 150.0)
+                k: _check_value(k, v, f"baseline.{k}") if k in grid else v
+                for k, v in self.baseline.items()
+            }
+            check_baseline(baseline, grid, lambda key, value: value in grid[key])
 
     # -- construction ----------------------------------------------------------------------
     @classmethod
