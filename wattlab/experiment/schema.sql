@@ -5,7 +5,7 @@
 CREATE TABLE IF NOT EXISTS meta (
   key TEXT PRIMARY KEY,
   value TEXT NOT NULL
-);  -- ('app', 'wattlab'), ('schema_version', '3')
+);  -- ('app', 'wattlab'), ('schema_version', '7'), written by store.py
 
 CREATE TABLE IF NOT EXISTS runs (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -64,7 +64,7 @@ CREATE TABLE IF NOT EXISTS runs (
   idle_json TEXT,                  -- per GPU component: uuid, power_w, temperature_c
   gpu_utilization_basis TEXT,      -- v3: how gpu_utilization_percent was obtained
   step_marks_json TEXT,            -- v3: STEP's marks (samples, time_s, energy_j), with a fraction
-  -- schema version 4: STEP's calibrated interval (wattlab.step_calibration), when it had one
+  -- schema version 4: STEP's calibrated interval (wattlab.step.calibration), when it had one
   projected_energy_low_j REAL,
   projected_energy_high_j REAL,
   projection_interval_basis TEXT,  -- what the interval rests on, or why there is none

@@ -1,10 +1,9 @@
 """The training recipe: optimiser, learning rate, warm-up and clipping for a model.
 
 Recipe 1 (the old one) trains every model with SGD (Nesterov) at ``cfg.lr`` as given for
-the global batch, a warm-up over 5 % of the steps and no clipping: torchvision models it was
-not tuned for (ConvNeXt-T, ResNet-101, Wide ResNet-50-2, VGG-16 at batch 1024) stayed at
-chance. Recipe 2, the default, picks per model *family*, read from the module itself (so it
-holds for any torchvision model and any factory):
+the global batch, a warm-up over 5 % of the steps and no clipping (docs/engine.md says which
+models it left at chance). Recipe 2, the default, picks per model *family*, read from the module
+itself (so it holds for any torchvision model and any factory):
 
 ============  ==============================  =========================================
 family        how it is recognised            recipe 2

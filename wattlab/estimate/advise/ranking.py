@@ -7,8 +7,8 @@ there is no limit. Rows that meet it come first, least energy first; then the re
 first. The saving is against the current configuration: 1 - energy / current energy.
 
 ``min_saving``: a change predicted to save less than this share is within the predictions'
-error (two precisions PRE predicts alike can differ by up to 46 % on a model it never saw), so it
-does not lead: the current configuration ranks above it. Every row is still listed.
+error (docs/advise.md gives the measured spread), so it does not lead: the current
+configuration ranks above it. Every row is still listed.
 """
 
 from __future__ import annotations
