@@ -364,6 +364,23 @@ def test_a_callback_run_pre_cannot_count_gets_power_limit_advice_only(tmp_path: 
     assert advice.notes[0].startswith("only the power limit is advised: PRE cannot count run")
 
 
+def test_a_run_of_a_command_sweep_gets_power_limit_advice_from_its_trace(tmp_path: Path) -> None:
+    """A sweep of a user's script stores its program as the model and its axes as columns: PRE
+    cannot count `train.py`, so the power limit is advised from the run's own trace."""
+    db, run_id = _store(
+        tmp_path, model="train.py", label="train.py batch_size=256 precision=amp-bf16",
+        config_json={"axes": {"batch_size": 256, "precision": "amp-bf16"}},
+        precision="amp-bf16", launcher="command",  # samples from wattlab.budget(samples=N)
+        command_json={"argv": ["python", "train.py"], "cwd": None, "env": {}},
+    )  # fmt: skip
+    advice = advise_from_run(*_tables(db, run_id), run_id, pre_model=KnownLaw())
+    assert advice.notes[0].startswith("only the power limit is advised: PRE cannot count run")
+    assert next(r for r in advice.rows if r.is_current).source == f"measured (run {run_id})"
+    capped = [r for r in advice.rows if not r.is_current]
+    assert capped and all(r.setting.power_limit_w is not None for r in capped)
+    assert any(r.setting.power_limit_w == 630.0 for r in capped)  # the trace peaks at 650 W
+
+
 def test_a_missing_or_unfinished_run_is_one_sentence(tmp_path: Path) -> None:
     db, run_id = _store(tmp_path)
     with pytest.raises(DataError, match=r"there is no run with id 99 in the database\."):
