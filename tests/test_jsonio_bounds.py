@@ -71,12 +71,19 @@ def test_write_atomic_removes_its_temporary_file_on_failure(tmp_path):
     assert target.read_text() == "old\n" and list(tmp_path.iterdir()) == [target]
 
 
-def test_a_replaced_file_keeps_its_mode(tmp_path):
+def test_a_replaced_file_gets_normal_permissions(tmp_path):
+    """0666 masked by the umask, as for a new file: not the mode of what it replaced."""
+    import os
+
     target = tmp_path / "keep.txt"
     target.write_text("old")
     target.chmod(0o640)
-    write_text_atomic(target, "new")
-    assert target.read_text() == "new" and target.stat().st_mode & 0o777 == 0o640
+    old_umask = os.umask(0o022)
+    try:
+        write_text_atomic(target, "new")
+    finally:
+        os.umask(old_umask)
+    assert target.read_text() == "new" and target.stat().st_mode & 0o777 == 0o644
 
 
 @pytest.mark.parametrize(

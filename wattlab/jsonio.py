@@ -5,9 +5,11 @@
   result files). It writes a temporary file created with ``O_CREAT|O_EXCL|O_NOFOLLOW`` in the
   target's folder, fsyncs it and renames it into place, so a reader never sees half a file and
   nothing is ever written through a symbolic link: a target or an output folder that is a link
-  is refused in one sentence. The file gets the mode a plain ``open()`` would give
-  (``0666 & ~umask``, or the permission bits of the regular file it replaces; never a link
-  target's, never set-id bits), not mkstemp's 0600.
+  is refused in one sentence. Every file it creates or replaces gets the mode a plain
+  ``open()`` would give, ``0666 & ~umask`` (never the mode of the file it replaces, never a
+  link target's, never set-id bits), not mkstemp's 0600.
+* ``open_new_file`` opens a new file for streaming writes (a command's captured output) with
+  the same rules: ``O_CREAT|O_EXCL|O_NOFOLLOW``, mode ``0666 & ~umask``, no link followed.
 * ``check_writable`` / ``check_output_dir`` prove, before anything runs, that an output can be
   created where it will be written (they create and remove a probe file), and refuse links.
 """
@@ -23,15 +25,17 @@ import shutil
 import stat
 import sys
 import tempfile
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from wattlab.errors import ConfigError, DataError
+from wattlab.errors import ConfigError, DataError, WattlabError
 
-_UMASK_LOCK = threading.Lock()
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _CLOEXEC
+NEW_FILE_MODE = 0o666  # the kernel applies the umask, as for a plain open()
 
 
 def jsonable(value: object) -> Any:
@@ -63,25 +67,6 @@ def jsonable(value: object) -> Any:
     return value
 
 
-def _current_umask() -> int:
-    with _UMASK_LOCK:
-        mask = os.umask(0o022)
-        os.umask(mask)
-    return mask
-
-
-def _file_mode(target: Path) -> int:
-    """The permission bits of the new file: those of the regular file it replaces (never a
-    link's target's, never set-id bits), else what a plain open() gives, 0666 & ~umask."""
-    try:
-        st = os.lstat(target)
-    except OSError:
-        return 0o666 & ~_current_umask()
-    if stat.S_ISREG(st.st_mode):
-        return stat.S_IMODE(st.st_mode) & 0o777
-    return 0o666 & ~_current_umask()
-
-
 def _folder(target: Path) -> Path:
     return target.parent if str(target.parent) else Path(".")
 
@@ -93,13 +78,30 @@ def _is_link(path: Path) -> bool:
         return False
 
 
-def refuse_link_folder(folder: str | Path, shown: str | Path | None = None) -> None:
-    """A ConfigError when the output folder ``folder`` is itself a symbolic link."""
+def _link_folder_sentence(folder: str | Path, shown: str | Path | None) -> str:
+    return (
+        f"cannot write into {shown or folder}: the folder {folder} is a symbolic link, and "
+        "wattlab never writes through links; give the real folder."
+    )
+
+
+def _link_target_sentence(path: str | Path) -> str:
+    return (
+        f"cannot write {path}: it is a symbolic link, and wattlab never writes through "
+        "links; remove it or give another name."
+    )
+
+
+def refuse_link_folder(
+    folder: str | Path,
+    shown: str | Path | None = None,
+    *,
+    error: type[WattlabError] = ConfigError,
+) -> None:
+    """An ``error`` (ConfigError unless told) when the output folder ``folder`` is itself a
+    symbolic link."""
     if str(folder) not in ("", ".") and _is_link(Path(folder)):
-        raise ConfigError(
-            f"cannot write into {shown or folder}: the folder {folder} is a symbolic link, and "
-            "wattlab never writes through links; give the real folder."
-        )
+        raise error(_link_folder_sentence(folder, shown))
 
 
 def refuse_link_target(target: str | Path) -> None:
@@ -112,10 +114,7 @@ def refuse_link_target(target: str | Path) -> None:
     except OSError:
         return
     if stat.S_ISLNK(st.st_mode):
-        raise ConfigError(
-            f"cannot write {path}: it is a symbolic link, and wattlab never writes through "
-            "links; remove it or give another name."
-        )
+        raise ConfigError(_link_target_sentence(path))
     if stat.S_ISDIR(st.st_mode):
         raise ConfigError(f"cannot write {path}: it is a folder; give a file name.")
     if not stat.S_ISREG(st.st_mode):
@@ -140,12 +139,10 @@ def refuse_links_in(folder: str | Path, names: Iterable[str], what: str) -> None
 
 def _new_temp(folder: Path, name: str) -> tuple[int, Path]:
     """A new file beside the target: O_CREAT|O_EXCL|O_NOFOLLOW, mode 0666 & ~umask."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
-    flags |= getattr(os, "O_CLOEXEC", 0)
     for _attempt in range(100):
         tmp = folder / f".{name}.{secrets.token_hex(6)}.tmp"
         try:
-            return os.open(tmp, flags, 0o666), tmp
+            return os.open(tmp, _NEW_FILE_FLAGS, NEW_FILE_MODE), tmp
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name for {name} in {folder}")
@@ -157,14 +154,13 @@ def write_atomic(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
 
     Never follows a link: the temporary file is created with O_EXCL|O_NOFOLLOW, a target or a
     folder that is a symbolic link is refused (ConfigError), and the rename replaces a name,
-    never a link's target. The file honours the umask (see ``_file_mode``). The temporary file
-    is removed when ``write`` fails."""
+    never a link's target. The file gets 0666 & ~umask, whatever the mode of the file it
+    replaces. The temporary file is removed when ``write`` fails."""
     target = Path(path)
     folder = _folder(target)
     if not folder.is_dir():
         raise ConfigError(f"cannot write {target}: the folder {folder} does not exist.")
     refuse_link_target(target)
-    mode = _file_mode(target)
     try:
         fd, tmp = _new_temp(folder, target.name)
     except OSError as error:
@@ -174,7 +170,6 @@ def write_atomic(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
-            os.fchmod(handle.fileno(), mode)
         os.replace(tmp, target)
     except OSError as error:  # a full disk (ENOSPC), a quota, an I/O error
         tmp.unlink(missing_ok=True)
@@ -185,6 +180,69 @@ def write_atomic(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
         tmp.unlink(missing_ok=True)
         raise
     return target
+
+
+def _remove_stale(name: str, folder_fd: int, shown: Path, error: type[WattlabError]) -> None:
+    """Remove the regular file ``name`` left in the folder by an earlier attempt; a link there
+    is refused (never followed, never removed), anything else is left for the open to refuse."""
+    try:
+        st = os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return
+    except OSError as problem:
+        raise error(f"cannot write {shown}: {problem.strerror or problem}.") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise error(_link_target_sentence(shown))
+    if stat.S_ISREG(st.st_mode):
+        try:
+            os.unlink(name, dir_fd=folder_fd)  # removes the name, never what a link points at
+        except FileNotFoundError:
+            pass
+        except OSError as problem:
+            raise error(f"cannot write {shown}: {problem.strerror or problem}.") from None
+
+
+def open_new_file(
+    path: str | Path, *, replace_stale: bool = False, error: type[WattlabError] = ConfigError
+) -> BinaryIO:
+    """A new file at ``path``, opened binary for streaming writes, never through a link.
+
+    The folder is opened with O_NOFOLLOW and the file created in it with
+    O_CREAT|O_EXCL|O_NOFOLLOW, mode 0666 & ~umask, so neither a folder nor a file that is (or
+    becomes) a symbolic link is ever followed. ``replace_stale`` first removes a regular file
+    already at ``path``; otherwise an existing file is refused. Every refusal is one
+    sentence, an ``error`` (ConfigError unless told)."""
+    target = Path(path)
+    folder = _folder(target)
+    refuse_link_folder(folder, target, error=error)
+    try:
+        folder_fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | _NOFOLLOW | _CLOEXEC)
+    except OSError as problem:
+        if _is_link(folder):  # it became a link after the check
+            raise error(_link_folder_sentence(folder, target)) from None
+        raise error(f"cannot write {target}: {problem.strerror or problem}.") from None
+    try:
+        if replace_stale:
+            _remove_stale(target.name, folder_fd, target, error)
+        try:
+            fd = os.open(target.name, _NEW_FILE_FLAGS, NEW_FILE_MODE, dir_fd=folder_fd)
+        except FileExistsError:
+            if _is_link(target):
+                raise error(_link_target_sentence(target)) from None
+            if not target.is_file():
+                raise error(
+                    f"cannot write {target}: it exists and is not a regular file."
+                ) from None
+            raise error(
+                f"cannot write {target}: it already exists; remove it or give another name."
+            ) from None
+        except OSError as problem:
+            if _is_link(target):  # ELOOP: O_NOFOLLOW met a link
+                raise error(_link_target_sentence(target)) from None
+            raise error(f"cannot write {target}: {problem.strerror or problem}.") from None
+    finally:
+        os.close(folder_fd)
+    return os.fdopen(fd, "wb")
 
 
 @contextmanager

@@ -201,14 +201,16 @@ def test_new_files_get_normal_permissions(tmp_path: Path) -> None:
     old = os.umask(0o022)
     try:
         write_text_atomic(tmp_path / "report.html", "<p>")
-        replaced = tmp_path / "summary.json"
-        replaced.write_text("{}")
-        replaced.chmod(0o4755)  # a set-id bit is never carried over
-        write_text_atomic(replaced, "{}")
+        replaced = {mode: tmp_path / f"summary-{mode:o}.json" for mode in (0o4755, 0o600)}
+        for mode, path in replaced.items():
+            path.write_text("{}")
+            path.chmod(mode)  # the replaced file's mode is never carried over
+            write_text_atomic(path, "{}")
     finally:
         os.umask(old)
     assert stat.S_IMODE((tmp_path / "report.html").stat().st_mode) == 0o644
-    assert stat.S_IMODE(replaced.stat().st_mode) == 0o755
+    for path in replaced.values():
+        assert stat.S_IMODE(path.stat().st_mode) == 0o644
 
 
 def test_report_and_export_refuse_a_link_among_their_files(tmp_path: Path) -> None:
@@ -243,18 +245,33 @@ def test_the_sweep_lock_refuses_a_link(tmp_path: Path) -> None:
     assert _untouched(victim)
 
 
-def test_the_power_journal_is_not_written_through_a_link(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("points_at", "message"),
+    [
+        # a dangling link: nothing to restore, so the writer meets the link and refuses it
+        ("missing-target", "is a symbolic link"),
+        # a link to a file: the session reads it as a journal first; it is no journal, so the
+        # session stops in one sentence before it writes anything
+        ("victim.txt", "power-limit journal .* cannot be read"),
+    ],
+)
+def test_the_power_journal_is_not_written_through_a_link(
+    tmp_path: Path, points_at: str, message: str
+) -> None:
     from wattlab.power_limits import PowerLimitSession
 
     victim = _victim(tmp_path)
     journal = tmp_path / "j.json"
-    journal.symlink_to(tmp_path / "missing-target")  # a dangling link: nothing to restore
+    journal.symlink_to(tmp_path / points_at)
     nv = FakeNvmlBackend(make_devices(1))
-    with pytest.raises(WattlabError, match="symbolic link"):
+    with pytest.raises(WattlabError, match=message):
         with PowerLimitSession(nv, [0], limit_w=500, journal_path=journal, geteuid=lambda: 0):
             pass
-    assert not (tmp_path / "missing-target").exists() and journal.is_symlink()
-    assert nv.set_calls == [] and _untouched(victim)
+    assert journal.is_symlink() and os.readlink(journal) == str(tmp_path / points_at)
+    assert not (tmp_path / "missing-target").exists()
+    assert victim.read_bytes() == b"precious\n" and _untouched(victim)
+    assert nv.set_calls == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["j.json", "victim.txt"]  # no temp
 
 
 def test_result_files_are_not_written_through_a_link(tmp_path: Path) -> None:

@@ -7,9 +7,10 @@ sweep of the same name on the same database is refused), marks runs a dead sweep
 in order with the cool-down between runs. Each run is claimed (a 'running' row), runs under
 its guard in a process group of its own (``command_meter``), and is finished 'ok' or 'failed'
 (with its exit code and the end of its stderr); its stdout and stderr are kept in
-``DB.runs/<run_id>.stdout`` and ``.stderr``. A stop signal (Ctrl-C, SIGTERM) goes to the whole
-group; the run is stored failed and the sweep stops. SIGKILL of the sweep kills the guard's
-group (parent-death signal), so nothing outlives it.
+``DB.runs/<run_id>.stdout`` and ``.stderr``, new files never opened through a link (a
+``DB.runs`` folder or an output file that is a symbolic link is refused). A stop signal
+(Ctrl-C, SIGTERM) goes to the whole group; the run is stored failed and the sweep stops.
+SIGKILL of the sweep kills the guard's group (parent-death signal), so nothing outlives it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from wattlab.errors import Interrupted
+from wattlab.errors import DataError, Interrupted
 from wattlab.experiment.command_spec import CommandPoint, CommandSweepSpec
 from wattlab.experiment.sweep import (
     PlanEntry,
@@ -125,6 +126,22 @@ def _read_idle() -> dict[str, Any] | None:
     return read_gpu_idle() or None
 
 
+def _runs_folder(db_path: str) -> Path:
+    """Make ``DB.runs``, where runs keep their output; refuse it when it is a symbolic link."""
+    from wattlab.experiment.command_record import output_paths
+    from wattlab.jsonio import refuse_link_folder
+
+    folder = output_paths(db_path, 0)[0].parent
+    refuse_link_folder(folder, error=DataError)
+    try:
+        folder.mkdir(exist_ok=True)
+    except OSError as error:
+        raise DataError(
+            f"cannot create the folder {folder} for the runs' output: {error.strerror or error}."
+        ) from None
+    return folder
+
+
 def run_point(
     point: CommandPoint, repetition: int, sweep: str, opts: CommandOptions
 ) -> CommandRunOutcome:
@@ -134,15 +151,20 @@ def run_point(
     from wattlab.experiment.command_meter import meter_command
     from wattlab.experiment.pending import store_finished
     from wattlab.experiment.store import AlreadyStoredError, open_store
+    from wattlab.jsonio import open_new_file
 
+    _runs_folder(opts.db_path)  # before the claim: a refused folder leaves no 'running' row
     with open_store(opts.db_path, create=False) as store:  # the sweep made it
         run_id = store.claim_run(record.claim_row(point, sweep, repetition, _read_idle()))
     stdout_path, stderr_path = record.output_paths(opts.db_path, run_id)
-    stdout_path.parent.mkdir(parents=True, exist_ok=True)
     monitor = _monitor(opts)
     monitor.start()
     try:
-        with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
+        # a file left by an earlier database's run of the same id is replaced, a link refused
+        with (
+            open_new_file(stdout_path, replace_stale=True, error=DataError) as out,
+            open_new_file(stderr_path, replace_stale=True, error=DataError) as err,
+        ):
             result = meter_command(
                 point.argv,
                 monitor,
@@ -208,6 +230,7 @@ def run_command_plan(
             )
         todo = plan.to_run
         if todo:
+            _runs_folder(opts.db_path)  # a folder that is a link is refused before any run
             for _ in range(plan.warmup_runs):
                 _warm_up(todo[0], opts)
         outcomes: list[tuple[PlanEntry, CommandRunOutcome]] = []

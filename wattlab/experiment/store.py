@@ -2,9 +2,9 @@
 
 The schema (``schema.sql``, version ``SCHEMA_VERSION``; an older file is migrated in place when
 opened) is the contract between the runner, the analysis and the exports; its column names
-carry their units (``energy_total_j``, ``duration_s``, ``power_w``). A run and all its rows are written in
-ONE transaction, so a crash or SIGKILL leaves either the whole run or nothing. A run may be
-claimed first (a 'running' row, ``claim_run``) and finished later (``finish_run``); a claim
+carry their units (``energy_total_j``, ``duration_s``, ``power_w``). A run and all its rows are
+written in ONE transaction, so a crash or SIGKILL leaves either the whole run or nothing. A run
+may be claimed first (a 'running' row, ``claim_run``) and finished later (``finish_run``); a claim
 left by a dead process becomes 'abandoned'. The file is opened in WAL mode with a busy
 timeout, so several processes (parallel sweeps, a report reading while a sweep writes) can
 share it.

@@ -302,8 +302,8 @@ def check_still_there(db_path: str | Path) -> None:
 
     if not Path(db_path).expanduser().is_file():
         raise WorkStopped(
-            f"the database {db_path} vanished during the sweep (removed or moved); the sweep "
-            "stops here. Put it back and run the sweep again to resume."
+            f"the database {db_path} vanished during the sweep (removed or moved), so the "
+            "sweep stops here; put it back and run the sweep again to resume."
         )
 
 
