@@ -95,7 +95,27 @@ def test_ctrl_c_during_report_start_up_is_130_and_one_line(tmp_path):
 def test_ctrl_c_during_monitor_start_up_is_130_and_one_line(tmp_path):
     for delay in DELAYS_S:
         done = _interrupt_after(["monitor", "--", "sleep", "30"], delay, tmp_path)
-        _assert_one_line_130(done, f"monitor, Ctrl-C after {delay} s", command_ran=True)
+        # the line also when the Ctrl-C reached the command (or its guard, still starting)
+        _assert_one_line_130(done, f"monitor, Ctrl-C after {delay} s")
+
+
+@pytest.mark.slow
+def test_ctrl_c_while_the_guard_starts_is_130_without_a_traceback_and_no_command():
+    """A Ctrl-C that reaches the guard's group while its Python is still importing waits
+    (SIGINT blocked) and then stops it quietly: 130, no traceback, the command never runs."""
+    from wattlab.experiment.command_meter import guarded, start_command
+
+    for delay_s in (0.0, 0.005, 0.01, 0.02, 0.03, 0.05) * 3:
+        started = time.monotonic()
+        child = start_command(
+            guarded(["sleep", "30"]), start_new_session=True, stderr=subprocess.PIPE
+        )
+        time.sleep(delay_s)
+        os.killpg(child.pid, signal.SIGINT)
+        _, err = child.communicate(timeout=60)
+        assert b"Traceback" not in err, (delay_s, err[-2000:])
+        assert child.returncode == 130, (delay_s, child.returncode)
+        assert time.monotonic() - started < 20, "the command ran on after the Ctrl-C"
 
 
 HANDLES_CTRL_C = """

@@ -10,7 +10,9 @@ When the sweep dies (SIGKILL included), the kernel sends the guard SIGTERM; a th
 the parent's pid is the second line. The guard then sends SIGTERM to its whole group (the
 command and every child it started), waits up to ``GRACE_S`` for the command, and SIGKILLs the
 group, itself included. SIGINT and SIGTERM that the sweep forwards to the group reach the
-command directly; the guard only waits. A grandchild that leaves the group (``setsid``)
+command directly; the guard only waits. The guard starts with SIGINT blocked, so a Ctrl-C that
+comes while Python starts is held until the guard's handler is in place; the command is then
+not started at all (exit 130). A grandchild that leaves the group (``setsid``)
 escapes this guard.
 """
 
@@ -55,10 +57,15 @@ def main(argv: list[str]) -> int:
             stopping.set()
             _stop_group(child)
 
-    def ignore(_signum: int, _frame: object) -> None:
-        pass  # forwarded to the whole group: the command gets it too; the guard waits
+    interrupted: list[int] = []
+
+    def ignore(signum: int, _frame: object) -> None:
+        interrupted.append(signum)  # forwarded to the whole group: the command gets it too
 
     signal.signal(signal.SIGINT, ignore)
+    # we were started with SIGINT blocked (``command_meter.start_command``), so a Ctrl-C while
+    # Python started waited instead of printing a KeyboardInterrupt traceback; now it is ours
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     signal.signal(signal.SIGTERM, lambda s, f: parent_gone() if os.getppid() != parent else None)
     if os.getppid() != parent:  # the sweep died before the handler was in place
         parent_gone()
@@ -70,6 +77,8 @@ def main(argv: list[str]) -> int:
             time.sleep(WATCH_PERIOD_S)
 
     threading.Thread(target=watch, name="wattlab-guard-watch", daemon=True).start()
+    if interrupted:  # Ctrl-C came before the command started: it never starts
+        return 128 + signal.SIGINT
     try:
         child = subprocess.Popen(command)
     except FileNotFoundError:

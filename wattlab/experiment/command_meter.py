@@ -59,6 +59,14 @@ def die_with_parent(signum: int = signal.SIGTERM) -> Callable[[], None]:
     return preexec
 
 
+def _guard_preexec(then: Callable[[], None]) -> Callable[[], None]:
+    def preexec() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # the guard unblocks it
+        then()
+
+    return preexec
+
+
 class CommandNotStarted(WattlabError):
     """The command could not be started; ``exit_code`` is a shell's (127 not found, 126 not
     executable)."""
@@ -85,9 +93,11 @@ def check_startable(command: list[str]) -> None:
 
 
 def start_command(command: list[str], **popen: Any) -> subprocess.Popen[bytes]:
-    """Start ``command`` with the parent-death signal (SIGTERM); CommandNotStarted when the
-    program is missing or not executable."""
-    popen.setdefault("preexec_fn", die_with_parent())
+    """Start ``command`` (the guard, ``guarded``) with the parent-death signal (SIGTERM) and
+    SIGINT blocked until the guard unblocks it, so a Ctrl-C while its Python starts is not a
+    KeyboardInterrupt traceback; CommandNotStarted when the program is missing or not
+    executable."""
+    popen.setdefault("preexec_fn", _guard_preexec(die_with_parent()))
     try:
         return subprocess.Popen(command, **popen)
     except FileNotFoundError:
