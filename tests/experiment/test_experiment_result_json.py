@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from wattlab.experiment.command_sweep import CommandRunOutcome
 from wattlab.experiment.record import RunOutcome
 from wattlab.experiment.result_json import run_result, sweep_result, sweep_results
 from wattlab.experiment.sweep import MachineFacts, PlanEntry, SweepPlan
@@ -46,7 +45,7 @@ def test_a_sweep_result_is_its_plan_with_one_result_per_run_started() -> None:
 
 def test_a_command_runs_result_carries_its_exit_code() -> None:
     plan = _plan()
-    outcome = CommandRunOutcome(run_id=4, status="failed", error="exit 3", exit_code=3)
+    outcome = RunOutcome(run_id=4, status="failed", error="exit 3", exit_code=3)
     (result,) = sweep_results([(plan.entries[0], outcome)])
     order = ["order", "label", "repetition", "run_id", "status", "exit_code", "error"]
     assert list(result) == order

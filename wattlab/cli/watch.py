@@ -2,8 +2,8 @@
 
 The command runs as a child process (never through a shell) under the command guard
 (``experiment/command_guard.py``) in a session and process group of its own; SIGINT, SIGTERM and
-SIGHUP are forwarded to that whole group (grandchildren included); its exit code becomes ours,
-except after such a signal: then 128 + N and one line (its own code stays in the JSON).
+SIGHUP are forwarded to that whole group (grandchildren included), with one line on stderr;
+its exit code becomes ours (128 + N when it died of signal N).
 A command that cannot be started exits 127 (126 when it is not executable), like a shell. When
 wattlab dies, even by SIGKILL, the guard gets SIGTERM (PR_SET_PDEATHSIG) and stops the whole
 group; when the command exits, what it left in its group is killed: nothing outlives us.
@@ -118,13 +118,11 @@ def monitor_command(
         mon, command, exit_code, result, error,
         json_path=json_path, csv_trace=csv_trace, print_table=print_table, interval_s=interval_s,
     )  # fmt: skip
-    if stops:  # Ctrl-C (or SIGTERM/SIGHUP) reached us: 128 + N and one line, whatever the
-        # command made of it (a command still starting up exits 1 on a KeyboardInterrupt);
-        # the command's own code is in the JSON
+    if stops:  # Ctrl-C (or SIGTERM/SIGHUP) reached us and went to the command: one line; the
+        # exit code stays the command's (130 when it died of Ctrl-C, its own when it handled it)
         from wattlab.stop_signals import stopped_line
 
-        line, code = stopped_line(stops[0])
-        print(line, file=sys.stderr)
+        print(stopped_line(stops[0])[0], file=sys.stderr)
     return code
 
 

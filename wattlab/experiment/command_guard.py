@@ -90,6 +90,11 @@ def main(argv: list[str]) -> int:
     except OSError as error:
         print(f"wattlab: {command[0]}: {error.strerror or error}", file=sys.stderr, flush=True)
         return 126
+    if interrupted:  # came while it was being started: it may have missed it, so pass it on
+        try:
+            os.kill(child.pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
     while True:
         try:
             code = child.wait()

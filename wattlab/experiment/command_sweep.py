@@ -25,6 +25,7 @@ from typing import Any
 
 from wattlab.errors import DataError, Interrupted
 from wattlab.experiment.command_spec import CommandPoint, CommandSweepSpec
+from wattlab.experiment.record import RunOutcome
 from wattlab.experiment.sweep import (
     PlanEntry,
     SweepPlan,
@@ -46,14 +47,6 @@ class CommandOptions:
     cpu_tdp_w: float | None = None
     ram_measure: str = "system"
     grace_s: float = 10.0  # after a forwarded stop signal, before the group is killed
-
-
-@dataclass
-class CommandRunOutcome:
-    run_id: int | None
-    status: str  # 'ok' | 'failed'
-    error: str | None = None
-    exit_code: int | None = None
 
 
 def _expected_s(point: CommandPoint, history: Any) -> float | None:
@@ -142,9 +135,7 @@ def _runs_folder(db_path: str) -> Path:
     return folder
 
 
-def run_point(
-    point: CommandPoint, repetition: int, sweep: str, opts: CommandOptions
-) -> CommandRunOutcome:
+def run_point(point: CommandPoint, repetition: int, sweep: str, opts: CommandOptions) -> RunOutcome:
     """Claim, run, meter and store one run of the sweep. Raises Interrupted after storing the
     run as failed when a stop signal arrived while it ran."""
     from wattlab.experiment import command_record as record
@@ -185,7 +176,7 @@ def run_point(
         except AlreadyStoredError as error:  # another process stored this run meanwhile
             row = record.refused_row(row, str(error))
             store.finish_run(run_id, row)
-    outcome = CommandRunOutcome(run_id, row["status"], row.get("error"), result.exit_code)
+    outcome = RunOutcome(run_id, row["status"], row.get("error"), exit_code=result.exit_code)
     if result.interrupted_by is not None:
         raise Interrupted(result.interrupted_by)
     return outcome
@@ -215,7 +206,7 @@ def run_command_plan(
     *,
     on_start: Callable[[PlanEntry], None] | None = None,
     on_finish: Callable[[PlanEntry, Any], None] | None = None,
-) -> list[tuple[PlanEntry, CommandRunOutcome]]:
+) -> list[tuple[PlanEntry, RunOutcome]]:
     """Run the plan's 'run' entries in order, holding the sweep's lock (see the module)."""
     from wattlab.experiment.store import open_store
     from wattlab.experiment.sweep_lock import SweepLock
@@ -233,7 +224,7 @@ def run_command_plan(
             _runs_folder(opts.db_path)  # a folder that is a link is refused before any run
             for _ in range(plan.warmup_runs):
                 _warm_up(todo[0], opts)
-        outcomes: list[tuple[PlanEntry, CommandRunOutcome]] = []
+        outcomes: list[tuple[PlanEntry, RunOutcome]] = []
         for i, entry in enumerate(todo):
             check_still_there(opts.db_path)
             with open_store(opts.db_path, create=False) as store:

@@ -163,14 +163,15 @@ def run_columns(*names: str) -> tuple[str, ...]:
 @dataclass(frozen=True)
 class RunOutcome:
     """What one run came to: its id (None when nothing could be stored), its status, the error
-    of a failure, the stored row (ok or failed) when there is one, and whether a failure could
-    be stored at all."""
+    of a failure, the stored row (ok or failed) when there is one, whether a failure could be
+    stored at all, and, for a command sweep's run, the command's exit code."""
 
     run_id: int | None
     status: str  # 'ok' | 'failed'
     error: str | None = None
     row: dict[str, Any] | None = None
     stored: bool = True  # False: a failure that could not be stored (nothing was written)
+    exit_code: int | None = None  # a command sweep's run: its command's exit code
 
 
 # --- column groups: a row is made of these; their field names are RUN_COLUMNS names -------------

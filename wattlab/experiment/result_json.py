@@ -4,17 +4,10 @@ the carbon intensity it was priced at, and a sweep's plan with one result per pl
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
+from wattlab.experiment.record import RunOutcome as Outcome  # a training run's or a command's
 from wattlab.experiment.sweep import PlanEntry, SweepPlan
-
-
-class Outcome(Protocol):
-    """What any run of a sweep came to (a training run's or a command's)."""
-
-    run_id: int | None
-    status: str
-    error: str | None
 
 
 def run_result(row: Mapping[str, Any], intensity_source: str) -> dict[str, Any]:
@@ -34,7 +27,7 @@ def sweep_results(outcomes: Iterable[tuple[PlanEntry, Outcome]]) -> list[dict[st
             "run_id": outcome.run_id,
             "status": outcome.status,
         }
-        if hasattr(outcome, "exit_code"):  # a command sweep's run
+        if outcome.exit_code is not None:  # a command sweep's run
             result["exit_code"] = outcome.exit_code
         result["error"] = outcome.error
         results.append(result)
