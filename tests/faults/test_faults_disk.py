@@ -1,6 +1,7 @@
 """Second fault campaign, disks and mounts (issue #25 item 7): a full disk is one sentence and
 no partial file (exit 2, or 1 once the work ran); a read-only database is opened read-only by
-every reader; a database that vanishes mid-sweep stops the sweep in one sentence."""
+every reader; a database that vanishes mid-sweep stops the sweep in one sentence; a disk that
+fills under a running `wattlab run` is exit 1, one sentence and a sound database."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,10 +22,11 @@ from wattlab.experiment.store import open_store
 from wattlab.jsonio import dump_json
 
 WATTLAB = [sys.executable, "-m", "wattlab.cli"]
+ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
 
 
 def wattlab(*args: str, cwd: Path, stdout=subprocess.PIPE, timeout: float = 300):
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env = ENV
     return subprocess.run(
         [*WATTLAB, *args],
         cwd=cwd,
@@ -278,3 +281,87 @@ def test_a_sweep_run_never_creates_its_database(tmp_path):
     assert outcome.status == "failed" and not outcome.stored
     assert "no wattlab database" in (outcome.error or "")
     assert not db.exists()
+
+
+# --- the disk fills under a running `wattlab run` ----------------------------------------------
+# a tiny CPU run: 8 steps, a few seconds of training
+TINY_RUN = ["--model", "mobilenet_v3_small", "--stem", "imagenet", "--device", "cpu",
+            "--train-samples", "128", "--test-samples", "64", "--epochs", "1",
+            "--batch-size", "16", "--warmup-steps", "1", "--epoch-eval-samples", "0",
+            "--no-progress"]  # fmt: skip
+
+
+def _fill(folder: Path) -> None:
+    """Write a filler file until the tmpfs has no byte left."""
+    with (folder / "filler").open("wb", buffering=0) as filler:
+        try:
+            while True:
+                filler.write(b"x" * 4096)
+        except OSError as error:
+            assert error.errno == errno.ENOSPC
+        try:  # the last partial page too
+            while True:
+                filler.write(b"x")
+        except OSError as error:
+            assert error.errno == errno.ENOSPC
+
+
+def _statuses(db: Path) -> list[str]:
+    if not db.exists():
+        return []
+    try:
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+        try:
+            return [status for (status,) in con.execute("SELECT status FROM runs")]
+        finally:
+            con.close()
+    except sqlite3.OperationalError:  # not created yet, or busy
+        return []
+
+
+@pytest.mark.slow
+def test_a_full_disk_under_a_running_run_is_exit_1_one_sentence_and_a_sound_db(tmp_path):
+    folder = tmp_path / "small"
+    _mount_tmpfs(folder, "2m")
+    try:
+        db = folder / "r.db"
+        run = subprocess.Popen(
+            [*WATTLAB, "run", *TINY_RUN, "--db", str(db)], cwd=tmp_path, env=ENV, text=True,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        try:
+            deadline = time.time() + 40
+            while time.time() < deadline and run.poll() is None and _statuses(db) != ["running"]:
+                time.sleep(0.1)
+            assert _statuses(db) == ["running"], "the run did not claim its row in time"
+            assert run.poll() is None, "the run ended before the disk filled"
+            _fill(folder)
+            _, err = run.communicate(timeout=50)
+        finally:
+            if run.poll() is None:
+                run.kill()
+                run.wait()
+        assert run.returncode == 1, err[-2000:]
+        assert "Traceback" not in err, err[-2000:]
+        lines = [line for line in err.splitlines() if line.startswith("wattlab:")]
+        assert len(lines) == 1, err[-2000:]
+        assert "disk is full" in lines[0] or "No space left" in lines[0], lines[0]
+        left = {p.name for p in folder.iterdir()} - {"filler", "r.db", "r.db-wal", "r.db-shm"}
+        assert not left, f"partial files left on the full disk: {sorted(left)}"
+        (folder / "filler").unlink()  # room for SQLite to open and check the file
+        con = sqlite3.connect(db)
+        try:
+            assert con.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            rows = con.execute("SELECT id, status FROM runs").fetchall()
+            windows = {
+                run_id: n
+                for run_id, n in con.execute("SELECT run_id, COUNT(*) FROM windows GROUP BY 1")
+            }
+        finally:
+            con.close()
+        assert len(rows) <= 1, rows
+        for run_id, status in rows:  # never 'ok' with its windows missing
+            assert status in ("running", "failed"), rows
+            assert status == "failed" or run_id not in windows, (rows, windows)
+    finally:
+        _umount(folder)
