@@ -12,12 +12,12 @@ import typer
 
 from wattlab.cli.choices import Precision as PrecisionChoice
 from wattlab.cli.choices import Stem as StemChoice
-from wattlab.cli.choices import choice_parser
 from wattlab.cli.options import (
     CarbonIntensity,
     EstimateBatchSize,
     EstimateEpochs,
     EstimateGpus,
+    GpuName,
     ImageSize,
     IntensityRange,
     JsonOut,
@@ -25,6 +25,7 @@ from wattlab.cli.options import (
     ModelFactory,
     Precision,
     Pue,
+    Stem,
     TrainSize,
     bounded,
 )
@@ -88,21 +89,14 @@ def advise(
     ctx: typer.Context,
     model: Model = None,
     model_factory: ModelFactory = None,
-    stem: Annotated[
-        StemChoice,
-        typer.Option(
-            "--stem", help="cifar | imagenet (ResNets).", parser=choice_parser("--stem", StemChoice)
-        ),
-    ] = StemChoice.cifar,
+    stem: Stem = StemChoice.cifar,
     image_size: ImageSize = 32,
     gpus: EstimateGpus = 1,
     precision: Precision = PrecisionChoice.fp32,
     epochs: EstimateEpochs = None,
     batch_size: EstimateBatchSize = 256,
     train_size: TrainSize = 50_000,
-    gpu_name: Annotated[
-        str | None, typer.Option("--gpu-name", help='GPU name, e.g. "NVIDIA H200".')
-    ] = None,
+    gpu_name: GpuName = None,
     max_slowdown: MaxSlowdown = None,
     deadline_s: DeadlineS = None,
     allow: Allow = None,

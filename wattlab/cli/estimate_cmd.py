@@ -20,6 +20,7 @@ from wattlab.cli.options import (
     EstimateGpus,
     EstimatePowerLimit,
     EvaluationDir,
+    GpuName,
     GpuTdp,
     ImageSize,
     IntensityRange,
@@ -28,6 +29,7 @@ from wattlab.cli.options import (
     ModelFactory,
     Precision,
     Pue,
+    Stem,
     TrainSize,
     bounded,
 )
@@ -44,21 +46,14 @@ def estimate(
     ctx: typer.Context,
     model: Model = None,
     model_factory: ModelFactory = None,
-    stem: Annotated[
-        StemChoice,
-        typer.Option(
-            "--stem", help="cifar | imagenet (ResNets).", parser=choice_parser("--stem", StemChoice)
-        ),
-    ] = StemChoice.cifar,
+    stem: Stem = StemChoice.cifar,
     image_size: ImageSize = 32,
     gpus: EstimateGpus = 1,
     precision: Precision = PrecisionChoice.fp32,
     epochs: EstimateEpochs = None,
     batch_size: EstimateBatchSize = 256,
     train_size: TrainSize = 50_000,
-    gpu_name: Annotated[
-        str | None, typer.Option("--gpu-name", help='GPU name, e.g. "NVIDIA H200".')
-    ] = None,
+    gpu_name: GpuName = None,
     gpu_tdp: GpuTdp = None,
     power_limit: EstimatePowerLimit = None,
     duration_s: DurationS = None,

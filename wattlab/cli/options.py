@@ -228,6 +228,7 @@ Stem = Annotated[
         parser=choice_parser("--stem", StemChoice),
     ),
 ]
+GpuName = Annotated[str | None, typer.Option("--gpu-name", help='GPU name, e.g. "NVIDIA H200".')]
 Precision = Annotated[
     PrecisionChoice,
     typer.Option(
