@@ -53,19 +53,28 @@ def _umount(folder: Path) -> None:
     subprocess.run(["umount", "-l", str(folder)], capture_output=True)
 
 
+def _fill(folder: Path) -> None:
+    """Write a filler file until the tmpfs has no byte left."""
+    with (folder / "filler").open("wb", buffering=0) as filler:
+        try:
+            while True:
+                filler.write(b"x" * 4096)
+        except OSError as error:
+            assert error.errno == errno.ENOSPC
+        try:  # the last partial page too
+            while True:
+                filler.write(b"x")
+        except OSError as error:
+            assert error.errno == errno.ENOSPC
+
+
 @pytest.fixture
 def full_disk(tmp_path: Path) -> Iterator[Path]:
     """A 1 MiB tmpfs, filled up: a file can still be created there, but not written."""
     folder = tmp_path / "full"
     _mount_tmpfs(folder, "1m")
     try:
-        with (folder / "filler").open("wb", buffering=0) as filler:
-            try:
-                while True:
-                    filler.write(b"x" * 4096)
-
-            except OSError as error:
-                assert error.errno == errno.ENOSPC
+        _fill(folder)
         yield folder
     finally:
         _umount(folder)
@@ -289,21 +298,6 @@ TINY_RUN = ["--model", "mobilenet_v3_small", "--stem", "imagenet", "--device", "
             "--train-samples", "128", "--test-samples", "64", "--epochs", "1",
             "--batch-size", "16", "--warmup-steps", "1", "--epoch-eval-samples", "0",
             "--no-progress"]  # fmt: skip
-
-
-def _fill(folder: Path) -> None:
-    """Write a filler file until the tmpfs has no byte left."""
-    with (folder / "filler").open("wb", buffering=0) as filler:
-        try:
-            while True:
-                filler.write(b"x" * 4096)
-        except OSError as error:
-            assert error.errno == errno.ENOSPC
-        try:  # the last partial page too
-            while True:
-                filler.write(b"x")
-        except OSError as error:
-            assert error.errno == errno.ENOSPC
 
 
 def _statuses(db: Path) -> list[str]:
