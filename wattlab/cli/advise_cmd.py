@@ -6,12 +6,10 @@ Parse, call ``wattlab.estimate.advise``, print. Registered in ``app.py`` with on
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from wattlab.cli.choices import Precision as PrecisionChoice
-from wattlab.cli.choices import Stem as StemChoice
 from wattlab.cli.options import (
     CarbonIntensity,
     EstimateBatchSize,
@@ -41,7 +39,7 @@ advise_app = typer.Typer(
 )
 
 MaxSlowdown = Annotated[
-    float | None,
+    Optional[float],
     typer.Option(
         "--max-slowdown",
         help="At most this many percent slower than the current configuration (0 = no slower).",
@@ -49,7 +47,7 @@ MaxSlowdown = Annotated[
     ),
 ]
 DeadlineS = Annotated[
-    float | None,
+    Optional[float],
     typer.Option(
         "--deadline-s",
         help="Finish within this many seconds.",
@@ -57,7 +55,7 @@ DeadlineS = Annotated[
     ),
 ]
 Allow = Annotated[
-    str | None,
+    Optional[str],
     typer.Option(
         "--allow",
         help="Knobs the advice may change, comma-separated: precision, graphs, power-limit, gpus, "
@@ -65,7 +63,7 @@ Allow = Annotated[
     ),
 ]
 RunId = Annotated[
-    int | None,
+    Optional[int],
     typer.Option(
         "--run", help="Start from this stored run (with --db).", callback=bounded("--run", "run_id")
     ),
@@ -89,10 +87,10 @@ def advise(
     ctx: typer.Context,
     model: Model = None,
     model_factory: ModelFactory = None,
-    stem: Stem = StemChoice.cifar,
+    stem: Stem = "cifar",
     image_size: ImageSize = 32,
     gpus: EstimateGpus = 1,
-    precision: Precision = PrecisionChoice.fp32,
+    precision: Precision = "fp32",
     epochs: EstimateEpochs = None,
     batch_size: EstimateBatchSize = 256,
     train_size: TrainSize = 50_000,
@@ -101,11 +99,11 @@ def advise(
     deadline_s: DeadlineS = None,
     allow: Allow = None,
     db: Annotated[
-        str | None, typer.Option("--db", help="SQLite results database with the run (--run).")
+        Optional[str], typer.Option("--db", help="SQLite results database with the run (--run).")
     ] = None,
     run_id: RunId = None,
     data: Annotated[
-        str | None, typer.Option("--data", help="Fit PRE on this reference CSV (default: H200).")
+        Optional[str], typer.Option("--data", help="Fit PRE on this reference CSV (default: H200).")
     ] = None,
     carbon_intensity: CarbonIntensity = None,
     intensity_range: IntensityRange = None,
@@ -153,8 +151,8 @@ def advise(
             )
         result = advise_fn(
             model=model, model_factory=model_factory, gpu_name=gpu_name, epochs=epochs,
-            train_size=train_size, batch_size=batch_size, precision=precision.value,
-            gpus=gpus, image_size=image_size, stem=stem.value, max_slowdown_percent=max_slowdown,
+            train_size=train_size, batch_size=batch_size, precision=precision,
+            gpus=gpus, image_size=image_size, stem=stem, max_slowdown_percent=max_slowdown,
             deadline_s=deadline_s, allow=allow, pre_fit=_pre_fit(data), carbon=carbon,
         )  # fmt: skip
     if json_path:
@@ -205,14 +203,14 @@ def format_advice(result: Advice, rows: int = 12) -> str:
 @advise_app.command("evaluate")
 def advise_evaluate(
     data: Annotated[
-        str | None, typer.Option("--data", help="Reference CSV (default: the shipped H200 one).")
+        Optional[str], typer.Option("--data", help="Reference CSV (default: the shipped H200 one).")
     ] = None,
     models: Annotated[
-        str | None,
+        Optional[str],
         typer.Option("--models", help="Hold out only these models (comma-separated)."),
     ] = None,
     profiles: Annotated[
-        str | None,
+        Optional[str],
         typer.Option(
             "--profiles",
             help="Folder of Zeus power-limit profiles to score the power-limit knob on (leave "

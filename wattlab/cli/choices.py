@@ -10,11 +10,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Callable
-from typing import TypeVar
 
 import typer
-
-ChoiceT = TypeVar("ChoiceT", bound=enum.Enum)
 
 
 class Target(str, enum.Enum):
@@ -101,16 +98,21 @@ def _phrase(choice: type[enum.Enum]) -> str:
     return ", ".join(spelled)
 
 
-def choice_parser(flag: str, choice: type[ChoiceT]) -> Callable[[object], ChoiceT]:
-    """A typer ``parser``: the member of ``choice`` spelled by the value, else a usage error
-    naming ``flag`` and every allowed spelling."""
+def choice_callback(flag: str, choice: type[enum.Enum]) -> Callable[[object], str]:
+    """A typer ``callback``: the value's spelling when ``choice`` has it, else a usage error
+    naming ``flag`` and every allowed spelling.
 
-    def parse(value: object) -> ChoiceT:
-        if isinstance(value, choice):
-            return value
+    Options are declared as plain ``str`` with a plain-string default and this callback: click
+    calls a callback for the default too, so no typer version's handling of enum types or of
+    ``parser=`` decides what a command receives (typer 0.13-0.24 passed ``None`` for an enum
+    default with a parser)."""
+
+    def check(value: object) -> str:
+        if isinstance(value, enum.Enum):
+            value = value.value
         for member in choice:
             if value == member.value:
-                return member
+                return str(member.value)
         raise typer.BadParameter(f"{flag} must be one of {_phrase(choice)}, got {value!r}.")
 
-    return parse
+    return check

@@ -3,7 +3,6 @@ missing, why and how to fix it (a table, or ``--json``)."""
 
 from __future__ import annotations
 
-from wattlab.cli.choices import RamMeasure as RamMeasureChoice
 from wattlab.cli.measurement import powercap_root as check_powercap_root
 from wattlab.cli.options import CpuTdp, JsonOut, PowercapRoot, RamMeasure
 
@@ -11,7 +10,7 @@ from wattlab.cli.options import CpuTdp, JsonOut, PowercapRoot, RamMeasure
 def devices(
     powercap_root: PowercapRoot = None,
     cpu_tdp: CpuTdp = None,
-    ram_measure: RamMeasure = RamMeasureChoice.system,
+    ram_measure: RamMeasure = "system",
     json_path: JsonOut = None,
 ) -> None:
     """List every meter found, its provenance, and for anything missing why and how to fix it."""
@@ -21,7 +20,7 @@ def devices(
     discovery = discover_meters(
         powercap_root=check_powercap_root(powercap_root),
         cpu_tdp_w=cpu_tdp,
-        ram_measure=ram_measure.value,
+        ram_measure=ram_measure,
     )
     try:
         rows = describe_discovery(discovery)

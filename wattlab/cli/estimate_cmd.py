@@ -5,13 +5,11 @@ power-limits` predicts a run's energy and time under GPU power limits without ca
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
-from wattlab.cli.choices import Precision as PrecisionChoice
-from wattlab.cli.choices import Protocol, StepMethod, Target, choice_parser
-from wattlab.cli.choices import Stem as StemChoice
+from wattlab.cli.choices import Protocol, StepMethod, Target, choice_callback
 from wattlab.cli.options import (
     CarbonIntensity,
     DurationS,
@@ -46,10 +44,10 @@ def estimate(
     ctx: typer.Context,
     model: Model = None,
     model_factory: ModelFactory = None,
-    stem: Stem = StemChoice.cifar,
+    stem: Stem = "cifar",
     image_size: ImageSize = 32,
     gpus: EstimateGpus = 1,
-    precision: Precision = PrecisionChoice.fp32,
+    precision: Precision = "fp32",
     epochs: EstimateEpochs = None,
     batch_size: EstimateBatchSize = 256,
     train_size: TrainSize = 50_000,
@@ -57,9 +55,11 @@ def estimate(
     gpu_tdp: GpuTdp = None,
     power_limit: EstimatePowerLimit = None,
     duration_s: DurationS = None,
-    db: Annotated[str | None, typer.Option("--db", help="Fit PRE on this database's runs.")] = None,
+    db: Annotated[
+        Optional[str], typer.Option("--db", help="Fit PRE on this database's runs.")
+    ] = None,
     data: Annotated[
-        str | None, typer.Option("--data", help="Fit PRE on this reference CSV.")
+        Optional[str], typer.Option("--data", help="Fit PRE on this reference CSV.")
     ] = None,
     carbon_intensity: CarbonIntensity = None,
     intensity_range: IntensityRange = None,
@@ -87,11 +87,11 @@ def estimate(
         model_factory=model_factory,
         image_size=image_size,
         gpus=gpus,
-        precision=precision.value,
+        precision=precision,
         epochs=epochs,
         gpu_name=gpu_name,
         batch_size=batch_size,
-        stem=stem.value,
+        stem=stem,
         train_size=train_size,
         power_limit_w=power_limit,
         duration_s=duration_s,
@@ -114,38 +114,38 @@ def estimate(
 @estimate_app.command("evaluate")
 def estimate_evaluate(
     db: Annotated[
-        str | None, typer.Option("--db", help="Evaluate on this database's runs.")
+        Optional[str], typer.Option("--db", help="Evaluate on this database's runs.")
     ] = None,
     data: Annotated[
-        str | None, typer.Option("--data", help="Evaluate on this reference CSV.")
+        Optional[str], typer.Option("--data", help="Evaluate on this reference CSV.")
     ] = None,
     out: EvaluationDir = None,
     target: Annotated[
-        Target,
+        str,
         typer.Option(
             "--target",
             help="Energy every method predicts and is scored on: total | paper | gpu.",
-            parser=choice_parser("--target", Target),
+            callback=choice_callback("--target", Target),
         ),
-    ] = Target.total,
+    ] = "total",
     protocol: Annotated[
-        Protocol,
+        str,
         typer.Option(
             "--protocol",
             help="PRE's held-out group: loco | lomo | lopo | lofo | all "
             "(configuration/model/precision/architecture family).",
-            parser=choice_parser("--protocol", Protocol),
+            callback=choice_callback("--protocol", Protocol),
         ),
-    ] = Protocol.all,
+    ] = "all",
     step_method: Annotated[
-        StepMethod,
+        str,
         typer.Option(
             "--step-method",
             help="STEP rule: wattlab (epochs) | paper (FLUSS, s and w as published) | marks "
             "(step-level, the live rule, with a held-out calibrated interval) | both (all).",
-            parser=choice_parser("--step-method", StepMethod),
+            callback=choice_callback("--step-method", StepMethod),
         ),
-    ] = StepMethod.wattlab,
+    ] = "wattlab",
     step_start: Annotated[
         str,
         typer.Option(
@@ -188,23 +188,23 @@ def estimate_evaluate(
         )
     from wattlab.estimate import equal_information as equal
 
-    both = step_method is StepMethod.both
+    both = step_method == StepMethod.both.value
     shares = equal.parse_fractions(equal_information) if both else ()
     runs_df, windows_df = measured_runs(db, data)
-    traces_df = measured_traces(db) if step_method is not StepMethod.wattlab else None
+    traces_df = measured_traces(db) if step_method != StepMethod.wattlab.value else None
     result = evaluate_methods(
         runs_df,
         windows_df,
         traces_df=traces_df,
-        target=target.value,
-        protocols=protocol.value,
-        step_method=step_method.value,
+        target=target,
+        protocols=protocol,
+        step_method=step_method,
         paper_stable_epoch=stable_epoch,
         paper_window_epochs=step_window,
     )
     if shares:
         result.equal_information = equal.compare(
-            runs_df, windows_df, target=target.value, fractions=shares, traces_df=traces_df
+            runs_df, windows_df, target=target, fractions=shares, traces_df=traces_df
         )
     if out is not None:
         with output_folder(out):
@@ -220,16 +220,16 @@ def estimate_evaluate(
 @estimate_app.command("power-limits")
 def estimate_power_limits(
     db: Annotated[
-        str | None, typer.Option("--db", help="SQLite results database with the run.")
+        Optional[str], typer.Option("--db", help="SQLite results database with the run.")
     ] = None,
     run_id: Annotated[
-        int | None,
+        Optional[int],
         typer.Option(
             "--run", help="Id of an uncapped run in --db.", callback=bounded("--run", "run_id")
         ),
     ] = None,
     limits: Annotated[
-        str | None,
+        Optional[str],
         typer.Option(
             "--limits", help="Comma-separated limits in W per GPU (default: 100 % to 30 % of TDP)."
         ),
@@ -251,7 +251,7 @@ def estimate_power_limits(
         ),
     ] = 0.02,
     profiles: Annotated[
-        str | None,
+        Optional[str],
         typer.Option(
             "--profiles",
             help="Instead: evaluate on a folder of Zeus power-limit profiles (leave one out).",

@@ -3,11 +3,11 @@ Parquet files, and/or each stored run as an MLflow run (``--mlflow``)."""
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
-from wattlab.cli.choices import ExportFormat, choice_parser
+from wattlab.cli.choices import ExportFormat, choice_callback
 from wattlab.cli.options import Db, ExportDir, SweepName
 from wattlab.errors import WattlabError
 
@@ -16,17 +16,19 @@ def export(
     out: ExportDir = None,
     db: Db = "wattlab.db",
     fmt: Annotated[
-        ExportFormat,
+        str,
         typer.Option(
-            "--format", help="csv | parquet | json", parser=choice_parser("--format", ExportFormat)
+            "--format",
+            help="csv | parquet | json",
+            callback=choice_callback("--format", ExportFormat),
         ),
-    ] = ExportFormat.csv,
+    ] = "csv",
     sweep_name: SweepName = None,
     mlflow: Annotated[
         bool, typer.Option("--mlflow", help="Export each run as an MLflow run.")
     ] = False,
     tracking_uri: Annotated[
-        str | None,
+        Optional[str],
         typer.Option(
             "--tracking-uri",
             help="MLflow store, e.g. sqlite:///mlflow.db ($MLFLOW_TRACKING_URI).",
@@ -62,6 +64,6 @@ def export(
     if out is None:
         return
     with open_store(db, readonly=True, merge_kept=True) as store, output_folder(out):
-        paths = export_tables(store, out, fmt.value, sweep=sweep_name)
+        paths = export_tables(store, out, fmt, sweep=sweep_name)
     for path in paths:
         print(path)

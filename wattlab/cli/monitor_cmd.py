@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import typer
 
-from wattlab.cli.choices import RamMeasure as RamMeasureChoice
 from wattlab.cli.measurement import MeasurementFlags
 from wattlab.cli.options import (
     CarbonIntensity,
@@ -57,7 +56,7 @@ def monitor(
     pue: Pue = None,
     powercap_root: PowercapRoot = None,
     cpu_tdp: CpuTdp = None,
-    ram_measure: RamMeasure = RamMeasureChoice.system,
+    ram_measure: RamMeasure = "system",
     idle_s: IdleBaseline = 0.0,
     region: Region = None,
     intensity_trace: IntensityTrace = None,
@@ -76,7 +75,7 @@ def monitor(
         pue=pue,
         powercap_root=powercap_root,
         cpu_tdp_w=cpu_tdp,
-        ram_measure=ram_measure.value,
+        ram_measure=ram_measure,
         region=region,
         intensity_trace=intensity_trace,
     ).settings()

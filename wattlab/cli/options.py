@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -21,7 +21,7 @@ from wattlab.bounds import check_number
 from wattlab.cli.choices import Precision as PrecisionChoice
 from wattlab.cli.choices import RamMeasure as RamMeasureChoice
 from wattlab.cli.choices import Stem as StemChoice
-from wattlab.cli.choices import choice_parser
+from wattlab.cli.choices import choice_callback
 from wattlab.errors import ConfigError
 from wattlab.jsonio import check_output_dir, check_writable
 from wattlab.step.schedule import (
@@ -80,13 +80,13 @@ def _number(flag: str, field: str, help_text: str, **kwargs: Any) -> Any:
 
 # --- outputs and inputs ------------------------------------------------------------------
 JsonOut = Annotated[
-    str | None,
+    Optional[str],
     typer.Option(
         "--json", help="Write a machine-readable result here ('-' = stdout).", callback=output_file
     ),
 ]
 CsvTraceOut = Annotated[
-    str | None,
+    Optional[str],
     typer.Option(
         "--csv-trace",
         help="Write the power trace (t_s, component, power_w) as CSV.",
@@ -94,25 +94,27 @@ CsvTraceOut = Annotated[
     ),
 ]
 ReportDir = Annotated[
-    str | None,
+    Optional[str],
     typer.Option("--out", help="Folder for report.md/.html + figures.", callback=output_dir),
 ]
 EvaluationDir = Annotated[
-    str | None,
+    Optional[str],
     typer.Option("--out", help="Folder for the table and plot.", callback=output_dir),
 ]
 ExportDir = Annotated[
-    str | None,
+    Optional[str],
     typer.Option("--out", help="Folder to write the tables into.", callback=output_dir),
 ]
 Db = Annotated[str, typer.Option("--db", help="SQLite results database.")]
-SweepName = Annotated[str | None, typer.Option("--sweep", help="Only this sweep's runs.")]
-DataDir = Annotated[str | None, typer.Option("--data-dir", help="Folder with cifar-10-batches-py.")]
+SweepName = Annotated[Optional[str], typer.Option("--sweep", help="Only this sweep's runs.")]
+DataDir = Annotated[
+    Optional[str], typer.Option("--data-dir", help="Folder with cifar-10-batches-py.")
+]
 
 # --- measuring ---------------------------------------------------------------------------
 Interval = Annotated[float, _number("--interval", "interval_s", "Sampling period in seconds.")]
 CarbonIntensity = Annotated[
-    float | None,
+    Optional[float],
     _number(
         "--carbon-intensity",
         "carbon_intensity_kg_per_kwh",
@@ -120,7 +122,7 @@ CarbonIntensity = Annotated[
     ),
 ]
 IntensityRange = Annotated[
-    str | None,
+    Optional[str],
     typer.Option(
         "--intensity-range",
         help="LOW:HIGH kgCO2e/kWh for the sensitivity range (0.10:0.30).",
@@ -128,11 +130,11 @@ IntensityRange = Annotated[
     ),
 ]
 Pue = Annotated[
-    float | None,
+    Optional[float],
     _number("--pue", "pue", "Power usage effectiveness of the facility (1.0)."),
 ]
 PowercapRoot = Annotated[
-    str | None,
+    Optional[str],
     typer.Option(
         "--powercap-root",
         help="Where the powercap sysfs is mounted (default $WATTLAB_POWERCAP_ROOT or "
@@ -142,17 +144,17 @@ PowercapRoot = Annotated[
 
 
 RamMeasure = Annotated[
-    RamMeasureChoice,
+    str,
     typer.Option(
         "--ram-measure",
         help="Memory the RAM estimate counts where RAPL has no dram zone: system (all used "
         "memory) or process (resident memory of the measured process tree, as the reference "
         "paper's replication).",
-        parser=choice_parser("--ram-measure", RamMeasureChoice),
+        callback=choice_callback("--ram-measure", RamMeasureChoice),
     ),
 ]
 CpuTdp = Annotated[
-    float | None, _number("--cpu-tdp", "cpu_tdp_w", "CPU TDP in W for the CPU estimate.")
+    Optional[float], _number("--cpu-tdp", "cpu_tdp_w", "CPU TDP in W for the CPU estimate.")
 ]
 IdleBaseline = Annotated[
     float,
@@ -161,7 +163,7 @@ IdleBaseline = Annotated[
 
 # --- the run configuration ---------------------------------------------------------------
 Model = Annotated[
-    str | None,
+    Optional[str],
     typer.Option(
         "--model",
         help="Any torchvision classification model (resnet50, densenet121, convnext_tiny, "
@@ -169,7 +171,7 @@ Model = Annotated[
     ),
 ]
 ModelFactory = Annotated[
-    str | None,
+    Optional[str],
     typer.Option(
         "--model-factory",
         help="Your own model: FILE.py:FUNC or package.module:FUNC, called as "
@@ -212,7 +214,7 @@ EpochEvalSamples = Annotated[
     ),
 ]
 TargetAccuracy = Annotated[
-    float | None,
+    Optional[float],
     _number(
         "--target-accuracy",
         "target_accuracy",
@@ -221,52 +223,54 @@ TargetAccuracy = Annotated[
     ),
 ]
 Stem = Annotated[
-    StemChoice,
+    str,
     typer.Option(
         "--stem",
         help="cifar (3x3 stride-1 conv, no max-pool) | imagenet",
-        parser=choice_parser("--stem", StemChoice),
+        callback=choice_callback("--stem", StemChoice),
     ),
 ]
-GpuName = Annotated[str | None, typer.Option("--gpu-name", help='GPU name, e.g. "NVIDIA H200".')]
+GpuName = Annotated[Optional[str], typer.Option("--gpu-name", help='GPU name, e.g. "NVIDIA H200".')]
 Precision = Annotated[
-    PrecisionChoice,
+    str,
     typer.Option(
         "--precision",
         help="fp32 | tf32 | amp-bf16 | amp-fp16",
-        parser=choice_parser("--precision", PrecisionChoice),
+        callback=choice_callback("--precision", PrecisionChoice),
     ),
 ]
 TrainSamples = Annotated[
-    int | None,
+    Optional[int],
     _number("--train-samples", "train_samples", "Use only the first N train images."),
 ]
 TestSamples = Annotated[
-    int | None, _number("--test-samples", "test_samples", "Use only the first N test images.")
+    Optional[int], _number("--test-samples", "test_samples", "Use only the first N test images.")
 ]
-Epochs = Annotated[int | None, _number("--epochs", "epochs", "Budget in epochs.")]
+Epochs = Annotated[Optional[int], _number("--epochs", "epochs", "Budget in epochs.")]
 BudgetSamples = Annotated[
-    int | None,
+    Optional[int],
     _number("--budget-samples", "budget_samples", "Budget in training samples."),
 ]
 BatchSize = Annotated[
     int,
     _number("--batch-size", "batch_size", "Global batch size (split over processes)."),
 ]
-LearningRate = Annotated[float | None, _number("--lr", "lr", "Peak learning rate (default 0.2).")]
+LearningRate = Annotated[
+    Optional[float], _number("--lr", "lr", "Peak learning rate (default 0.2).")
+]
 Seed = Annotated[int, _number("--seed", "seed", "Random seed.")]
 WarmupSteps = Annotated[
-    int | None, _number("--warmup-steps", "warmup_steps", "Untimed warm-up steps (10).")
+    Optional[int], _number("--warmup-steps", "warmup_steps", "Untimed warm-up steps (10).")
 ]
 Gpus = Annotated[int, _number("--gpus", "gpus", "GPUs (one process each, DDP over NCCL).")]
 Nproc = Annotated[int, _number("--nproc", "nproc", "CPU processes (gloo) with --device cpu.")]
 Nnodes = Annotated[int, _number("--nnodes", "nnodes", "Machines (torchrun).")]
 NodeRank = Annotated[int, _number("--node-rank", "node_rank", "This machine's rank (torchrun).")]
 PowerLimit = Annotated[
-    float | None, _number("--power-limit", "power_limit_w", "Per-GPU power limit in W.")
+    Optional[float], _number("--power-limit", "power_limit_w", "Per-GPU power limit in W.")
 ]
 PowerLimitFraction = Annotated[
-    float | None,
+    Optional[float],
     _number(
         "--power-limit-fraction",
         "power_limit_fraction",
@@ -293,7 +297,7 @@ def _after_legacy(value: float | None) -> float | None:
 
 
 ProjectAfterEpochs = Annotated[
-    int | None,
+    Optional[int],
     typer.Option(
         "--project-after-epochs",
         help="STEP: project the total energy and time after K epochs (K >= the 2-epoch window).",
@@ -301,7 +305,7 @@ ProjectAfterEpochs = Annotated[
     ),
 ]
 ProjectAfterFraction = Annotated[
-    float | None,
+    Optional[float],
     typer.Option(
         "--project-after-fraction",
         help="STEP: project the total after this fraction of the budget's samples, from "
@@ -310,7 +314,7 @@ ProjectAfterFraction = Annotated[
     ),
 ]
 ProjectAfter = Annotated[
-    float | None,
+    Optional[float],
     typer.Option(
         "--project-after",
         help="Deprecated: use --project-after-epochs K or --project-after-fraction F.",
@@ -359,33 +363,37 @@ MaxPenalty = Annotated[
     ),
 ]
 BaselineW = Annotated[
-    float | None, _number("--baseline-w", "baseline_w", "The profile's reference limit (W).")
+    Optional[float], _number("--baseline-w", "baseline_w", "The profile's reference limit (W).")
 ]
 
 # --- estimates ---------------------------------------------------------------------------
-EstimateEpochs = Annotated[float | None, _number("--epochs", "estimate_epochs", "Epochs to train.")]
+EstimateEpochs = Annotated[
+    Optional[float], _number("--epochs", "estimate_epochs", "Epochs to train.")
+]
 EstimateGpus = Annotated[int, _number("--gpus", "gpus", "GPU count.")]
 EstimateBatchSize = Annotated[int, _number("--batch-size", "batch_size", "Global batch size.")]
 TrainSize = Annotated[int, _number("--train-size", "train_size", "Training images per epoch.")]
-GpuTdp = Annotated[float | None, _number("--gpu-tdp", "gpu_tdp_w", "Override the GPU's TDP (W).")]
+GpuTdp = Annotated[
+    Optional[float], _number("--gpu-tdp", "gpu_tdp_w", "Override the GPU's TDP (W).")
+]
 EstimatePowerLimit = Annotated[
-    float | None, _number("--power-limit", "power_limit_w", "Per-GPU power limit (W).")
+    Optional[float], _number("--power-limit", "power_limit_w", "Per-GPU power limit (W).")
 ]
 DurationS = Annotated[
-    float | None,
+    Optional[float],
     _number("--duration-s", "duration_s", "Expected duration for TDP baselines."),
 ]
 
 
 # --- integrations (issue 14) ----------------------------------------------------------------
 Region = Annotated[
-    str | None,
+    Optional[str],
     typer.Option(
         "--region", help="ISO 3166-1 alpha-3 country (FRA, USA, ...): its yearly intensity."
     ),
 ]
 IntensityTrace = Annotated[
-    str | None,
+    Optional[str],
     typer.Option(
         "--intensity-trace",
         help="CSV of timestamp,intensity_kg_per_kwh: CO2e integrated over the power trace.",
@@ -396,6 +404,6 @@ Mlflow = Annotated[
     typer.Option("--mlflow", help="Also log each stored run to MLflow ($MLFLOW_TRACKING_URI)."),
 ]
 PrometheusPort = Annotated[
-    int | None,
+    Optional[int],
     _number("--prometheus-port", "prometheus_port", "Serve live metrics on 127.0.0.1:N."),
 ]

@@ -4,7 +4,7 @@ figures) and its per-configuration table, or the analysis of a Zeus-style power-
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -23,11 +23,11 @@ from wattlab.errors import WattlabError
 def report(
     db: Db = "wattlab.db",
     sweep_name: Annotated[
-        str | None, typer.Option("--sweep", help="Report one sweep's runs.")
+        Optional[str], typer.Option("--sweep", help="Report one sweep's runs.")
     ] = None,
     out: ReportDir = None,
     baseline: Annotated[
-        str | None,
+        Optional[str],
         typer.Option(
             "--baseline",
             help="Reference configuration, KEY=VALUE,... (e.g. gpus=1,precision=fp32).",
@@ -36,7 +36,7 @@ def report(
     min_saving: MinSaving = 0.03,
     max_penalty: MaxPenalty = 0.02,
     import_profile: Annotated[
-        str | None,
+        Optional[str],
         typer.Option(
             "--import-profile",
             help="Analyse a Zeus-style power-limit profile CSV instead of the database.",
@@ -53,7 +53,7 @@ def report(
     json_path: JsonOut = None,
     target_accuracy: TargetAccuracy = None,
     pareto_axes: Annotated[
-        str | None,
+        Optional[str],
         typer.Option(
             "--pareto-axes",
             help="The Pareto front's axes: energy,time (default) or energy,time,accuracy; "

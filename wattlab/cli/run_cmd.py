@@ -4,14 +4,11 @@ database; print its row (or write it as ``--json``) and exit 1 when the run fail
 from __future__ import annotations
 
 import sys
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
-from wattlab.cli.choices import Dataset, choice_parser
-from wattlab.cli.choices import Precision as PrecisionChoice
-from wattlab.cli.choices import RamMeasure as RamMeasureChoice
-from wattlab.cli.choices import Stem as StemChoice
+from wattlab.cli.choices import Dataset, choice_callback
 from wattlab.cli.measurement import MeasurementFlags, resolve_device
 from wattlab.cli.mlflow_log import log_to_mlflow
 from wattlab.cli.options import (
@@ -62,23 +59,23 @@ from wattlab.errors import WattlabError
 def run(
     model: Model = None,
     model_factory: ModelFactory = None,
-    stem: Stem = StemChoice.cifar,
+    stem: Stem = "cifar",
     image_size: ImageSize = 32,
     dataset: Annotated[
-        Dataset,
+        str,
         typer.Option(
             "--dataset",
             help="synthetic (offline default) | cifar10",
-            parser=choice_parser("--dataset", Dataset),
+            callback=choice_callback("--dataset", Dataset),
         ),
-    ] = Dataset.synthetic,
+    ] = "synthetic",
     synthetic_version: SyntheticVersion = 2,
     recipe: Recipe = 2,
     epoch_eval_samples: EpochEvalSamples = 1024,
     data_dir: DataDir = None,
     train_samples: TrainSamples = None,
     test_samples: TestSamples = None,
-    precision: Precision = PrecisionChoice.fp32,
+    precision: Precision = "fp32",
     compile_model: Annotated[
         bool, typer.Option("--compile", help="torch.compile the model.")
     ] = False,
@@ -95,14 +92,14 @@ def run(
     seed: Seed = 0,
     warmup_steps: WarmupSteps = None,
     device: Annotated[
-        str | None, typer.Option("--device", help="cuda | cpu (default: cuda if present).")
+        Optional[str], typer.Option("--device", help="cuda | cpu (default: cuda if present).")
     ] = None,
     gpus: Gpus = 1,
     nproc: Nproc = 1,
     nnodes: Nnodes = 1,
     node_rank: NodeRank = 0,
     rdzv_endpoint: Annotated[
-        str | None,
+        Optional[str],
         typer.Option(
             "--rdzv-endpoint", help="HOST:PORT rendezvous (torchrun).", callback=endpoint_option
         ),
@@ -126,7 +123,7 @@ def run(
     pue: Pue = None,
     powercap_root: PowercapRoot = None,
     cpu_tdp: CpuTdp = None,
-    ram_measure: RamMeasure = RamMeasureChoice.system,
+    ram_measure: RamMeasure = "system",
     json_path: JsonOut = None,
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")
@@ -148,7 +145,7 @@ def run(
         pue=pue,
         powercap_root=powercap_root,
         cpu_tdp_w=cpu_tdp,
-        ram_measure=ram_measure.value,
+        ram_measure=ram_measure,
         region=region,
         intensity_trace=intensity_trace,
     ).settings(mlflow=mlflow)
@@ -158,16 +155,16 @@ def run(
     cfg = make_run_config(
         model=model,
         model_factory=model_factory,
-        stem=stem.value,
+        stem=stem,
         image_size=image_size,
-        dataset=dataset.value,
+        dataset=dataset,
         synthetic_version=synthetic_version,
         recipe=recipe,
         epoch_eval_samples=epoch_eval_samples,
         data_dir=data_dir,
         train_samples=train_samples,
         test_samples=test_samples,
-        precision=precision.value,
+        precision=precision,
         compile=compile_model,
         cuda_graphs=cuda_graphs,
         epochs=epochs,

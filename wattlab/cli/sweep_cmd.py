@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from wattlab.cli.choices import Executor, choice_parser
-from wattlab.cli.choices import RamMeasure as RamMeasureChoice
+from wattlab.cli.choices import Executor, choice_callback
 from wattlab.cli.measurement import MeasurementFlags, resolve_device
 from wattlab.cli.mlflow_log import log_to_mlflow
 from wattlab.cli.options import (
@@ -45,7 +44,7 @@ def sweep(
     ] = False,
     data_dir: DataDir = None,
     device: Annotated[
-        str | None,
+        Optional[str],
         typer.Option(
             "--device",
             help="Override the spec's device: cuda | cpu | auto (a GPU if there is one).",
@@ -57,7 +56,7 @@ def sweep(
     pue: Pue = None,
     powercap_root: PowercapRoot = None,
     cpu_tdp: CpuTdp = None,
-    ram_measure: RamMeasure = RamMeasureChoice.system,
+    ram_measure: RamMeasure = "system",
     json_path: JsonOut = None,
     region: Region = None,
     intensity_trace: IntensityTrace = None,
@@ -68,22 +67,22 @@ def sweep(
     ] = False,
     # --- SLURM (--executor slurm); see docs/cluster.md ---
     executor: Annotated[
-        Executor,
+        str,
         typer.Option(
             help="Where runs execute: local | slurm (one job-array task per run).",
-            parser=choice_parser("--executor", Executor),
+            callback=choice_callback("--executor", Executor),
         ),
-    ] = Executor.local,
-    partition: Annotated[str | None, typer.Option(help="SLURM partition.")] = None,
+    ] = "local",
+    partition: Annotated[Optional[str], typer.Option(help="SLURM partition.")] = None,
     gpus_per_task: Annotated[
-        int | None,
+        Optional[int],
         typer.Option(
             help="SLURM GPUs per task (default: the runs' GPU count).",
             callback=bounded("--gpus-per-task", "gpus"),
         ),
     ] = None,
     cpus_per_task: Annotated[
-        int | None,
+        Optional[int],
         typer.Option(
             help="SLURM CPUs per task.", callback=bounded("--cpus-per-task", "cpus_per_task")
         ),
@@ -96,20 +95,20 @@ def sweep(
             callback=bounded("--time-limit", "time_limit_min"),
         ),
     ] = 60,
-    account: Annotated[str | None, typer.Option(help="SLURM account to charge.")] = None,
+    account: Annotated[Optional[str], typer.Option(help="SLURM account to charge.")] = None,
     sbatch_flag: Annotated[
-        list[str] | None,
+        Optional[list[str]],
         typer.Option(help="Extra sbatch option, repeatable: --sbatch-flag=--qos=high."),
     ] = None,
     array_parallelism: Annotated[
-        int | None,
+        Optional[int],
         typer.Option(
             help="SLURM array tasks running at once (default: no limit).",
             callback=bounded("--array-parallelism", "array_parallelism"),
         ),
     ] = None,
     slurm_folder: Annotated[
-        str | None,
+        Optional[str],
         typer.Option(
             help="Shared folder for task results and logs (default: wattlab-slurm/ by --db)."
         ),
@@ -137,12 +136,12 @@ def sweep(
         pue=pue,
         powercap_root=powercap_root,
         cpu_tdp_w=cpu_tdp,
-        ram_measure=ram_measure.value,
+        ram_measure=ram_measure,
         region=region,
         intensity_trace=intensity_trace,
     ).settings(mlflow=mlflow)
     slurm = None
-    if executor is Executor.slurm:
+    if executor == Executor.slurm.value:
         slurm = slurm_options(
             db, slurm_folder, partition, gpus_per_task, cpus_per_task, time_limit, account,
             sbatch_flag or [], array_parallelism, slurm_poll,
