@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import textwrap
 from collections import Counter
 from pathlib import Path
@@ -379,3 +380,47 @@ def test_the_old_project_after_is_renamed_and_keeps_the_spec_hash() -> None:
     ):
         with pytest.raises(ConfigError, match=match):
             SweepSpec.from_dict({"name": "s", "base": {"epochs": 3, **base}, "grid": grid})
+
+
+ONLY = """\
+only:
+  - {gpus: 2, precision: amp-bf16, power_limit_w: 200}
+  - {gpus: 1, precision: fp32, power_limit_w: 300}
+"""
+
+
+def test_only_runs_the_listed_grid_points_in_their_order(tmp_path: Path) -> None:
+    spec = load_spec(str(write(tmp_path, replace("order: random", "order: sequential") + ONLY)))
+    points = spec.points()
+    assert points == [
+        {"gpus": 2, "precision": "amp-bf16", "power_limit_w": 200.0},
+        {"gpus": 1, "precision": "fp32", "power_limit_w": 300.0},
+    ]
+    assert spec.n_runs == 2 * 3
+    planned = spec.expand()
+    assert [(p.config.gpus, p.config.precision) for p in planned[:2]] == [
+        (2, "amp-bf16"),
+        (1, "fp32"),
+    ]
+    # a list of points is part of what the sweep measures; without one the hash is the old one
+    plain = load_spec(str(write(tmp_path, replace("order: random", "order: sequential"), "p.yaml")))
+    assert spec.spec_hash() != plain.spec_hash()
+    assert "only" not in json.dumps(plain.as_dict()) or plain.as_dict()["only"] is None
+    assert SweepSpec.from_dict(spec.as_dict()).spec_hash() == spec.spec_hash()
+
+
+@pytest.mark.parametrize(
+    ("points", "expected"),
+    [
+        ("[]", "only: the list is empty"),
+        ("[{gpus: 1, precision: fp32}]", "only[0]: expected a mapping with a value for every"),
+        ("[{gpus: 3, precision: fp32, power_limit_w: 300}]", "only[0].gpus: 3 is not among"),
+        (
+            "[{gpus: 1, precision: fp32, power_limit_w: 300}, "
+            "{gpus: 1, precision: fp32, power_limit_w: 300.0}]",
+            "only[1]: the same grid point as only[0].",
+        ),
+    ],
+)
+def test_bad_only_points_name_the_path(tmp_path: Path, points: str, expected: str) -> None:
+    assert expected in spec_error(tmp_path, GOOD + f"only: {points}\n")

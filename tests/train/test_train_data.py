@@ -293,3 +293,10 @@ def test_device_batches_crop_flip_and_normalise():
     batches = list(dev.test_batches(30, start=10, stop=64))
     assert [len(b[1]) for b in batches] == [30, 24]
     assert torch.equal(torch.cat([b[1] for b in batches]), ds.test_y[10:64])
+    # padded: every image batch has the training shape, labels say which rows are real, and the
+    # real rows are the same images as unpadded
+    padded = list(dev.test_batches(30, start=10, stop=64, pad=True))
+    assert [tuple(b[0].shape[:1]) for b in padded] == [(30,), (30,)]
+    assert [len(b[1]) for b in padded] == [30, 24]
+    assert torch.equal(padded[1][0][:24], batches[1][0])
+    assert torch.equal(padded[1][0][24:], batches[1][0][-1:].expand(6, -1, -1, -1))

@@ -16,6 +16,8 @@ A spec is a YAML file (or a preset shipped with wattlab)::
     adjust:              # optional: settings for some grid points only, applied in order
       - when: {precision: fp32}            # an axis value, or a list of them
         set: {budget_samples: 65536}       # any base setting that is not a grid axis
+    only:                # optional: run only these grid points, in this order
+      - {gpus: 1, precision: fp32, power_limit_w: 300}
 
 Every mistake is a ConfigError of one sentence naming the path in the YAML, such as
 ``grid.power_limit_w[1]: expected a number, got 'abc'.``
@@ -289,6 +291,9 @@ class SweepSpec(BaseModel):
     baseline: dict[str, Any] | None = None
     # settings for some grid points only: [{when: {axis: value or [values]}, set: {field: v}}]
     adjust: list[dict[str, Any]] = Field(default_factory=list)
+    # run only these grid points, in this order (each names a value of every axis): a part of
+    # the product, such as a fractional design or a priority order that may be cut short
+    only: list[dict[str, Any]] | None = None
 
     # -- validation (ConfigError passes through pydantic unchanged) ------------------------
     @field_validator("name")
@@ -371,6 +376,33 @@ class SweepSpec(BaseModel):
             out.append({"when": checked_when, "set": checked_set})
         return out
 
+    def _check_only_against_grid(self) -> None:
+        if self.only is None:
+            return
+        if not self.only:
+            raise ConfigError("only: the list is empty; give grid points or leave only out.")
+        axes = set(self.grid)
+        seen: dict[tuple, int] = {}
+        for i, point in enumerate(self.only):
+            where = f"only[{i}]"
+            if not isinstance(point, dict) or set(point) != axes:
+                raise ConfigError(
+                    f"{where}: expected a mapping with a value for every grid axis "
+                    f"({', '.join(self.grid)}), got {echo(point)}."
+                )
+            key = []
+            for axis in self.grid:
+                value = _check_value(axis, point[axis], f"{where}.{axis}")
+                if value not in self.grid[axis]:
+                    raise ConfigError(
+                        f"{where}.{axis}: {echo(value)} is not among grid.{axis} values "
+                        f"{echo(self.grid[axis])}."
+                    )
+                key.append(json.dumps(value, sort_keys=True))
+            if tuple(key) in seen:
+                raise ConfigError(f"{where}: the same grid point as only[{seen[tuple(key)]}].")
+            seen[tuple(key)] = i
+
     def _check_adjust_against_grid(self) -> None:
         for i, rule in enumerate(self.adjust):
             for key, values in rule["when"].items():
@@ -402,7 +434,11 @@ class SweepSpec(BaseModel):
 
     @model_validator(mode="after")
     def _check_spec(self) -> SweepSpec:
-        _check_run_count([len(v) for v in self.grid.values()], self.repetitions)
+        if self.only is None:
+            _check_run_count([len(v) for v in self.grid.values()], self.repetitions)
+        else:
+            _check_run_count([len(self.only)], self.repetitions)
+        self._check_only_against_grid()
         self._check_adjust_against_grid()
         for key in self.grid:
             if key in self.base:
@@ -471,8 +507,14 @@ class SweepSpec(BaseModel):
 
     # -- the plan --------------------------------------------------------------------------
     def points(self) -> list[dict[str, Any]]:
-        """The grid points in grid order (the product of the axes, first axis slowest)."""
+        """The grid points in grid order (the product of the axes, first axis slowest), or the
+        ``only`` points in their listed order."""
         axes = list(self.grid)
+        if self.only is not None:
+            return [
+                {axis: _check_value(axis, point[axis], axis) for axis in axes}
+                for point in self.only
+            ]
         return [
             dict(zip(axes, combo, strict=True)) for combo in itertools.product(*self.grid.values())
         ]
@@ -544,6 +586,8 @@ class SweepSpec(BaseModel):
             data["cooldown_until_idle"] = False
         if not data.get("adjust"):  # likewise for specs without adjust rules
             data.pop("adjust", None)
+        if data.get("only") is None:  # and without a list of points
+            data.pop("only", None)
         data["base"] = _legacy_project_after(
             {k: v for k, v in data["base"].items() if k != "data_dir"}
         )

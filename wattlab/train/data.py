@@ -756,13 +756,22 @@ class DeviceData:
         return self._normalise(images), self.train_y[idx].to(self.device, non_blocking=True)
 
     def test_batches(
-        self, batch_size: int, *, start: int = 0, stop: int | None = None
+        self, batch_size: int, *, start: int = 0, stop: int | None = None, pad: bool = False
     ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        """Normalised, un-augmented test batches covering ``[start, stop)`` in order."""
+        """Normalised, un-augmented test batches covering ``[start, stop)`` in order.
+
+        With ``pad`` every image batch has exactly ``batch_size`` rows: a short last batch is
+        filled up with copies of its last image (its labels stay unpadded, so ``len(labels)``
+        says how many rows are real). One input shape means cuDNN's autotuning, done for the
+        training step's shape, is never run again for evaluation."""
         stop = self.test_size if stop is None else stop
         for lo in range(start, stop, batch_size):
             hi = min(lo + batch_size, stop)
-            x = self._normalise(self.test_x[lo:hi])
+            images = self.test_x[lo:hi]
+            if pad and hi - lo < batch_size:
+                filler = images[-1:].expand(batch_size - (hi - lo), *images.shape[1:])
+                images = torch.cat([images, filler])
+            x = self._normalise(images)
             yield x, self.test_y[lo:hi].to(self.device, non_blocking=True)
 
 
