@@ -37,9 +37,11 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import math
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -140,11 +142,17 @@ PROFILE_RATE = {
 }
 
 
-def profiled_rate(model: str, precision: str, batch_size: int) -> float:
-    """Guessed H200 images/s of a model outside the first grid, from its counted profile."""
+@functools.cache
+def model_profile(model: str):
+    """The counted profile of a model (CIFAR stem, 32x32), built once per model."""
     from wattlab.train.models import build_model, profile_model
 
-    profile = profile_model(build_model(model, stem="cifar"))
+    return profile_model(build_model(model, stem="cifar"))
+
+
+def profiled_rate(model: str, precision: str, batch_size: int) -> float:
+    """Guessed H200 images/s of a model outside the first grid, from its counted profile."""
+    profile = model_profile(model)
     a, b, c = PROFILE_RATE[precision]
     per_sample_s = (
         a * profile.forward_flops_per_sample / 1e9
@@ -159,6 +167,206 @@ def family_budget_samples(model: str, precision: str, batch_size: int) -> int:
     unit = EPOCHS_PER_RUN * batch_size
     rate = profiled_rate(model, precision, batch_size)
     return max(1, math.ceil(rate * FAMILY_TARGET_S / unit)) * unit
+
+
+# The wide grid (``--grid wide``, issue 29): every family of the reference set and the new ones,
+# all four precisions at batch sizes from 32 to 2048 on a log grid with odd sizes (96, 768), in
+# ONE warm sweep (one worker process keeps the CUDA context, the data and cuDNN's choices across
+# models), its points in priority order (the spec's ``only:``), so a call cut short holds the most
+# useful part and the next call resumes. Points the shipped reference CSV already has are left
+# out. Each run is sized to ~WIDE_TARGET_S from a guessed step time, and evaluates one batch at
+# the training shape (no autotuning outside the warm-up), without per-epoch accuracy.
+WIDE_PREFIX = "h200-wide"
+WIDE_MODELS = (
+    # the first grid's models: batch sizes outside 128-512
+    "resnet18",
+    "resnet34",
+    "resnet50",
+    "vgg16",
+    "mobilenet_v2",
+    "mobilenet_v3_small",
+    "efficientnet_b0",
+    # the families grid's: every precision, more batch sizes
+    "densenet121",
+    "regnet_y_400mf",
+    "convnext_tiny",
+    "shufflenet_v2_x1_0",
+    "resnext50_32x4d",
+    # new families and sizes
+    "mobilenet_v3_large",
+    "efficientnet_v2_s",
+    "vit_p4_d6_w256",
+    "vit_p8_d12_w384",
+    "vit_p2_d4_w192",
+    "resnet101",
+    "wide_resnet50_2",
+    "resnet152",
+)
+WIDE_BATCHES = (32, 96, 128, 512, 768, 1024, 2048)
+# (precision, batch) per tier; a batch above a model's memory cap becomes the largest that fits
+WIDE_TIERS = (
+    (("amp-bf16", 32), ("amp-bf16", 2048)),
+    (("fp32", 768), ("amp-fp16", 128)),
+    (("tf32", 512), ("amp-bf16", 96), ("fp32", 32)),
+    (("amp-fp16", 2048), ("tf32", 96), ("amp-bf16", 512), ("fp32", 128), ("tf32", 2048),
+     ("amp-fp16", 768), ("fp32", 2048), ("amp-bf16", 128), ("tf32", 32), ("amp-fp16", 32),
+     ("amp-bf16", 768), ("tf32", 128), ("amp-fp16", 512), ("fp32", 512), ("tf32", 768),
+     ("amp-fp16", 96), ("fp32", 96)),
+)  # fmt: skip
+WIDE_TARGET_S = 5.0
+WIDE_MIN_STEPS = 8
+# activations of a batch, counted at 4 bytes per element, stay under this (H200: 141 GB)
+WIDE_MAX_ACTIVATION_BYTES = 100e9
+
+
+# wide_batch_cap of each WIDE_MODELS entry, written out so that a collection call does not build
+# every model to find it (tests/estimate/test_estimate_pre.py recomputes them)
+WIDE_BATCH_CAP = {"resnext50_32x4d": 1024, "resnet101": 1024, "wide_resnet50_2": 1024,
+                  "resnet152": 1024}  # fmt: skip
+
+
+def wide_batch_cap(model: str) -> int:
+    """The largest WIDE_BATCHES size whose activations fit WIDE_MAX_ACTIVATION_BYTES."""
+    per_sample = model_profile(model).activation_elements_per_sample
+    fitting = [b for b in WIDE_BATCHES if b * per_sample * 4 <= WIDE_MAX_ACTIVATION_BYTES]
+    return max(fitting or [min(WIDE_BATCHES)])
+
+
+def wide_points(models=WIDE_MODELS, known: set | None = None, caps: dict | None = None) -> list:
+    """The wide grid's (model, precision, batch) in priority order: tier by tier, each tier
+    model by model; a batch over the model's cap is replaced by the cap; ``known`` points (the
+    reference set's) and repeats are left out."""
+    known = known or set()
+    caps = caps if caps is not None else {m: WIDE_BATCH_CAP.get(m, 2048) for m in models}
+    out: list[tuple[str, str, int]] = []
+    for tier in WIDE_TIERS:
+        for model in models:
+            for precision, batch in tier:
+                point = (model, precision, min(batch, caps[model]))
+                if point not in known and point not in out:
+                    out.append(point)
+    return out
+
+
+def measured_step_s(runs) -> dict:
+    """{(model, precision): [(batch, seconds per step), ...]} of measured reference runs."""
+    out: dict = {}
+    for row in runs.itertuples():
+        if row.duration_s > 0 and row.samples > 0:
+            step_s = row.duration_s / (row.samples / row.batch_size)
+            out.setdefault((row.model, row.precision), []).append((int(row.batch_size), step_s))
+    return out
+
+
+def profiled_step_s(model: str, precision: str, batch_size: int) -> float:
+    return batch_size / profiled_rate(model, precision, batch_size)
+
+
+def guessed_step_s(model: str, precision: str, batch_size: int, measured: dict) -> float:
+    """Seconds per training step: a launch + per-image line (both >= 0) through the measured
+    steps of the model and precision when it has two batch sizes or more; one measured batch
+    size scales the profile's guess; none leaves the profile's guess (PROFILE_RATE)."""
+    import numpy as np
+    from scipy.optimize import nnls
+
+    points = measured.get((model, precision), [])
+    if len({b for b, _ in points}) >= 2:
+        design = np.array([[1.0, b] for b, _ in points])
+        (launch, per_image), _ = nnls(design, np.array([t for _, t in points]))
+        return float(launch + per_image * batch_size)
+    guess = profiled_step_s(model, precision, batch_size)
+    if points:
+        b0 = min(points, key=lambda p: abs(p[0] - batch_size))[0]
+        ratio = statistics.median(t for b, t in points if b == b0) / profiled_step_s(
+            model, precision, b0
+        )
+        return guess * ratio
+    return guess
+
+
+def wide_run_settings(step_s: float, batch_size: int) -> dict:
+    """Budget, training set and test set of one run of ~WIDE_TARGET_S at ``step_s`` per step:
+    16 epochs where the steps allow (the paper's STEP needs >= 15), at least WIDE_MIN_STEPS
+    steps, one test batch."""
+    steps = max(WIDE_MIN_STEPS, round(WIDE_TARGET_S / max(step_s, 1e-4)))
+    epochs = min(EPOCHS_PER_RUN, steps)
+    per_epoch = math.ceil(steps / epochs)
+    return {
+        "budget_samples": epochs * per_epoch * batch_size,
+        "train_samples": per_epoch * batch_size,
+        "test_samples": batch_size,
+    }
+
+
+def wide_spec(args: argparse.Namespace, points: list, measured: dict) -> dict:
+    """One sweep of every point: grid axes model x precision x batch_size, ``only`` the points
+    in order, an ``adjust`` rule per point with its size."""
+    models = list(dict.fromkeys(m for m, _, _ in points))
+    precisions = [p for p in PRECISIONS if any(q == p for _, q, _ in points)]
+    batches = sorted({b for _, _, b in points})
+    base = {
+        "model": models[0], "stem": "cifar", "dataset": "synthetic", "device": args.device,
+        "epoch_eval_samples": 0, "project_after_fraction": 0.2,
+    }  # fmt: skip
+    for item in args.set or []:
+        key, _, value = item.partition("=")
+        base[key] = yaml.safe_load(value)
+    grid_axes = ("model", "precision", "batch_size")
+    base = {k: v for k, v in base.items() if k not in grid_axes}
+    adjust = []
+    for model, precision, batch in points:
+        if args.budget_samples:
+            settings = {
+                "budget_samples": args.budget_samples,
+                "train_samples": args.train_samples or args.budget_samples,
+                "test_samples": args.test_samples or batch,
+            }
+        else:
+            step_s = guessed_step_s(model, precision, batch, measured)
+            settings = wide_run_settings(step_s, batch)
+        when = {"model": model, "precision": precision, "batch_size": batch}
+        adjust.append({"when": when, "set": settings})
+    return {
+        "name": f"{WIDE_PREFIX}-p{args.pass_no}",
+        "description": "The wide reference grid (issue 29), priority order, one warm worker.",
+        "base": base,
+        "grid": {"model": models, "precision": precisions, "batch_size": batches},
+        "only": [{"model": m, "precision": p, "batch_size": b} for m, p, b in points],
+        "adjust": adjust,
+        "repetitions": args.repetitions,
+        "order": "sequential",
+        "warmup_runs": 0,
+        "cooldown_s": args.cooldown_s,
+        "codecarbon": False,
+    }
+
+
+def stint_summary(db: Path, since_iso: str, wall_s: float) -> str:
+    """How the stint's wall time was spent: inside budget windows, warm-ups, the rest."""
+    import sqlite3
+
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+        rows = con.execute(
+            "SELECT status, COALESCE(phase_budget_s, 0), COALESCE(phase_warmup_s, 0), "
+            "COALESCE(phase_eval_s, 0), COALESCE(phase_setup_s, 0) + COALESCE(phase_data_s, 0) "
+            "+ COALESCE(phase_launch_s, 0) + COALESCE(phase_teardown_s, 0), COALESCE(wall_s, 0) "
+            "FROM runs WHERE started_at >= ?",
+            (since_iso,),
+        ).fetchall()
+    ok = sum(1 for r in rows if r[0] == "ok")
+    budget = sum(r[1] for r in rows if r[0] == "ok")
+    warmup, evals, other = (sum(r[i] for r in rows) for i in (2, 3, 4))
+    in_runs = sum(r[5] for r in rows)
+
+    def share(x: float) -> str:
+        return f"{x:.1f} s ({100 * x / wall_s:.1f} %)" if wall_s > 0 else f"{x:.1f} s"
+
+    return (
+        f"stint: {wall_s:.1f} s of wall time, {len(rows)} runs ({ok} ok); inside budget windows "
+        f"{share(budget)}; warm-ups {share(warmup)}; evaluations {share(evals)}; launch, "
+        f"set-up, data, teardown {share(other)}; outside runs (start-up, stores, pauses, the "
+        f"export) {share(max(0.0, wall_s - in_runs))}"
+    )
 
 
 SWEEP_PREFIX = "h200-reference"
@@ -267,11 +475,28 @@ def _families_line(ok: pd.DataFrame) -> str | None:
     )
 
 
+def _wide_line(ok: pd.DataFrame) -> str | None:
+    """How much of the wide grid the runs cover, or None without any of its runs."""
+    wide = ok[ok["sweep"].astype(str).str.startswith(WIDE_PREFIX)]
+    if wide.empty:
+        return None
+    seconds = wide["duration_s"].astype(float)
+    batches = ", ".join(str(b) for b in sorted(set(wide["batch_size"].astype(int))))
+    return (
+        f"wide: {wide['config_hash'].nunique()} configurations of the wide grid (--grid wide: "
+        f"{wide['model'].nunique()} models, every precision, batch sizes {batches}; one warm "
+        f"sweep in priority order, each run sized for ~{WIDE_TARGET_S:g} s from a guessed step "
+        f"time, epochs = min(16, steps), one test batch), {len(wide)} ok runs, budgets "
+        f"{seconds.min():.1f}-{seconds.max():.1f} s"
+    )
+
+
 def header_lines(runs, args: argparse.Namespace, grid_size: int) -> list[str]:
     """The ``key: value`` header: how the data was measured and how much of the grid it has."""
     ok = runs[runs["status"] == "ok"]
     families = _families_line(ok)
-    first = ok[~ok["sweep"].astype(str).str.startswith(FAMILY_PREFIX)]
+    wide = _wide_line(ok)
+    first = ok[~ok["sweep"].astype(str).str.startswith((FAMILY_PREFIX, WIDE_PREFIX))]
     first_configs = first["config_hash"].nunique()
     per_config = ok.groupby("config_hash").size() if len(ok) else ok
     configs = len(per_config)
@@ -307,6 +532,7 @@ def header_lines(runs, args: argparse.Namespace, grid_size: int) -> list[str]:
         f"covers: {first_configs} of {FULL_GRID} configurations of the full grid, "
         f"{configs} configurations in all, {len(ok)} ok runs: {reps or 'none'}",
         *([families] if families else []),
+        *([wide] if wide else []),
         f"models: {models or 'none'}",
         "columns: those of wattlab's `runs` table; epoch_energy_j / epoch_duration_s list the "
         "per-epoch windows (J, s), epoch 1 first",
@@ -331,7 +557,7 @@ def _reference_runs(db: Path) -> tuple:
     """The ok runs of ``db``'s reference sweeps and their windows, and how many ok runs were
     left out as superseded."""
     runs, windows = export(db, db.parent / f"{db.stem}-export")
-    mine = runs["sweep"].astype(str).str.startswith((SWEEP_PREFIX, FAMILY_PREFIX))
+    mine = runs["sweep"].astype(str).str.startswith((SWEEP_PREFIX, FAMILY_PREFIX, WIDE_PREFIX))
     runs = runs[mine & (runs["status"] == "ok")].reset_index(drop=True)
     old = superseded(runs)
     runs = runs[~old].reset_index(drop=True)
@@ -377,6 +603,37 @@ def convert(db: Path, csv: Path, args: argparse.Namespace) -> Path:
     return write_reference_csv(runs, windows, csv, header)
 
 
+def collect_wide(args: argparse.Namespace, started: float, deadline: float) -> int:
+    """One stint of the wide grid: its spec, one ``wattlab sweep`` until done or the deadline,
+    the CSV, and how the stint's wall time was spent."""
+    from wattlab.estimate.reference import load_reference_csv
+    from wattlab.monitor import utc_now_iso
+
+    since = utc_now_iso()
+    shipped, _ = load_reference_csv(SHIPPED_CSV)
+    known = {(r.model, r.precision, int(r.batch_size)) for r in shipped.itertuples()}
+    wanted = set(args.precisions)
+    points = [p for p in wide_points(args.models, known) if p[1] in wanted]
+    if args.batch_sizes:
+        points = [p for p in points if p[2] in set(args.batch_sizes)]
+    if args.limit_points:
+        points = points[: args.limit_points]
+    spec = wide_spec(args, points, measured_step_s(shipped))
+    spec_path = args.db.parent / f"{spec['name']}.yaml"
+    spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    print(f"{spec['name']}: {len(points)} points in priority order ({spec_path})", flush=True)
+    status = run_part(spec_path, args.db, deadline)
+    print(f"{spec['name']}: {status}", flush=True)
+    args.batch_sizes = args.batch_sizes or list(WIDE_BATCHES)
+    path = convert(args.db, args.csv, args)
+    print(f"wrote {path} at {dt.datetime.now(dt.timezone.utc):%H:%M} UTC")
+    print(stint_summary(args.db, since, time.monotonic() - started), flush=True)
+    return 0
+
+
+SHIPPED_CSV = Path(__file__).resolve().parents[1] / "wattlab" / "data" / "h200-reference.csv"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", default="reference.db", type=Path)
@@ -394,10 +651,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pass", dest="pass_no", type=int, default=1, help="1, 2, ...")
     parser.add_argument(
         "--grid",
-        choices=("reference", "families"),
+        choices=("reference", "families", "wide"),
         default="reference",
         help="reference: 7 models x 4 precisions x 3 batch sizes; families: FAMILY_MODELS at "
-        "bf16 x batch 32/256/2048 and fp32 x 256 (budgets from the models' profiles).",
+        "bf16 x batch 32/256/2048 and fp32 x 256 (budgets from the models' profiles); wide: "
+        "WIDE_MODELS x 4 precisions x batch 32..2048 in priority order, one warm sweep, the "
+        "points the shipped reference CSV has left out.",
     )
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--budget-samples", type=int, default=None, help="Same for every model.")
@@ -412,6 +671,9 @@ def main(argv: list[str] | None = None) -> int:
         "so the repeats find cuDNN's choices made (its autotuning is most of a run's overhead).",
     )
     parser.add_argument("--max-minutes", type=float, default=None, help="Stop starting parts.")
+    parser.add_argument(
+        "--limit-points", type=int, default=None, help="--grid wide: only the first N points."
+    )
     parser.add_argument("--set", nargs="*", help="KEY=VALUE added to every run's config.")
     parser.add_argument("--convert-only", action="store_true", help="Run nothing; write CSV.")
     parser.add_argument(
@@ -424,15 +686,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.repetitions < 1:
         parser.error(f"--repetitions must be >= 1, got {args.repetitions}")
-    allowed = MODELS if args.grid == "reference" else FAMILY_MODELS
-    if args.grid == "families" and args.models == list(MODELS):
-        args.models = list(FAMILY_MODELS)
+    allowed = {"reference": MODELS, "families": FAMILY_MODELS, "wide": WIDE_MODELS}[args.grid]
+    if args.grid != "reference" and args.models == list(MODELS):
+        args.models = list(allowed)
     unknown = [m for m in args.models if m not in allowed]
     if unknown:
         parser.error(f"unknown models {unknown}; choose from {', '.join(allowed)}")
 
     args.db.parent.mkdir(parents=True, exist_ok=True)
-    deadline = time.monotonic() + (args.max_minutes or 1e9) * 60
+    started = time.monotonic()
+    deadline = started + (args.max_minutes or 1e9) * 60
+    if args.grid == "wide" and not args.convert_only:
+        return collect_wide(args, started, deadline)
     if not args.convert_only:
         parts: list[tuple[str, tuple[str, list[int]] | None]] = [(m, None) for m in args.models]
         if args.grid == "families":  # every model at bf16 first, then fp32
