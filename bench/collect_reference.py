@@ -611,14 +611,19 @@ def collect_wide(args: argparse.Namespace, started: float, deadline: float) -> i
 
     since = utc_now_iso()
     shipped, _ = load_reference_csv(SHIPPED_CSV)
+    done = _ok_runs(args.db)  # earlier stints: known points, and measured steps to size by
     known = {(r.model, r.precision, int(r.batch_size)) for r in shipped.itertuples()}
+    known |= {(r.model, r.precision, int(r.batch_size)) for r in done.itertuples()}
     wanted = set(args.precisions)
     points = [p for p in wide_points(args.models, known) if p[1] in wanted]
     if args.batch_sizes:
         points = [p for p in points if p[2] in set(args.batch_sizes)]
     if args.limit_points:
         points = points[: args.limit_points]
-    spec = wide_spec(args, points, measured_step_s(shipped))
+    import pandas as pd
+
+    measured = measured_step_s(pd.concat([shipped, done], ignore_index=True))
+    spec = wide_spec(args, points, measured)
     spec_path = args.db.parent / f"{spec['name']}.yaml"
     spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
     print(f"{spec['name']}: {len(points)} points in priority order ({spec_path})", flush=True)
@@ -629,6 +634,22 @@ def collect_wide(args: argparse.Namespace, started: float, deadline: float) -> i
     print(f"wrote {path} at {dt.datetime.now(dt.timezone.utc):%H:%M} UTC")
     print(stint_summary(args.db, since, time.monotonic() - started), flush=True)
     return 0
+
+
+def _ok_runs(db: Path) -> pd.DataFrame:
+    """The ok runs of a database (model, precision, batch_size, duration_s, samples); empty
+    when there is no database yet."""
+    import sqlite3
+
+    import pandas as pd
+
+    columns = ["model", "precision", "batch_size", "duration_s", "samples"]
+    if not db.exists():
+        return pd.DataFrame(columns=columns)
+    with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+        return pd.read_sql_query(
+            f"SELECT {', '.join(columns)} FROM runs WHERE status = 'ok'", con
+        ).astype({"batch_size": int, "duration_s": float, "samples": int})
 
 
 SHIPPED_CSV = Path(__file__).resolve().parents[1] / "wattlab" / "data" / "h200-reference.csv"

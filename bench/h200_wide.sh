@@ -5,12 +5,13 @@
 #      what it lacks (pydantic and its parts from .whl/; typing_extensions only if older than 4.16);
 #   2. (stage "first" only) what cuDNN's autotuning costs a warm-up (bench/autotune_cost.py);
 #   3. a stint of the wide reference grid, resuming the database carried in .devout/.
-#   bash bench/h200_wide.sh STAGE SECONDS     # STAGE: first | more; SECONDS: the whole call's
+#   bash bench/h200_wide.sh STAGE SECONDS PASS  # STAGE: first | more; SECONDS: the whole call's
 #   share of the device command's limit (the collection gets what the steps before it leave,
 #   less 40 s for the CSV and the copy)
 set -uo pipefail
 stage=${1:-more}
 total_s=${2:-560}
+pass_no=${3:-1}  # each stint a sweep of its own: the points earlier stints measured are left out
 OUT=${OUT:-bench-out}
 mkdir -p "$OUT" .devout
 log="$OUT/call.log"
@@ -53,7 +54,7 @@ left_s=$(( total_s - ($(date +%s) - t0) - 40 ))
 minutes=$(python3 -c "print(round(max(0.5, $left_s / 60), 2))")
 say "wide grid, ${minutes} min"
 python3 bench/collect_reference.py --grid wide --db .devout/wide.db --csv "$OUT/h200-wide.csv" \
-  --max-minutes "$minutes" 2>&1 | tee "$OUT/collect.log" | tail -60
+  --pass "$pass_no" --cooldown-s 0 --limit-points "${LIMIT_POINTS:-60}" --max-minutes "$minutes" 2>&1 | tee "$OUT/collect.log" | tail -60
 tail -3 "$OUT/collect.log" >> "$log"
 cp .devout/wide.db "$OUT/wide.db"
 say "call done after $(( $(date +%s) - t0 )) s"
