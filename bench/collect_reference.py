@@ -491,6 +491,38 @@ def _wide_line(ok: pd.DataFrame) -> str | None:
     )
 
 
+def _epochs_text(ok: pd.DataFrame) -> str:
+    epochs = ok["epochs"].astype(float) if "epochs" in ok else None
+    if epochs is None or epochs.empty:
+        return "no runs"
+    if epochs.nunique() == 1:
+        return f"{epochs.iloc[0]:g} epochs per run"
+    top = epochs.mode().iloc[0]
+    return (
+        f"{epochs.min():g}-{epochs.max():g} epochs per run ({int((epochs == top).sum())} of "
+        f"{len(epochs)} runs with {top:g})"
+    )
+
+
+def _recipe_text(ok: pd.DataFrame) -> str:
+    """Which synthetic task and training recipe the runs used (empty = version 1: runs made
+    before both existed)."""
+    import pandas as pd
+
+    def versions(column: str):
+        values = ok[column] if column in ok else pd.Series(float("nan"), index=ok.index)
+        return values.astype(float).fillna(1).astype(int)
+
+    pairs = pd.DataFrame({"task": versions("synthetic_version"), "recipe": versions("recipe")})
+    counts = pairs.value_counts().sort_index()
+    parts = [f"task {t} and recipe {r}: {n} runs" for (t, r), n in counts.items()]
+    return "; ".join(parts) + (
+        " (task 1 and recipe 1 are the defaults before issue 22: SGD without clipping for every "
+        "model; recipe 2 clips the gradient norm and trains LayerNorm models with AdamW, so PRE "
+        "reads the recipe as a feature)"
+    )
+
+
 def header_lines(runs, args: argparse.Namespace, grid_size: int) -> list[str]:
     """The ``key: value`` header: how the data was measured and how much of the grid it has."""
     ok = runs[runs["status"] == "ok"]
@@ -511,15 +543,18 @@ def header_lines(runs, args: argparse.Namespace, grid_size: int) -> list[str]:
     dates = sorted(str(x)[:10] for x in ok.get("started_at", []) if isinstance(x, str))
     return [
         "wattlab reference runs: measured training runs for PRE and STEP",
-        "source: bench/collect_reference.py (one `wattlab sweep` per pass and model, then "
-        "`wattlab export`)",
+        "source: bench/collect_reference.py (`wattlab sweep`: one sweep per pass and model for "
+        "the first grid, per model and precision for the families grid, per stint for the wide "
+        "grid; then `wattlab export`)",
         f"hardware: {gpus or args.device}{cards}; driver {drivers or 'n/a'}",
         f"dates: {dates[0] if dates else 'n/a'} to {dates[-1] if dates else 'n/a'}",
-        "data: synthetic CIFAR-shaped images (32x32, 10 classes), CIFAR stems, a training set of "
-        f"1/{EPOCHS_PER_RUN} of the budget (train_size), so {EPOCHS_PER_RUN} epochs per run",
-        "budget: per model, precision and batch size, budget_samples in the rows' `samples` "
-        f"(sized for ~{TARGET_BUDGET_S:g} s on an H200 at a guessed rate; duration_s says what it "
-        "took), after a warm-up of at most 10 steps (until the step time is steady)",
+        "data: synthetic CIFAR-shaped images (32x32, 10 classes), CIFAR stems for the ResNets, a "
+        f"training set of budget / epochs (train_size); {_epochs_text(ok)}",
+        "budget: per model, precision and batch size, budget_samples in the rows' `samples`, "
+        f"sized on an H200 at a guessed rate (first grid ~{TARGET_BUDGET_S:g} s, families grid "
+        f"~{FAMILY_TARGET_S:g} s, wide grid ~{WIDE_TARGET_S:g} s; duration_s says what it took), "
+        "after a warm-up of at most 10 steps (until the step time is steady)",
+        f"task and recipe: {_recipe_text(ok)}",
         "STEP: every run projected itself live after 20 % of its budget (projected_energy_j, "
         "projection_error); step_marks_json holds its step-level marks",
         "power limit: the default (no GPU setting changed); limits seen "

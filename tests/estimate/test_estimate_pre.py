@@ -707,10 +707,15 @@ def test_a_tampered_number_of_the_wrong_kind_is_not_loaded(fake_models, tmp_path
     runs = synthetic_runs(models=("r18", "r50", "vgg"), batches=(256, 512), reps=1)
     path = pre_cache.save(fit_pre(runs, search_iter=1, families=("physics",)), "key", tmp_path)
     doc = json.loads(path.read_text())
-    doc["model"]["chain"]["time"]["split"] = ["__import__('os')"]
+    assert doc["model"]["chain"]["time"]["kind"] == "roofline"
+    doc["model"]["chain"]["time"]["log"] = ["__import__('os')"] * 7
     path.write_text(json.dumps(doc))
     assert pre_cache.load("key", tmp_path) is None
-    doc["model"]["chain"]["time"]["split"] = [1.0]  # a number, but the wrong count of them
+    doc["model"]["chain"]["time"]["log"] = [1.0]  # a number, but the wrong count of them
+    path.write_text(json.dumps(doc))
+    assert pre_cache.load("key", tmp_path) is None
+    doc["model"]["chain"]["power"]["split"] = ["__import__('os')"]  # the power model's physics
+    doc["model"]["chain"]["time"]["log"] = [1.0] * 7
     path.write_text(json.dumps(doc))
     assert pre_cache.load("key", tmp_path) is None
 

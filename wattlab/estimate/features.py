@@ -55,6 +55,7 @@ NUMERIC_FEATURES = (
     "gpu_cuda_cores",
     "power_limit_w",  # limit in force per GPU, W (the default limit when none was set)
     "power_limit_fraction",  # power_limit_w / gpu_tdp_w
+    "recipe",  # the trainer's recipe (wattlab.train.recipe): 2, or 1 for runs made before it
 )
 CATEGORICAL_FEATURES = ("precision",)
 FEATURES = NUMERIC_FEATURES + CATEGORICAL_FEATURES
@@ -276,8 +277,10 @@ def config_features(
     gflops_per_sample: float | None = None,
     params: int | None = None,
     samples: int | None = None,
+    recipe: int = 2,
 ) -> pd.DataFrame:
-    """One feature row (plus ``samples``) for a configuration that has not run.
+    """One feature row (plus ``samples``) for a configuration that has not run (trained with
+    ``recipe``, the trainer's default 2).
 
     ``samples`` defaults to epochs x (train_size // batch_size) x batch_size. Bad values raise
     ConfigError; an unknown GPU raises lookup_gpu's ConfigError.
@@ -318,6 +321,7 @@ def config_features(
         "train_size": float(train_size),
         "epochs": epochs,
         **gpu_row(spec, precision, gpu_count, gpu_tdp_w, power_limit_w),
+        "recipe": float(recipe),
         "precision": precision,
         "samples": float(samples),
     }
@@ -389,6 +393,7 @@ def _run_row(row: Mapping[str, Any]) -> dict[str, Any]:
             _value(row, "gpu_tdp_w"),
             _value(row, "power_limit_w"),
         ),
+        "recipe": float(_value(row, "recipe") or 1),
         "precision": str(precision),
         "samples": float(samples),
     }

@@ -66,6 +66,7 @@ from wattlab.estimate.features import (
     gpu_row,
     run_features,
 )
+from wattlab.estimate.roofline import STEP_S, Roofline
 from wattlab.estimate.specs import PRECISIONS, lookup_gpu
 
 MIN_CONFIGS = 4
@@ -120,11 +121,14 @@ _SEARCH_SPACE: dict[str, dict[str, list[Any]]] = {
 
 
 def physics_terms(features: pd.DataFrame) -> pd.DataFrame:
-    """The nominal per-sample times (s) of a feature table: launch_s, compute_s, memory_s and
-    their sum roofline_s (see the module docstring). NaN inputs give NaN terms."""
+    """The nominal per-sample times (s) of a feature table: launch_s, compute_s (the dense
+    products), memory_s, attention_s (the attention products) and their sum roofline_s (see the
+    module docstring and ``roofline``). NaN inputs give NaN terms."""
     gpus = features["gpus"].astype(float)
-    compute_s = 3 * features["gflops_per_sample"].astype(float) * 1e9
-    compute_s = compute_s / (gpus * features["gpu_peak_tflops"].astype(float) * 1e12)
+    peak = gpus * features["gpu_peak_tflops"].astype(float) * 1e12
+    attention = _attention_gflops(features)
+    compute_s = 3 * (features["gflops_per_sample"].astype(float) - attention) * 1e9 / peak
+    attention_s = 3 * attention * 1e9 / peak
     memory_s = 3 * features["activation_mb_per_sample"].astype(float) * 1e6
     memory_s = memory_s / (gpus * features["gpu_memory_bandwidth_gbs"].astype(float) * 1e9)
     launch_s = features["layers"].astype(float) * LAUNCH_S_PER_LAYER
@@ -132,8 +136,24 @@ def physics_terms(features: pd.DataFrame) -> pd.DataFrame:
     out = pd.DataFrame(
         {"launch_s": launch_s, "compute_s": compute_s, "memory_s": memory_s}, index=features.index
     )
-    out["roofline_s"] = out.sum(axis=1, skipna=False)
+    out["roofline_s"] = out.sum(axis=1, skipna=False) + attention_s
+    out["attention_s"] = attention_s
     return out
+
+
+def _attention_gflops(features: pd.DataFrame) -> pd.Series:
+    """Forward GFLOP per image of the attention products; 0 where not counted (a model that
+    cannot be built any more: most are CNNs)."""
+    if "attention_gflops_per_sample" not in features:
+        return pd.Series(0.0, index=features.index)
+    return features["attention_gflops_per_sample"].astype(float).fillna(0.0)
+
+
+def _recipes(features: pd.DataFrame) -> np.ndarray:
+    """Each row's training recipe: 1 for runs made before recipes existed (no value)."""
+    if "recipe" not in features:
+        return np.ones(len(features))
+    return features["recipe"].astype(float).fillna(1.0).to_numpy()
 
 
 def _log(x: Any) -> np.ndarray:
@@ -149,9 +169,26 @@ class _Rows:
     parts: np.ndarray
     precision: np.ndarray
     tdp_w: np.ndarray
+    attention: np.ndarray  # attention_s per row
+    recipe: np.ndarray  # the training recipe (1 or 2)
+    step: np.ndarray  # step_s per row: roofline.STEP_S / batch size
 
     def take(self, index: np.ndarray) -> _Rows:
-        return _Rows(self.logs[index], self.parts[index], self.precision[index], self.tdp_w[index])
+        return _Rows(
+            self.logs[index],
+            self.parts[index],
+            self.precision[index],
+            self.tdp_w[index],
+            self.attention[index],
+            self.recipe[index],
+            self.step[index],
+        )
+
+    @property
+    def roofline_parts(self) -> np.ndarray:
+        """launch_s, compute_s, memory_s, attention_s, step_s: what ``roofline.Roofline``
+        reads."""
+        return np.column_stack([self.parts, self.attention, self.step])
 
     def __len__(self) -> int:
         return len(self.precision)
@@ -177,6 +214,9 @@ def make_rows(table: pd.DataFrame, medians: dict[str, float]) -> _Rows:
         parts=terms[list(TIME_TERMS)].to_numpy(dtype=float),
         precision=terms["precision"].astype(str).to_numpy(),
         tdp_w=(terms["gpus"].astype(float) * terms["gpu_tdp_w"].astype(float)).to_numpy(),
+        attention=terms["attention_s"].to_numpy(dtype=float),
+        recipe=_recipes(terms),
+        step=STEP_S / terms["batch_size"].to_numpy(dtype=float),
     )
 
 
@@ -204,7 +244,8 @@ class _Design:
     def matrix(self, rows: _Rows, time_s: np.ndarray | None = None) -> np.ndarray:
         logs = (rows.logs - self.mean) / self.scale
         onehot = rows.precision[:, None] == np.array(self.precisions, dtype=object)[None, :]
-        blocks = [logs, onehot.astype(float)]
+        recipe2 = (rows.recipe >= 2).astype(float)[:, None]
+        blocks = [logs, onehot.astype(float), recipe2]
         if time_s is not None:
             fractions = rows.parts / np.asarray(time_s, dtype=float)[:, None]
             blocks.append((fractions - self.fraction_mean) / self.fraction_scale)
@@ -347,7 +388,7 @@ class _TimeModel:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # tiny folds: ill-conditioned KRR solves
             if self.family == "physics":
-                self.model = _PhysicsFit().fit(rows.parts, rows.precision, time_s)
+                self.model = Roofline.fit(rows.roofline_parts, rows.precision, rows.recipe, time_s)
             else:
                 model = _learned(self.family, self.params, self.seed)
                 self.model = model.fit(design.matrix(rows), _log(time_s))
@@ -355,10 +396,15 @@ class _TimeModel:
 
     def predict(self, design: _Design, rows: _Rows) -> np.ndarray:
         if self.family == "physics":
-            return self.model.predict(rows.parts, rows.precision)
+            return self.model.predict(rows.roofline_parts, rows.precision, rows.recipe)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return np.exp(self.model.predict(design.matrix(rows)))
+
+    def regime(self, rows: _Rows) -> list[str]:
+        """Which term sets each row's pace (the physics model's reading, whatever the family)."""
+        assert isinstance(self.model, Roofline)
+        return self.model.regime(rows.roofline_parts, rows.precision, rows.recipe)
 
 
 @dataclass

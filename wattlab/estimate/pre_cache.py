@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
     from wattlab.estimate.pre import PreModel
 
-CACHE_FORMAT = 1  # bump when the JSON layout changes
+CACHE_FORMAT = 2  # bump when the JSON layout changes (2: the roofline time model, issue 29)
 ENV_DIR = "WATTLAB_CACHE_DIR"
 KEEP_FILES = 16  # older cached fits beyond this many are removed when a new one is written
 # package files whose source shapes a fitted PRE (features, physics, fit, specs, model building)
@@ -267,14 +267,30 @@ def _physics_from(doc: Mapping[str, Any]) -> Any:
 
 def _regressor_json(model: Any) -> dict[str, Any] | None:
     from wattlab.estimate.pre import _PhysicsFit
+    from wattlab.estimate.roofline import Roofline
 
+    if isinstance(model, Roofline):
+        return model.to_json()
     if isinstance(model, _PhysicsFit):
         return _physics_json(model)
     plain = model if isinstance(model, PlainRegressor) else PlainRegressor.from_sklearn(model)
     return None if plain is None else plain.to_json()
 
 
+def _roofline_from(doc: Mapping[str, Any]) -> Any:
+    from wattlab.estimate.roofline import Roofline
+
+    if doc.get("kind") != "roofline":
+        raise CacheFormatError("expected the roofline time model")
+    try:
+        return Roofline.from_json(dict(doc))
+    except ValueError as error:
+        raise CacheFormatError(str(error)) from None
+
+
 def _regressor_from(doc: Mapping[str, Any]) -> Any:
+    if doc["kind"] == "roofline":
+        return _roofline_from(doc)
     if doc["kind"] == "physics":
         return _physics_from(doc)
     return PlainRegressor.from_json(doc)
@@ -437,11 +453,11 @@ def from_json(doc: Mapping[str, Any]) -> PreModel:
     chain.design = design
     chain.time = _TimeModel(time_family[0], time_family[1], seed, _regressor_from(c["time"]))
     chain.power = _PowerModel(power_family[0], power_family[1], seed, _regressor_from(c["power"]))
-    if (time_family[0] == "physics") != (c["time"]["kind"] == "physics") or (
+    if (time_family[0] == "physics") != (c["time"]["kind"] == "roofline") or (
         power_family[0] == "physics"
     ) != (c["power"]["kind"] == "physics"):
         raise CacheFormatError("regressor kinds do not match their families")
-    physics = _TimeModel("physics", {"fit": "relative"}, seed, _physics_from(doc["physics_time"]))
+    physics = _TimeModel("physics", {"fit": "relative"}, seed, _roofline_from(doc["physics_time"]))
     residuals = {
         str(protocol): {str(target): _vector(values) for target, values in parts.items()}
         for protocol, parts in dict(doc["residuals"]).items()

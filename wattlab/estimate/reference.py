@@ -66,6 +66,8 @@ RUN_COLUMNS = (
         "gpu_uuids",  # which physical card (a set measured on several cards says so)
         "projected_energy_low_j",  # STEP's calibrated interval (schema version 4 on)
         "projected_energy_high_j",
+        "synthetic_version",  # the task and the recipe (schema version 7 on; empty: version 1)
+        "recipe",
     ),
 )
 LIST_COLUMNS = ("epoch_energy_j", "epoch_duration_s")

@@ -1,0 +1,210 @@
+"""PRE's physics time model: a training step is as slow as the slower of its two workers, the
+CPU that launches the step's kernels and the GPU that runs them.
+
+Per training sample, from the nominal times of ``pre.physics_terms`` (s):
+
+- ``launch_s``  = layers x LAUNCH_S_PER_LAYER / batch: the step's kernel launches, shared by the
+  batch (the CPU's work; what bounds small models at 32x32 and small batches);
+- ``compute_s`` = 3 x forward FLOPs / (GPUs x peak rate at the precision): fp32 has no tensor
+  cores, so its peak is the plain FP32 rate (the 67 TFLOP/s of an H100/H200 against 495 for
+  TF32): its own coefficient says how much of it a run reaches;
+- ``memory_s``  = 3 x activation bytes / (GPUs x memory bandwidth): what bounds large batches of
+  networks with little arithmetic per byte (depthwise convolutions, small ViTs);
+- ``attention_s`` = 3 x the forward FLOPs of the attention products (QK^T, attention x V) /
+  the same peak: they run far below the dense products' efficiency (small head dimensions, a
+  softmax between them), so they get their own coefficient, pulled towards the dense one by a
+  prior row (a reference set without attention keeps the dense efficiency for it);
+- ``step_s``    = STEP_S / batch: what the loop does once per step whatever the model (the
+  Python of the step, the learning rate, the STEP marks), shared by the batch; recipe 2 (it
+  clips the gradient norm and trains LayerNorm models with AdamW) adds its own once-per-step
+  work, a second coefficient on the same term for its runs.
+
+The time per sample is a soft maximum of the two sides::
+
+    cpu  = a[precision] x launch_s + (s + r x [recipe 2]) x step_s
+    gpu  = c[precision] x compute_s + t x attention_s + m x memory_s + g x launch_s
+    time = (cpu**K + gpu**K) ** (1 / K)        K = SOFTMAX_POWER
+
+``g`` is the GPU's own cost of a kernel however small (its floor at tiny batches). A sum of the
+terms, the old form, cannot bend: fitted on batch sizes where the CPU sets the pace it learns a
+small compute coefficient and predicts large batches too fast (issue 29: batch 768 came out 2-3x
+too fast). ``regime`` names the term that sets each prediction's pace.
+
+The coefficients are fitted on log time by least squares (positive through their logs); the
+per-precision launch and compute coefficients are deviations from pooled ones, pulled towards 0
+by prior rows of scale PRIOR_SD (a precision whose runs barely constrain a term keeps the
+pooled value). A precision without runs takes its sibling's deviations (amp-bf16 <-> amp-fp16)
+or none.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+SOFTMAX_POWER = 4.0
+STEP_S = 1e-3  # the nominal once-per-step time the step_s term is counted in
+PRIOR_SD = 1.0  # log-space scale of a precision's deviation from the pooled coefficient
+ANCHOR_SD = 10.0  # a very weak pull of each pooled coefficient towards its start: a term the
+# runs do not constrain (no recipe-2 run, no attention) stays finite
+_SIBLING = {"amp-bf16": "amp-fp16", "amp-fp16": "amp-bf16"}
+REGIMES = ("launch-bound", "compute-bound", "memory-bound", "kernel-bound")
+
+
+@dataclass
+class Roofline:
+    """Fitted coefficients (see the module docstring); logs of the pooled ones."""
+
+    log_a: float = 0.0
+    log_c: float = 0.0
+    log_m: float = 0.0
+    log_g: float = -3.0
+    log_r: float = -3.0
+    log_t: float = 0.0
+    log_s: float = -3.0
+    dev_a: dict[str, float] = field(default_factory=dict)
+    dev_c: dict[str, float] = field(default_factory=dict)
+    power: float = SOFTMAX_POWER
+
+    # -- prediction ---------------------------------------------------------------------------
+    def _deviation(self, table: dict[str, float], precision: str) -> float:
+        if precision in table:
+            return table[precision]
+        sibling = _SIBLING.get(precision)
+        return table.get(sibling, 0.0) if sibling is not None else 0.0
+
+    def sides(self, parts: np.ndarray, precision: np.ndarray, recipe: np.ndarray) -> tuple:
+        """(cpu, gpu compute, gpu memory, gpu kernels) per sample, s; the attention products
+        count as compute."""
+        launch, compute, memory, attention = (parts[:, i] for i in range(4))
+        dev_a = np.array([self._deviation(self.dev_a, str(p)) for p in precision])
+        dev_c = np.array([self._deviation(self.dev_c, str(p)) for p in precision])
+        recipe2 = (np.asarray(recipe, dtype=float) >= 2).astype(float)
+        step = parts[:, 4]
+        cpu = (
+            _exp(self.log_a + dev_a) * launch
+            + _exp(self.log_s) * step
+            + _exp(self.log_r) * recipe2 * step
+        )
+        return (
+            cpu,
+            _exp(self.log_c + dev_c) * compute + _exp(self.log_t) * attention,
+            _exp(self.log_m) * memory,
+            _exp(self.log_g) * launch,
+        )
+
+    def predict(self, parts: np.ndarray, precision: np.ndarray, recipe: np.ndarray) -> np.ndarray:
+        cpu, compute, memory, kernels = self.sides(parts, precision, recipe)
+        gpu = compute + memory + kernels
+        k = self.power
+        return np.clip((cpu**k + gpu**k) ** (1.0 / k), 1e-15, None)
+
+    def regime(self, parts: np.ndarray, precision: np.ndarray, recipe: np.ndarray) -> list[str]:
+        """The term that sets each row's pace: the CPU's launches, or the GPU's largest part."""
+        cpu, compute, memory, kernels = self.sides(parts, precision, recipe)
+        out = []
+        for c, x, m, g in zip(cpu, compute, memory, kernels, strict=True):
+            if c >= x + m + g:
+                out.append("launch-bound")
+            else:
+                out.append(REGIMES[1 + int(np.argmax([x, m, g]))])
+        return out
+
+    # -- fitting ------------------------------------------------------------------------------
+    @classmethod
+    def fit(
+        cls, parts: np.ndarray, precision: np.ndarray, recipe: np.ndarray, time_s: np.ndarray
+    ) -> Roofline:
+        from scipy.optimize import least_squares
+
+        precisions = tuple(sorted({str(p) for p in precision}))
+        index = {p: i for i, p in enumerate(precisions)}
+        rows = np.array([index[str(p)] for p in precision])
+        n = len(precisions)
+        target = np.log(np.clip(np.asarray(time_s, dtype=float), 1e-15, None))
+
+        def unpack(theta: np.ndarray) -> Roofline:
+            return cls(
+                log_a=theta[0],
+                log_c=theta[1],
+                log_m=theta[2],
+                log_g=theta[3],
+                log_r=theta[4],
+                log_t=theta[5],
+                log_s=theta[6],
+                dev_a={p: theta[7 + index[p]] for p in precisions},
+                dev_c={p: theta[7 + n + index[p]] for p in precisions},
+            )
+
+        def residuals(theta: np.ndarray) -> np.ndarray:
+            model = unpack(theta)
+            fit = np.log(model.predict(parts, precisions_of(rows), recipe)) - target
+            prior = np.concatenate([theta[7:], [theta[5] - theta[1]]]) / PRIOR_SD
+            anchor = (theta[:7] - theta0[:7]) / ANCHOR_SD
+            return np.concatenate([fit, prior, anchor])
+
+        def precisions_of(r: np.ndarray) -> np.ndarray:
+            return np.array(precisions, dtype=object)[r]
+
+        start = _start(parts, target)
+        theta0 = np.concatenate([start, [start[1], start[0] - 3.0], np.zeros(2 * n)])
+        result = least_squares(residuals, theta0, method="trf", x_scale=1.0, max_nfev=2000)
+        return unpack(result.x)
+
+    # -- storage ------------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": "roofline",
+            "log": [
+                self.log_a,
+                self.log_c,
+                self.log_m,
+                self.log_g,
+                self.log_r,
+                self.log_t,
+                self.log_s,
+            ],
+            "dev_a": dict(self.dev_a),
+            "dev_c": dict(self.dev_c),
+            "power": self.power,
+        }
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Roofline:
+        logs = [float(v) for v in doc["log"]]
+        if len(logs) != 7 or not all(math.isfinite(v) for v in logs):
+            raise ValueError("roofline coefficients of the wrong length or not finite")
+        devs = {}
+        for key in ("dev_a", "dev_c"):
+            table = {str(k): float(v) for k, v in dict(doc[key]).items()}
+            if not all(math.isfinite(v) for v in table.values()):
+                raise ValueError("roofline deviations not finite")
+            devs[key] = table
+        power = float(doc["power"])
+        if not 1.0 <= power <= 64.0:
+            raise ValueError("roofline power out of range")
+        names = ("log_a", "log_c", "log_m", "log_g", "log_r", "log_t", "log_s")
+        return cls(
+            **dict(zip(names, logs, strict=True)),
+            dev_a=devs["dev_a"],
+            dev_c=devs["dev_c"],
+            power=power,
+        )
+
+
+def _exp(x: Any) -> Any:
+    """exp of a log coefficient, kept finite (a coefficient the data does not constrain)."""
+    return np.exp(np.clip(x, -60.0, 60.0))
+
+
+def _start(parts: np.ndarray, log_time: np.ndarray) -> np.ndarray:
+    """Starting logs: each side's coefficient as if it alone set the pace of the median run."""
+    launch, compute, memory = (np.clip(parts[:, i], 1e-15, None) for i in range(3))
+    median = float(np.median(log_time))
+    log_a = median - float(np.median(np.log(launch)))
+    log_c = median - float(np.median(np.log(compute)))
+    log_m = median - float(np.median(np.log(memory)))
+    return np.array([log_a, log_c - 1.0, log_m - 1.0, log_a - 3.0, log_a - 3.0])
