@@ -312,9 +312,14 @@ def test_every_method_predicts_the_chosen_target(paper_target) -> None:
     assert gpu.to_dict()["methods"]["green-algorithms"]["covers"] == "gpu"
 
 
-def test_three_protocols_hold_out_configuration_model_and_precision(paper_target) -> None:
+def test_the_protocols_hold_out_configuration_model_precision_and_batch(paper_target) -> None:
     _, _, result = paper_target
-    assert list(result.protocols) == ["loco", "lomo", "lopo", "lofo"]
+    assert list(result.protocols) == ["loco", "lomo", "lopo", "lofo", "lobo"]
+    # one batch size in these runs: holding it out leaves nothing to fit on, and says so
+    lobo = result.excluded[
+        (result.excluded["protocol"] == "lobo") & (result.excluded["method"] == "pre")
+    ]
+    assert len(lobo) == 16 and all("held out" in r for r in lobo["reason"])
     pre = result.predictions[result.predictions["method"] == "pre"]
     notes = {p: len(pre[pre["protocol"] == p]) for p in ("loco", "lomo", "lopo")}
     assert notes["loco"] == 16 and notes["lomo"] == 16
@@ -330,6 +335,23 @@ def test_three_protocols_hold_out_configuration_model_and_precision(paper_target
     lopo = result.excluded[(result.excluded["protocol"] == "lopo")]
     assert (lopo["method"] == "pre").sum() == 16 - notes["lopo"]
     assert all("held out" in r for r in lopo.loc[lopo["method"] == "pre", "reason"])
+
+
+def test_lobo_predicts_every_run_of_a_batch_size_from_the_others() -> None:
+    runs, windows = synthetic()
+    runs["batch_size"] = np.where(runs["id"] % 4 < 2, 128, 512)  # two batch sizes, both ways
+    result = evaluate_methods(
+        runs, windows, protocols="lobo", pre_search_iter=1, pre_families=("ridge",)
+    )
+    lobo = result.predictions[result.predictions["method"] == "pre"]
+    assert len(lobo) == len(runs)
+    batch = runs.set_index("id")["batch_size"]
+    for _, row in lobo.iterrows():
+        assert "fitted without this run's batch_size (leave one batch size out)" in row["notes"]
+        # the fit saw only the other batch size, and the prediction says it extrapolates
+        other = 640 - batch[row["run_id"]]
+        assert f"batch sizes {other}, GPUs" in row["notes"]
+        assert f"EXTRAPOLATING: batch size {batch[row['run_id']]} lies outside" in row["notes"]
 
 
 def test_lomo_predicts_a_model_it_never_saw(paper_target) -> None:
@@ -627,7 +649,7 @@ def test_cli_scores_the_paper_target_under_one_protocol(tmp_path: Path) -> None:
     ("flag", "value", "message"),
     [
         ("--target", "cpu", "--target must be one of total, gpu, paper"),
-        ("--protocol", "lono", "--protocol must be one of loco, lomo, lopo, lofo or all"),
+        ("--protocol", "lono", "--protocol must be one of loco, lomo, lopo, lofo, lobo or all"),
         ("--step-method", "magic", "--step-method must be one of wattlab, paper, marks, both"),
         ("--step-start", "ten", "--step-start must be an epoch number >= 1 or fluss"),
     ],

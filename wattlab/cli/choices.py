@@ -29,6 +29,7 @@ class Protocol(str, enum.Enum):
     lomo = "lomo"
     lopo = "lopo"
     lofo = "lofo"
+    lobo = "lobo"
     all = "all"
 
 

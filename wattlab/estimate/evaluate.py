@@ -8,8 +8,9 @@ protocols (``evaluate_methods``, ``evaluation_markdown``, ``write_evaluation``).
   estimate model the GPU only, whatever the target (``covers`` says what each prediction
   includes).
 - **Protocols** (``PROTOCOLS``): PRE, which learns from other runs, is fitted without the
-  held-out run's configuration (``loco``), model (``lomo``), precision (``lopo``) or
-  architecture family (``lofo``: ``families.model_family`` of the model name); so is the
+  held-out run's configuration (``loco``), model (``lomo``), precision (``lopo``),
+  architecture family (``lofo``: ``families.model_family`` of the model name) or batch size
+  (``lobo``: every run at that batch size); so is the
   calibrated interval of step-level STEP (``step-marks``), whose point estimate does not learn.
   The other methods do not learn across runs, so their predictions are the same under every
   protocol, and they are scored on the same rows as PRE.
@@ -82,6 +83,7 @@ PROTOCOLS = {
     "lomo": ("model", "leave one model out"),
     "lopo": ("precision", "leave one precision out"),
     "lofo": ("family", "leave one architecture family out"),
+    "lobo": ("batch_size", "leave one batch size out"),
 }
 # protocol columns the runs table does not store, derived from the columns it does
 DERIVED_COLUMNS = {"family": ("model", model_family)}

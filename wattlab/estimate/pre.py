@@ -66,6 +66,7 @@ from wattlab.estimate.features import (
     gpu_row,
     run_features,
 )
+from wattlab.estimate.pre_distance import Coverage, Widening
 from wattlab.estimate.roofline import STEP_S, Roofline
 from wattlab.estimate.specs import PRECISIONS, lookup_gpu
 
@@ -97,6 +98,15 @@ LOG_INPUTS = (
 FRACTIONS = ("launch_fraction", "compute_fraction", "memory_fraction")
 IMPUTED = ("activation_mb_per_sample", "layers", "gpu_memory_bandwidth_gbs")
 PROTOCOLS = ("configuration", "model", "family", "precision", "batch_size")
+# the held-out protocols whose runs calibrate how the interval grows with the distance from the
+# reference set (pre_distance): each moves runs outside the batch sizes or costs fitted on
+DISTANCE_PROTOCOLS = ("batch_size", "model", "family")
+_REGIME_WORDS = {
+    "launch-bound": "the CPU launching the step's kernels sets the pace",
+    "compute-bound": "the GPU's arithmetic sets the pace",
+    "memory-bound": "the GPU's activation traffic sets the pace",
+    "kernel-bound": "the GPU's per-kernel floor sets the pace",
+}
 _PROTOCOL_NAMES = {
     "configuration": "configurations held out",
     "model": "leave-one-model-out",
@@ -542,6 +552,9 @@ class PreModel:
     residuals: dict[str, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)
     seen: _Seen | None = field(default=None, repr=False)
     selection_groups: str = "configuration"
+    # what the training rows span, and the interval's growth with the distance from it
+    coverage: Coverage | None = field(default=None, repr=False)
+    widening: dict[str, Widening] = field(default_factory=dict, repr=False)
 
     # -- intervals ------------------------------------------------------------------------
     def protocol_interval(self, protocol: str, target: str = "energy") -> tuple[float, float]:
@@ -597,6 +610,19 @@ class PreModel:
                     f"{min(seen.batch_sizes):g}-{max(seen.batch_sizes):g}",
                 )
             )
+        elif self.coverage is not None:
+            name = None if model is None or pd.isna(model) else str(model)
+            octaves, scope = self.coverage.batch_distance(name, batch)
+            if octaves > 0:
+                out.append(("batch_size", f"batch size {batch:g} lies outside {scope}"))
+        if self.coverage is not None:
+            _, reasons = self.coverage.feature_distance(row)
+            out.extend(("features", reason) for reason in reasons)
+        gpu = row.get("gpu_name")
+        if gpu is not None and not pd.isna(gpu) and gpu not in seen.gpu_names:
+            out.append(
+                ("gpu", f"GPU {gpu} is not in the reference set ({', '.join(seen.gpu_names)})")
+            )
         if float(row["gpus"]) not in seen.gpu_counts:
             counts = ", ".join(f"{g:g}" for g in seen.gpu_counts)
             out.append(
@@ -623,6 +649,8 @@ class PreModel:
         bases = ["configuration"]
         unchecked: list[str] = []  # no held-out protocol in the data can check these
         for protocol, _ in outside:
+            if protocol in ("features", "gpu"):  # the distance widening; the GPU transfer
+                continue
             (bases if protocol in self.residuals else unchecked).append(protocol)
         bases = list(dict.fromkeys(bases))
         unchecked = list(dict.fromkeys(unchecked))
@@ -631,10 +659,11 @@ class PreModel:
         # way the error goes
         others = [b for b in bases if b != "family"]
         out = {}
+        checked = [o for o in outside if o[0] not in ("features", "gpu")]
         for target in ("energy", "time"):
             lows, highs = zip(*(self.protocol_interval(b, target) for b in others), strict=True)
             low, high = min(lows), max(highs)
-            if outside:
+            if checked:
                 half = max(-low, high)
                 low, high = -half, half
             if "family" in bases:
@@ -645,7 +674,7 @@ class PreModel:
                 high += math.log(NO_PROTOCOL_WIDEN)
             out[target] = (low, high)
         basis = " + ".join(_PROTOCOL_NAMES[b] for b in others)
-        if outside:
+        if checked:
             basis += " (symmetric)"
         if "family" in bases:
             basis += f" joined with {_PROTOCOL_NAMES['family']} (families weighted equally)"
@@ -694,12 +723,28 @@ class PreModel:
             widen = math.log(FAMILY_WIDEN)
             bounds = {k: (lo - widen, hi + widen) for k, (lo, hi) in bounds.items()}
             basis += f", widened x{FAMILY_WIDEN:g} for a new family"
+        distance = self.coverage.distance(row) if self.coverage is not None else 0.0
+        if distance > 0 and self.widening:
+            bounds = {
+                k: (min(lo, -self.widening[k].half_width(distance)),
+                    max(hi, self.widening[k].half_width(distance)))
+                for k, (lo, hi) in bounds.items()
+            }  # fmt: skip
+            calibration = self.widening["energy"]
+            basis += (
+                f", widened with the distance from the reference set ({distance:.1f} octaves; "
+                f"calibrated on {calibration.n} held-out runs, {calibration.n_outside} of them "
+                "outside the runs their fold was fitted on)"
+            )
         if transfer:
             widen = math.log(TRANSFER_WIDEN)
             bounds = {k: (lo - widen, hi + widen) for k, (lo, hi) in bounds.items()}
             basis += f", widened x{TRANSFER_WIDEN:g} for the GPU transfer"
         if outside:
             notes.insert(0, "EXTRAPOLATING: " + "; ".join(s for _, s in outside))
+        if self.physics_time is not None and isinstance(self.physics_time.model, Roofline):
+            regime = self.physics_time.regime(self.chain.rows(table))[0]
+            notes.append(f"regime: {regime} ({_REGIME_WORDS[regime]})")
         notes.append(f"interval from {basis}")
         samples = float(row["samples"])
         energy_ps = time_ps * power_w
@@ -1015,6 +1060,11 @@ def fit_pre(
             "time": _log(time_s) - _log(t_oof),
             "energy": _log(time_s * power_w) - _log(t_oof * p_oof),
         }
+        if protocol in DISTANCE_PROTOCOLS:
+            distance = np.zeros(len(table))
+            for train, test in protocol_splits:
+                distance[test] = Coverage.of(table.iloc[train]).distances(table.iloc[test])
+            residuals[protocol]["distance"] = distance
         if protocol == "family":  # every held-out family weighs the same, whatever its size
             labels = pd.Series(groups)
             residuals[protocol]["weight"] = 1.0 / labels.map(labels.value_counts()).to_numpy(
@@ -1023,6 +1073,7 @@ def fit_pre(
     if "configuration" not in residuals:  # a single configuration cannot happen (min_configs)
         raise DataError("PRE could not hold out any configuration.")
 
+    widening = _widening(residuals, interval)
     chain = _Chain(time_family, power_family, seed, medians).fit(every, time_s, power_w)
     assert chain.design is not None
     physics_time = _TimeModel("physics", {"fit": "relative"}, seed).fit(chain.design, every, time_s)
@@ -1074,7 +1125,22 @@ def fit_pre(
         residuals=residuals,
         seen=seen,
         selection_groups=selection_name,
+        coverage=Coverage.of(table),
+        widening=widening,
     )
+
+
+def _widening(residuals: dict[str, dict[str, np.ndarray]], interval: float) -> dict[str, Widening]:
+    """The distance widening of energy and time, from the held-out runs of DISTANCE_PROTOCOLS
+    (each run with its distance from the rows its fold was fitted on)."""
+    parts = [residuals[p] for p in DISTANCE_PROTOCOLS if p in residuals]
+    if not parts:
+        return {}
+    distance = np.concatenate([p["distance"] for p in parts])
+    return {
+        target: Widening.fit(np.concatenate([p[target] for p in parts]), distance, interval)
+        for target in ("energy", "time")
+    }
 
 
 def _cv_row(target: str, family: str, params: dict, mae: float) -> dict[str, Any]:

@@ -355,6 +355,8 @@ def to_json(model: PreModel) -> dict[str, Any] | None:
             for protocol, parts in model.residuals.items()
         },
         "seen": {f.name: _plain(getattr(model.seen, f.name)) for f in fields(_Seen)},
+        "coverage": None if model.coverage is None else model.coverage.to_json(),
+        "widening": {target: w.to_json() for target, w in model.widening.items()},
     }
 
 
@@ -479,10 +481,21 @@ def from_json(doc: Mapping[str, Any]) -> PreModel:
     interval = _number(doc["interval"])
     if not 0 < interval < 1 or not all(math.isfinite(v) for v in design.mean):
         raise CacheFormatError("interval or design out of range")
+    from wattlab.estimate.pre_distance import Coverage, Widening
+
+    try:
+        coverage = None if doc["coverage"] is None else Coverage.from_json(dict(doc["coverage"]))
+        widening = {str(k): Widening.from_json(dict(v)) for k, v in dict(doc["widening"]).items()}
+    except ValueError as error:
+        raise CacheFormatError(str(error)) from None
+    if widening and set(widening) != {"energy", "time"}:
+        raise CacheFormatError("widening of other targets than energy and time")
     return PreModel(
         time=parts["time"],
         power=parts["power"],
         energy=parts["energy"],
+        coverage=coverage,
+        widening=widening,
         n_runs=int(doc["n_runs"]),
         n_configs=int(doc["n_configs"]),
         interval=interval,
