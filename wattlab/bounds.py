@@ -58,6 +58,7 @@ BOUNDS: dict[str, Bound] = {
     "image_size": Bound(1, 4096, integer=True),
     "epochs": Bound(1, 100_000, integer=True),
     "budget_samples": Bound(1, 10**12, integer=True),
+    "budget_s": Bound(0, 86_400, low_open=True, unit=_S),
     "train_samples": Bound(1, 10**9, integer=True),
     "test_samples": Bound(1, 10**9, integer=True),
     "lr": Bound(0, 100, low_open=True),

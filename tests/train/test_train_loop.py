@@ -220,3 +220,47 @@ def test_macro_scores_match_scikit_learn():
     assert accuracy == pytest.approx(float((y == pred).float().mean()))
     assert f1 == pytest.approx(f1_score(y.numpy(), pred.numpy(), average="macro"))
     assert macro_scores(torch.zeros(10, 10, dtype=torch.int64)) == (0.0, 0.0)
+
+
+def test_a_timed_budget_runs_the_steps_its_seconds_take_at_the_warm_ups_pace():
+    from wattlab.train.loop import Budget, timed_budget
+
+    provisional = Budget(steps=15, steps_per_epoch=15, batch_size=64)
+    # the median of the last three warm-up steps (0.02 s; the slow first one is autotuning)
+    timed = timed_budget(1.0, [3.0, 0.021, 0.019, 0.02], provisional, SOLO)
+    assert (timed.steps, timed.steps_per_epoch, timed.samples) == (50, 15, 3200)
+    assert timed.epochs == 4 and timed.steps_in_epoch(4) == 5
+    assert timed_budget(0.001, [0.02] * 3, provisional, SOLO).steps == 1  # at least one step
+    # the configuration: one budget of three, and a warm-up long enough to time a step
+    with pytest.raises(ConfigError, match="not several"):
+        make_run_config(device="cpu", budget_s=2.0, epochs=1, warmup_steps=3)
+    with pytest.raises(ConfigError, match="warmup_steps >= 3"):
+        make_run_config(device="cpu", budget_s=2.0, warmup_steps=1)
+    cfg = make_run_config(device="cpu", budget_s=2.0, warmup_steps=3)
+    assert cfg.config_hash() != make_run_config(device="cpu", budget_s=3.0).config_hash()
+    # a configuration without it keeps the hash it had before budget_s existed
+    assert "budget_s" not in cfg.model_copy(update={"budget_s": None, "epochs": 1}).model_dump(
+        exclude_none=True
+    )
+
+
+@pytest.mark.slow
+def test_a_timed_run_trains_the_steps_its_warm_up_timed(monkeypatch):
+    data = synthetic_dataset(512, 64)
+    cfg = make_run_config(
+        device="cpu", budget_s=1.5, warmup_steps=5, batch_size=32, train_samples=512,
+        test_samples=64, epoch_eval_samples=0,
+    )  # fmt: skip
+    planned = []
+
+    def spy(budget_s, step_times, budget, dist):
+        planned.append((budget_s, list(step_times), loop_timed(budget_s, step_times, budget, dist)))
+        return planned[-1][2]
+
+    loop_timed = loop.timed_budget
+    monkeypatch.setattr(loop, "timed_budget", spy)
+    result = run_training(cfg, SOLO, model=small_cnn(), dataset=data)
+    ((asked, step_times, budget),) = planned
+    assert asked == 1.5 and 3 <= len(step_times) <= 5  # the warm-up's own steps, timed
+    assert (result.steps, result.samples) == (budget.steps, budget.steps * 32)
+    assert [e.samples for e in result.per_epoch][-1] > 0

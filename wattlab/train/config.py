@@ -39,6 +39,7 @@ FLOAT_FIELDS = (
     "power_limit_w",
     "power_limit_fraction",
     "project_after_fraction",
+    "budget_s",
 )
 
 # Fields that do not change what is measured, so they stay out of the config hash.
@@ -53,6 +54,7 @@ NOT_HASHED = (
 # Fields added after sweeps were first stored: left out of the hash at these defaults, so the
 # configurations of older sweeps keep their hashes and resume.
 HASHED_UNLESS_DEFAULT = {
+    "budget_s": None,
     "model_factory": None,
     "image_size": DEFAULT_IMAGE_SIZE,
     "seed_pinned": False,
@@ -70,8 +72,10 @@ HASHED_UNLESS_LEGACY = {"synthetic_version": 1, "recipe": 1, "epoch_eval_samples
 class RunConfig(BaseModel):
     """One training run. ``batch_size`` is the global batch: per-GPU batch = batch_size / world.
 
-    Exactly one of ``epochs`` / ``budget_samples`` sets the fixed compute budget; with
-    ``epochs`` the budget is ``epochs x (train set size // batch_size) x batch_size`` samples.
+    Exactly one of ``epochs`` / ``budget_samples`` / ``budget_s`` sets the budget; with
+    ``epochs`` the budget is ``epochs x (train set size // batch_size) x batch_size`` samples;
+    with ``budget_s`` it is the steps that take about that many seconds at the warm-up's steady
+    step time (a measured window of a chosen length: ``advise --probe``).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -100,6 +104,7 @@ class RunConfig(BaseModel):
     cuda_graphs: bool = False  # replay each step's forward+backward as one CUDA graph
     epochs: int | None = None
     budget_samples: int | None = None
+    budget_s: float | None = None  # seconds of training, sized from the warm-up's step time
     batch_size: int = 256
     # peak learning rate (SGD, nesterov): recipe 1 uses it as given for the global batch;
     # recipe 2 reads it as the rate at batch 256 and scales it (wattlab.train.recipe)
@@ -178,10 +183,19 @@ class RunConfig(BaseModel):
             value = getattr(self, name)
             if value is not None and not math.isfinite(value):
                 raise ValueError(f"{name} must be a finite number, got {value}")
-        if (self.epochs is None) == (self.budget_samples is None):
-            if self.epochs is None:
+        budgets = [b for b in (self.epochs, self.budget_samples, self.budget_s) if b is not None]
+        if len(budgets) != 1:
+            if not budgets:
                 raise ValueError("give a budget: --epochs N or --budget-samples N")
-            raise ValueError("give --epochs or --budget-samples, not both")
+            raise ValueError("give one of --epochs, --budget-samples and budget_s, not several")
+        if self.budget_s is not None:
+            if self.budget_s <= 0:
+                raise ValueError(f"budget_s must be positive, got {self.budget_s}")
+            if self.warmup_steps < 3:
+                raise ValueError(
+                    "budget_s sizes the run from the warm-up's steady step time, so it needs "
+                    f"warmup_steps >= 3, got {self.warmup_steps}"
+                )
         if self.epochs is not None and self.epochs <= 0:
             raise ValueError(f"epochs must be a positive whole number, got {self.epochs}")
         if self.budget_samples is not None and self.budget_samples <= 0:
@@ -329,6 +343,8 @@ def budget_steps(cfg: RunConfig, train_size: int) -> tuple[int, int]:
         )
     if cfg.epochs is not None:
         return cfg.epochs * per_epoch, per_epoch
+    if cfg.budget_s is not None:  # provisional (one epoch), until the warm-up has timed a step
+        return per_epoch, per_epoch
     steps = (cfg.budget_samples or 0) // cfg.batch_size
     if steps == 0:
         raise ConfigError(

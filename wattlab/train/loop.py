@@ -415,6 +415,8 @@ def run_training(
         _restore(net, optimizer, device, initial)
         scaler = torch.amp.GradScaler(device.type, enabled=scaler.is_enabled())
         hooks.end("warmup", samples=warmup_steps * cfg.batch_size)
+        if cfg.budget_s is not None:  # a window of about budget_s at the steady step time
+            budget = timed_budget(cfg.budget_s, step_times, budget, dist)
     warmup_samples = warmup_steps * cfg.batch_size
     t_now = time.perf_counter()
     phases["warmup"], t_phase = t_now - t_phase, t_now
@@ -579,6 +581,21 @@ class _GraphedForwardBackward:
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def timed_budget(
+    budget_s: float, step_times: list[float], budget: Budget, dist: DistContext
+) -> Budget:
+    """The steps that take about ``budget_s`` at the warm-up's steady step time (the median of
+    its last WARMUP_STEADY_STEPS steps, rank 0's, so every rank runs the same number)."""
+    last = sorted(step_times[-WARMUP_STEADY_STEPS:])
+    step_s = last[len(last) // 2] if last else 0.0
+    steps = max(1, round(budget_s / step_s)) if step_s > 0 else 1
+    if dist.distributed:
+        agreed = torch.tensor([steps], device=dist.device)
+        tdist.broadcast(agreed, src=0)
+        steps = int(agreed.item())
+    return Budget(steps=steps, steps_per_epoch=budget.steps_per_epoch, batch_size=budget.batch_size)
 
 
 def steady(step_times: list[float]) -> bool:
