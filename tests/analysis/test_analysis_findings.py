@@ -43,7 +43,7 @@ def test_finding_names_the_ratio_and_the_speed_up():
     assert f["energy_ratio"] == pytest.approx(1005 / 252.5)
     assert f["speedup"] == pytest.approx(100.5 / 40.5)
     assert f["sentence"] == (
-        "bf16 used 3.98x less energy than fp32 (the baseline) for the same images "
+        "bf16 used 3.98x less energy than fp32 (the baseline) for the same 1,000 images "
         "(0.2525 vs 1.005 J per image) and was 2.48x faster."
     )
 
@@ -104,8 +104,8 @@ def test_energy_shares_by_provenance_and_component():
     assert shares["by_component"]["gpu"]["share"] == pytest.approx(160 / 250)
     assert shares["by_component"]["total"]["by_provenance"] == pytest.approx({"estimated": 0.2})
     assert describe_shares(shares) == (
-        "of the energy in this report, 64.0 % was measured (GPU 64.0 %); 36.0 % was estimated "
-        "(CPU 12.0 %, DRAM/RAM 4.0 %, whole-run totals 20.0 %)."
+        "64.0 % measured by GPU counters, 36.0 % estimated (CPU 12.0 %, RAM 4.0 %, whole-run "
+        "totals 20.0 %)"
     )
 
 
@@ -143,7 +143,7 @@ def test_report_opens_with_the_finding_and_tells_provenance_by_share(tmp_path):
     first = md.split("\n\n")[1]
     assert first.startswith("**bf16 used 3.98x less energy than fp32 (the baseline)")
     assert "every energy figure in this report is estimated" not in md
-    assert "96.0 % was measured (GPU 96.0 %); 4.0 % was estimated (CPU 3.0 %, DRAM/RAM 1.0 %)" in md
+    assert "96.0 % measured by GPU counters, 4.0 % estimated (CPU 3.0 %, RAM 1.0 %)" in md
     assert "## Where the sweep's time went" in md
     assert "| launch (process start, imports) | 20.00 |" in md  # 4 runs x 5 s
     assert "fewer than the 6 ok runs" in md

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from wattlab.analysis.codecarbon_error import codecarbon_errors
+from wattlab.analysis.energy_shares import energy_parts
 from wattlab.analysis.runs_table import (
     as_float,
     intensity_range,
@@ -28,7 +29,9 @@ from wattlab.analysis.runs_table import (
     parse_json_cell,
     weakest_provenance,
 )
+from wattlab.analysis.summary import interval_kind
 from wattlab.jsonio import write_atomic
+from wattlab.wording import PROVENANCES, component_kind, interval_legend, provenance_of
 
 PNG_DPI = 110
 _COLORS = (
@@ -44,6 +47,7 @@ _COLORS = (
     "#17becf",
 )
 COMPONENT_COLORS = {"gpu": "#2f6db5", "cpu": "#e08a2c", "dram": "#4f9d5d", "other": "#9a9a9a"}
+COMPONENT_NAMES = {"gpu": "GPU", "cpu": "CPU", "dram": "DRAM/RAM", "other": "other"}
 MAX_TRACE_PANELS = 12
 MAX_FIGURE_CONFIGS = 40  # configurations drawn by name in one figure; the tables hold them all
 MAX_TRACE_POINTS = 2000
@@ -78,13 +82,23 @@ def _new_figure(width: float, height: float) -> Any:
     return fig
 
 
+def wrap_to_figure(text: str, width_in: float, fontsize: float) -> str:
+    """``text`` wrapped so that no line is wider than a figure ``width_in`` inches wide at
+    ``fontsize`` points (a character of DejaVu Sans is at most ~0.62 em wide on average in this
+    text, with a margin for the figure's padding)."""
+    chars = max(20, int((width_in * 72 - 24) / (0.62 * fontsize)))
+    return "\n".join(textwrap.wrap(text, width=chars, break_on_hyphens=False))
+
+
 def _save(fig: Any, out_dir: Path, name: str, title: str, context: str) -> FigureFile:
-    """Title the figure (title + wrapped context line) and write ``name``.png and .svg."""
+    """Title the figure (title and context line, each wrapped to the figure's width) and write
+    ``name``.png and .svg."""
     import matplotlib
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    wrapped = "\n".join(textwrap.wrap(context, width=int(fig.get_figwidth() * 11.5)))
-    fig.suptitle(f"{_t(title)}\n{_t(wrapped)}", fontsize=9.5)
+    width = float(fig.get_figwidth())
+    lines = f"{wrap_to_figure(_t(title), width, 9.5)}\n{wrap_to_figure(_t(context), width, 9.5)}"
+    fig.suptitle(lines, fontsize=9.5)
     png, svg = out_dir / f"{name}.png", out_dir / f"{name}.svg"
     with matplotlib.rc_context({"svg.hashsalt": "wattlab", "svg.fonttype": "path"}):
         # through the one writer: a temporary file, renamed into place, never through a link
@@ -165,8 +179,8 @@ def figure_context(runs: pd.DataFrame) -> str:
         if x != "nan"
     ]
     carbon += f", PUE {', '.join(pues) or 'unknown'}"
-    prov = weakest_provenance(list(ok["provenance"]) if "provenance" in ok else [])
-    return f"{'; '.join(hw)}; {carbon}; energy provenance: {prov}."
+    prov = energy_parts(runs).phrase()
+    return f"{'; '.join(hw)}; {carbon}; energy: {prov}."
 
 
 def _labels(summary: pd.DataFrame) -> list[str]:
@@ -209,8 +223,9 @@ def plot_energy_time(
     pareto: Sequence[object] = (),
     region: Sequence[object] = (),
 ) -> FigureFile:
-    """(a) Median energy vs median time per configuration, 95 % CI error bars, the Pareto
-    front joined and highlighted, the operating region ringed, the baseline marked."""
+    """(a) Median energy vs median time per configuration with the interval of each median as
+    error bars (the legend names their coverage: :func:`wattlab.wording.interval_legend`), the
+    Pareto front joined and highlighted, the operating region ringed, the baseline marked."""
     fig = _new_figure(8.0, 5.6)
     ax = fig.add_subplot()
     t = numeric(summary["duration_s"])
@@ -235,7 +250,7 @@ def plot_energy_time(
         capsize=3,
         ms=6,
         zorder=2,
-        label="configuration (median, 95 % CI)",
+        label=f"configuration ({interval_legend(interval_kind(r) for _, r in summary.iterrows())})",
     )
     front = [i for i in pareto if i in summary.index]
     if front:
@@ -290,23 +305,29 @@ def component_provenance(runs: pd.DataFrame, config_hash: str) -> dict[str, str]
 
 def component_provenances(runs: pd.DataFrame) -> dict[str, dict[str, str]]:
     """``component_provenance`` of every configuration, in one pass over the ok runs."""
+    found = component_provenance_sets(runs)
+    return {h: {k: weakest_provenance(v) for k, v in kinds.items()} for h, kinds in found.items()}
+
+
+def component_provenance_sets(runs: pd.DataFrame) -> dict[str, dict[str, list[str]]]:
+    """Every provenance each component kind (gpu, cpu, dram, other) had in each
+    configuration's ok runs, ``{config_hash: {kind: [provenance, ...]}}``."""
     ok = ok_runs(runs)
     if "components_json" not in ok:
         return {}
-    found: dict[str, dict[str, list[object]]] = {}
+    found: dict[str, dict[str, list[str]]] = {}
     hashes = ok["config_hash"].astype("object").tolist()
     for config_hash, cell in zip(hashes, ok["components_json"].tolist(), strict=True):
         kinds = found.setdefault(str(config_hash), {})
         for comp, info in (parse_json_cell(cell) or {}).items():
             if isinstance(info, dict) and info.get("in_total") is False:
                 continue
-            kind = str(comp).split(":", 1)[0].rsplit("/", 1)[-1]  # node-a/gpu:0 too
-            kind = {"ram": "dram"}.get(kind, kind)
+            kind = {"ram": "dram"}.get(component_kind(comp), component_kind(comp))
             kind = kind if kind in ("gpu", "cpu", "dram") else "other"
             kinds.setdefault(kind, []).append(
-                info.get("provenance") if isinstance(info, dict) else None
+                provenance_of(info.get("provenance") if isinstance(info, dict) else None)
             )
-    return {h: {k: weakest_provenance(v) for k, v in kinds.items()} for h, kinds in found.items()}
+    return found
 
 
 def component_medians(summary: pd.DataFrame) -> pd.DataFrame:
@@ -335,23 +356,24 @@ def plot_energy_components(
     summary, note = figure_configs(summary)
     parts = component_medians(summary)
     n = len(summary)
-    fig = _new_figure(8.0, 1.6 + 0.42 * n)
+    fig = _new_figure(8.0, 2.2 + 0.42 * n)
     ax = fig.add_subplot()
     div, unit = energy_unit(float(parts.sum(axis=1).max()))
     provs: dict[str, list[str]] = {}
-    every = component_provenances(runs)
+    every = component_provenance_sets(runs)
     for h in summary.index:
-        for kind, prov in every.get(str(h), {}).items():
-            provs.setdefault(kind, []).append(prov)
+        for kind, found in every.get(str(h), {}).items():
+            provs.setdefault(kind, []).extend(found)
     left = np.zeros(n)
     y = np.arange(n)
     for kind in ("gpu", "cpu", "dram", "other"):
         values = parts[kind].to_numpy() / div
         if not values.any():
             continue
-        weakest = weakest_provenance(provs[kind]) if kind in provs else None
-        hatch = "//" if weakest in ("estimated", "unknown") else None
-        name = kind if weakest in (None, "measured") else f"{kind} ({weakest})"
+        seen = [p for p in PROVENANCES if p in provs.get(kind, [])]
+        hatch = "//" if set(seen) & {"estimated", "unknown"} else None
+        said = ", ".join(seen) if seen else "provenance not recorded"
+        name = f"{COMPONENT_NAMES[kind]} ({said})"
         ax.barh(
             y,
             values,
@@ -366,7 +388,7 @@ def plot_energy_components(
     ax.invert_yaxis()
     ax.set_xlabel(f"energy of the budget ({unit}, median per component)")
     ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    fig.legend(loc="outside lower center", fontsize=8, ncols=4, frameon=False)
     return _save(fig, out_dir, "energy_components", "Energy per component" + note, context)
 
 
@@ -375,7 +397,7 @@ def plot_co2e(summary: pd.DataFrame, out_dir: Path, context: str) -> FigureFile:
     most MAX_FIGURE_CONFIGS configurations, ``figure_configs``)."""
     summary, note = figure_configs(summary)
     n = len(summary)
-    fig = _new_figure(8.0, 1.6 + 0.42 * n)
+    fig = _new_figure(8.0, 2.2 + 0.42 * n)
     ax = fig.add_subplot()
     value = numeric(summary["co2e_kg"])
     low = numeric(summary["co2e_low_kg"]) if "co2e_low_kg" in summary else np.full(n, np.nan)
@@ -405,7 +427,7 @@ def plot_co2e(summary: pd.DataFrame, out_dir: Path, context: str) -> FigureFile:
     ax.invert_yaxis()
     ax.set_xlabel(f"CO2e of the budget ({unit}, median)")
     ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    fig.legend(loc="outside lower center", fontsize=8, ncols=2, frameon=False)
     return _save(fig, out_dir, "co2e", "CO2e per configuration" + note, context)
 
 
@@ -474,20 +496,23 @@ def plot_power_traces(
     )
 
 
-def plot_codecarbon_parity(runs: pd.DataFrame, out_dir: Path, context: str) -> FigureFile | None:
+def plot_codecarbon_parity(
+    runs: pd.DataFrame, out_dir: Path, context: str, windows: pd.DataFrame | None = None
+) -> FigureFile | None:
     """(e) CodeCarbon's energy against the direct measurement per run, with the y = x line and
-    +-5 % lines. None when no run has CodeCarbon figures."""
-    cc = codecarbon_errors(runs)
+    +-5 % lines; the legend sits below the axes, where it covers no point. None when no run
+    has CodeCarbon figures."""
+    cc = codecarbon_errors(runs, windows)
     if not cc["measured"]:
         return None
     points = cc["runs"]
-    direct = np.array([p["energy_total_j"] for p in points])
+    direct = np.array([p["direct_j"] for p in points])
     theirs = np.array([p["codecarbon_energy_j"] for p in points])
     top = float(max(direct.max(), theirs.max()))
     div, unit = energy_unit(top)
-    fig = _new_figure(6.4, 6.0)
-    ax = fig.add_subplot()
     labels = list(dict.fromkeys(p["label"] for p in points))
+    fig = _new_figure(6.4, 6.4 + 0.22 * min(len(labels), MAX_FIGURE_CONFIGS))
+    ax = fig.add_subplot()
     for i, label in enumerate(labels):
         use = np.array([p["label"] == label for p in points])
         ax.scatter(
@@ -495,7 +520,8 @@ def plot_codecarbon_parity(runs: pd.DataFrame, out_dir: Path, context: str) -> F
             theirs[use] / div,
             s=28,
             color=_COLORS[i % len(_COLORS)],
-            label=_t(label),
+            label=_t(label) if i < MAX_FIGURE_CONFIGS else None,
+            zorder=3,
         )
     bottom = float(min(direct.min(), theirs.min()))
     pad = 0.05 * max(top - bottom, 0.05 * top)
@@ -510,11 +536,10 @@ def plot_codecarbon_parity(runs: pd.DataFrame, out_dir: Path, context: str) -> F
     ax.set_xlabel(f"wattlab, {'estimated' if estimated else 'measured'} ({unit})")
     ax.set_ylabel(f"CodeCarbon ({unit})")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    fig.legend(loc="outside lower center", fontsize=7, ncols=2, frameon=False)
     title = (
-        f"CodeCarbon vs {'estimated' if estimated else 'direct'} energy per run (median error "
-        f"{cc['median']:+.2%}, "
-        f"median |error| {cc['median_abs']:.2%}, n = {cc['n']})"
+        f"CodeCarbon vs {'estimated' if estimated else 'direct'} energy per run: median error "
+        f"{cc['median']:+.2%}, median |error| {cc['median_abs']:.2%}, n = {cc['n']}"
     )
     return _save(fig, out_dir, "codecarbon_parity", title, context)
 
@@ -527,6 +552,7 @@ def plot_run_figures(
     *,
     pareto: Sequence[object] = (),
     region: Sequence[object] = (),
+    windows: pd.DataFrame | None = None,
 ) -> list[FigureFile]:
     """All figures of a run report, in report order; the trace and CodeCarbon figures are
     skipped when there is nothing to draw."""
@@ -538,7 +564,7 @@ def plot_run_figures(
         plot_power_traces(
             runs, trace if trace is not None else pd.DataFrame(), summary, out_dir, context
         ),
-        plot_codecarbon_parity(runs, out_dir, context),
+        plot_codecarbon_parity(runs, out_dir, context, windows),
     ]
     return [f for f in figures if f is not None]
 

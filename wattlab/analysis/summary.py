@@ -29,6 +29,7 @@ from wattlab.analysis.runs_table import (
     weakest_provenance,
 )
 from wattlab.errors import DataError
+from wattlab.wording import IntervalKind
 
 
 def _per_run_frame(ok: pd.DataFrame) -> pd.DataFrame:
@@ -86,7 +87,9 @@ def summarize(
     single run); ``ci_method`` (``order-statistic``, or ``range`` when there are too few runs
     for ``level``) and ``ci_coverage`` (the probability that the interval holds the median;
     see :mod:`wattlab.analysis.intervals`); medians of ``co2e_low_kg``, ``co2e_high_kg``,
-    ``power_limit_w`` (in force, W) and ``samples``; ``provenance`` (weakest over the
+    ``power_limit_w`` (in force, W), ``samples`` and ``test_size``; ``samples_low`` /
+    ``samples_high`` (the fewest and most images of a run; NaN when a run lacks its count);
+    ``provenance`` (weakest over the
     configuration's runs); ``time_change`` and ``energy_change`` against the baseline
     (fractions, negative = saving) with intervals (``*_ci_low`` / ``*_ci_high``,
     ``*_ci_coverage``); ``is_baseline``; and context columns ``gpu_name``, ``cpu_model``,
@@ -127,6 +130,12 @@ def summarize(
             x = numeric(group[col])
             x = x[~np.isnan(x)]
             row[col] = float(np.median(x)) if x.size else math.nan
+        # the images per run, fewest and most: "the same images" only when both are one number
+        images = numeric(group["samples"])
+        whole = images[np.isfinite(images) & (images > 0)]
+        complete = whole.size == len(group)  # a run without its count makes the count unknown
+        row["samples_low"] = float(whole.min()) if complete and whole.size else math.nan
+        row["samples_high"] = float(whole.max()) if complete and whole.size else math.nan
         prov = group["provenance"] if "provenance" in group.columns else [None] * len(group)
         row["provenance"] = weakest_provenance(list(prov))
         per_config_values[config_hash] = values
@@ -177,3 +186,13 @@ def short_configurations(summary: pd.DataFrame, level: float = CI_LEVEL) -> list
     needs (6 for 95 %): their interval is the range, with less coverage, or none at all."""
     need = min_runs_for(level)
     return [str(row["label"]) for _, row in summary.iterrows() if int(row["n"]) < need]
+
+
+def interval_kind(row: Mapping[str, Any] | pd.Series) -> IntervalKind:
+    """How a summary row's interval of the median was made: its runs, method and coverage."""
+    coverage = row.get("ci_coverage")
+    try:
+        cov = float(coverage)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        cov = math.nan
+    return IntervalKind(int(row["n"]), str(row.get("ci_method") or "none"), cov)
