@@ -158,12 +158,12 @@ def _print_summary(summary: dict[str, Any]) -> None:
         table.add_row(
             str(c["label"]) + (" (baseline)" if c.get("is_baseline") else ""),
             str(c["n"]),
-            f"{c['time_s']:.1f}",
-            fmt_energy(c["energy_j"]),
+            f"{c['time_s']:.1f}" if c.get("time_s") is not None else "n/a",
+            fmt_energy(c["energy_j"]) if c.get("energy_j") is not None else "n/a",
             f"{c['time_change']:+.1%}" if c.get("time_change") is not None else "",
             f"{c['energy_change']:+.1%}" if c.get("energy_change") is not None else "",
             _co2e_cell(c),
-            str(c.get("provenance")),
+            str(c.get("provenance_shares") or c.get("provenance")),
             "★" if c.get("pareto") else "",
             "✓" if c.get("operating_region") else "",
         )
