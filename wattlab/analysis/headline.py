@@ -30,11 +30,15 @@ _SAME = 0.01
 
 
 def _per_image(summary: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, str]:
-    """Energy and time per image, or per run when the runs lack their image count."""
-    samples = numeric(summary["samples"]) if "samples" in summary else np.full(len(summary), 0.0)
+    """Energy and time per image when every run of every configuration recorded its image
+    count (``samples_low`` is set), else per run."""
     energy = numeric(summary["energy_total_j"])
     time = numeric(summary["duration_s"])
-    if np.all(np.isfinite(samples) & (samples > 0)):
+    low = (
+        numeric(summary["samples_low"]) if "samples_low" in summary else np.full(len(summary), 0.0)
+    )
+    samples = numeric(summary["samples"]) if "samples" in summary else np.full(len(summary), 0.0)
+    if np.all(np.isfinite(low) & (low > 0)):
         return energy / samples, time / samples, "image"
     return energy, time, "run"
 

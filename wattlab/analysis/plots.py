@@ -216,6 +216,12 @@ def figure_configs(summary: pd.DataFrame, keep: Sequence[object] = ()) -> tuple[
     return subset, note
 
 
+def energy_time_legend(summary: pd.DataFrame) -> str:
+    """What the energy-vs-time figure's points and bars are, from each configuration's runs:
+    "median, 95 % CI" only when every interval reaches 95 % (:func:`interval_legend`)."""
+    return interval_legend(interval_kind(row) for _, row in summary.iterrows())
+
+
 def plot_energy_time(
     summary: pd.DataFrame,
     out_dir: Path,
@@ -250,7 +256,7 @@ def plot_energy_time(
         capsize=3,
         ms=6,
         zorder=2,
-        label=f"configuration ({interval_legend(interval_kind(r) for _, r in summary.iterrows())})",
+        label=f"configuration ({energy_time_legend(summary)})",
     )
     front = [i for i in pareto if i in summary.index]
     if front:
