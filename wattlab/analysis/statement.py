@@ -63,6 +63,7 @@ from wattlab.wording import (
 )
 
 TRAINING_TYPES = ("pre-training", "fine-tuning")
+BUILT_IN_LAUNCHERS = ("in-process", "torchrun", "warm-worker")  # wattlab's own trainer
 
 
 @dataclass(frozen=True)
@@ -192,10 +193,11 @@ def _hardware(ok: pd.DataFrame) -> tuple[str, str, dict[str, Any]]:
     facts = {"gpu_names": names, "gpu_counts": counts, "cpu_models": cpus}
     count = "/".join(str(c) for c in counts)
     if counts:
-        model = ", ".join(names) if names else "GPU(s) whose model was not recorded"
-        words = f"{count} x {model}" if names else f"{count} {model}"
-        used = f"{count} x {', '.join(names)}" if names else f"{count} GPU(s), model not recorded"
-        return words, used, facts
+        gpu = "GPU" if counts == [1] else "GPUs"
+        if names:
+            used = f"{count} x {', '.join(names)}"
+            return used, used, facts
+        return f"{count} {gpu} whose model was not recorded", f"{count} {gpu}", facts
     cpu = ", ".join(cpus) if cpus else "model not recorded"
     return f"a CPU only ({cpu}), no GPU", f"CPU only ({cpu})", facts
 
@@ -228,8 +230,11 @@ def _gpu_settings(ok: pd.DataFrame) -> tuple[str, dict[str, Any]]:
         )
     else:
         idle_text = "their idle power before the runs was not recorded"
-    joiner = "; " if not idle else " and "
-    sentence = f"The GPUs ran with {driver} at {limit}{joiner}{idle_text}."
+    if not (drivers or limits or idle):  # a callback's run: none of it is stored
+        sentence = "Their driver, power limit and idle power were not recorded."
+    else:
+        joiner = "; " if not idle else " and "
+        sentence = f"The GPUs ran with {driver} at {limit}{joiner}{idle_text}."
     facts = {
         "drivers": drivers,
         "power_limit_w": [min(limits), max(limits)] if limits else None,
@@ -331,8 +336,8 @@ def built_in_training_type(ok: pd.DataFrame) -> str | None:
     """ "pre-training" when every run is wattlab's own trainer on one of its torchvision models
     (built with ``weights=None``: trained from random weights); None otherwise (a callback's,
     a command's or a factory model's run may start from trained weights)."""
-    if "launcher" not in ok.columns or ok["launcher"].isna().any():
-        return None  # the callbacks and command sweeps store no launcher
+    if "launcher" not in ok.columns or not ok["launcher"].isin(BUILT_IN_LAUNCHERS).all():
+        return None  # the callbacks store no launcher, command sweeps "command"
     for cell in ok.get("config_json", pd.Series([None])):
         config = parse_json_cell(cell)
         if config is None or config.get("model_factory"):
