@@ -7,9 +7,9 @@ from. The expected values are computed here from the generated runs, not by the 
 from __future__ import annotations
 
 import html
-import os
 import json
 import math
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
