@@ -41,8 +41,10 @@ def test_a_sweep_of_a_real_h200_database(h200_db: Path) -> None:
             "select sum(energy_total_j), count(*) from runs where sweep = ? and status = 'ok'",
             (SWEEP,),
         ).fetchone()
-        parts = [json.loads(c) for (c,) in conn.execute(
-            "select components_json from runs where sweep = ? and status = 'ok'", (SWEEP,))]  # fmt: skip
+        cells = conn.execute(
+            "select components_json from runs where sweep = ? and status = 'ok'", (SWEEP,)
+        ).fetchall()
+    parts = [json.loads(c) for (c,) in cells]
     gpu_j = sum(p["gpu:0"]["energy_j"] for p in parts)
     facts = stated.facts
     assert facts["scope"] == "selection" and facts["runs"] == n == 12
