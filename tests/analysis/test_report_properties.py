@@ -237,10 +237,9 @@ def _check_finding(gen: Generated, finding: dict) -> None:
     per_image = all(None not in _images(r) for r in gen.usable.values())
 
     def unit_energy(runs: list[tuple[float, float, int | None]]) -> float:
-        e = float(np.median([x[0] for x in runs]))
         if not per_image:
-            return e
-        return e / float(np.median([x[2] for x in runs]))  # type: ignore[misc]
+            return float(np.median([x[0] for x in runs]))
+        return float(np.median([x[0] / x[2] for x in runs]))  # type: ignore[operator]
 
     expected = unit_energy(ref) / unit_energy(best)
     assert finding["energy_ratio"] == pytest.approx(expected, rel=1e-9)

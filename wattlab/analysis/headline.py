@@ -30,17 +30,14 @@ _SAME = 0.01
 
 
 def _per_image(summary: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, str]:
-    """Energy and time per image when every run of every configuration recorded its image
-    count (``samples_low`` is set), else per run."""
-    energy = numeric(summary["energy_total_j"])
-    time = numeric(summary["duration_s"])
-    low = (
-        numeric(summary["samples_low"]) if "samples_low" in summary else np.full(len(summary), 0.0)
-    )
-    samples = numeric(summary["samples"]) if "samples" in summary else np.full(len(summary), 0.0)
-    if np.all(np.isfinite(low) & (low > 0)):
-        return energy / samples, time / samples, "image"
-    return energy, time, "run"
+    """Energy and time per image (the medians of each run's energy and time over its images)
+    when every run of every configuration recorded its image count, else per run."""
+    low = numeric(summary["samples_low"]) if "samples_low" in summary else np.zeros(len(summary))
+    if np.all(np.isfinite(low) & (low > 0)) and "energy_per_sample_j" in summary:
+        per_e = numeric(summary["energy_per_sample_j"])
+        per_t = numeric(summary["duration_per_sample_s"])
+        return per_e, per_t, "image"
+    return numeric(summary["energy_total_j"]), numeric(summary["duration_s"]), "run"
 
 
 def image_counts(row: pd.Series) -> ImageCounts:
@@ -93,8 +90,8 @@ def finding(summary: pd.DataFrame, *, with_accuracy: bool = False) -> dict[str, 
     energy_ratio = energy[ref] / energy[best]
     speedup = time[ref] / time[best]
     overlap = _intervals_overlap(summary.iloc[best], summary.iloc[ref], per)
-    who = labels[best] + (" (the baseline)" if is_base[best] else "")
-    than = labels[ref] + (" (the baseline)" if is_base[ref] else "")
+    who = ("The baseline " if is_base[best] else "") + labels[best]
+    than = ("the baseline " if is_base[ref] else "") + labels[ref]
     counts_best, counts_ref = image_counts(summary.iloc[best]), image_counts(summary.iloc[ref])
     same = same_images(counts_best, counts_ref)
     if energy_ratio < 1 + _SAME:

@@ -228,15 +228,22 @@ def plot_energy_time(
     context: str,
     pareto: Sequence[object] = (),
     region: Sequence[object] = (),
+    per_image: bool = False,
 ) -> FigureFile:
     """(a) Median energy vs median time per configuration with the interval of each median as
     error bars (the legend names their coverage: :func:`wattlab.wording.interval_legend`), the
-    Pareto front joined and highlighted, the operating region ringed, the baseline marked."""
+    Pareto front joined and highlighted, the operating region ringed, the baseline marked.
+    ``per_image`` (the runs saw different numbers of images) draws both per image."""
     fig = _new_figure(8.0, 5.6)
     ax = fig.add_subplot()
-    t = numeric(summary["duration_s"])
-    e = numeric(summary["energy_total_j"])
-    div, unit = energy_unit(float(np.nanmax(e)) if np.isfinite(e).any() else math.nan)
+    t_col = "duration_per_sample_s" if per_image else "duration_s"
+    e_col = "energy_per_sample_j" if per_image else "energy_total_j"
+    t = numeric(summary[t_col]) * (1e3 if per_image else 1.0)
+    e = numeric(summary[e_col])
+    if per_image:
+        div, unit = 1e-3, "mJ"
+    else:
+        div, unit = energy_unit(float(np.nanmax(e)) if np.isfinite(e).any() else math.nan)
 
     def err(col: str, centre: np.ndarray, scale: float) -> np.ndarray:
         lo = numeric(summary[f"{col}_ci_low"]) / scale
@@ -248,8 +255,8 @@ def plot_energy_time(
     ax.errorbar(
         t,
         e / div,
-        xerr=err("duration_s", t, 1.0),
-        yerr=err("energy_total_j", e, div),
+        xerr=err(t_col, t / (1e3 if per_image else 1.0), 1e-3 if per_image else 1.0),
+        yerr=err(e_col, e, div),
         fmt="o",
         color="#4a4a4a",
         ecolor="#9a9a9a",
@@ -294,11 +301,17 @@ def plot_energy_time(
     for x, y, label in zip(t[where], e[where] / div, _labels(named), strict=True):
         if np.isfinite(x) and np.isfinite(y):
             ax.annotate(label, (x, y), xytext=(5, 5), textcoords="offset points", fontsize=7)
-    ax.set_xlabel("training time of the budget (s, median)")
-    ax.set_ylabel(f"energy, all components ({unit}, median)")
+    if per_image:  # the runs saw different numbers of images: a whole run is no common unit
+        ax.set_xlabel("training time per image of the budget (ms, median)")
+        ax.set_ylabel(f"energy per image, all components ({unit}, median)")
+    else:
+        ax.set_xlabel("training time of the budget (s, median)")
+        ax.set_ylabel(f"energy, all components ({unit}, median)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="best")
-    title = "Energy vs time per configuration" + note.replace("configurations:", "named:")
+    title = (
+        "Energy vs time per " + ("image, " if per_image else "") + "configuration"
+    ) + note.replace("configurations:", "named:")
     return _save(fig, out_dir, "energy_vs_time", title, context)
 
 
@@ -559,12 +572,13 @@ def plot_run_figures(
     pareto: Sequence[object] = (),
     region: Sequence[object] = (),
     windows: pd.DataFrame | None = None,
+    per_image: bool = False,
 ) -> list[FigureFile]:
     """All figures of a run report, in report order; the trace and CodeCarbon figures are
     skipped when there is nothing to draw."""
     context = figure_context(runs)
     figures = [
-        plot_energy_time(summary, out_dir, context, pareto, region),
+        plot_energy_time(summary, out_dir, context, pareto, region, per_image),
         plot_energy_components(summary, runs, out_dir, context),
         plot_co2e(summary, out_dir, context),
         plot_power_traces(

@@ -219,10 +219,17 @@ def write_report(
         ids = set(pd.to_numeric(runs["id"], errors="coerce").dropna().astype(int))
         trace = trace[pd.to_numeric(trace["run_id"], errors="coerce").isin(ids)]
     out = prepare_out_dir(out_dir)
-    pareto = pareto_front_axes(summary, pareto_axes)
+    pareto = pareto_front_axes(summary, pareto_axes, per_image=data.get("pareto_per") == "image")
     region = operating_region(summary, min_saving, max_penalty)
     figures = plots.plot_run_figures(
-        runs, trace, summary, out, pareto=pareto, region=region, windows=windows
+        runs,
+        trace,
+        summary,
+        out,
+        pareto=pareto,
+        region=region,
+        windows=windows,
+        per_image=data.get("pareto_per") == "image",
     )
     title = title or (f"wattlab report: sweep {sweep}" if sweep else "wattlab report")
     if advice:

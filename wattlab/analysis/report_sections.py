@@ -168,13 +168,16 @@ def findings(
     if chance.get("none_beyond"):
         items.append(chance["sentence"])
     axes = data.get("pareto_axes") or ["energy", "time"]
+    per = " per image" if data.get("pareto_per") == "image" else ""
     if "accuracy" in axes:
         front = (
-            f"Pareto front over {', '.join(axes)} (no other configuration is at least as good "
-            "on every axis and better on one; accuracy higher is better): "
+            f"Pareto front over {', '.join(axes)}{per} (no other configuration is at least as "
+            "good on every axis and better on one; accuracy higher is better): "
         )
     else:
-        front = "Pareto front (no other configuration is both faster and uses less energy): "
+        front = (
+            f"Pareto front{per} (no other configuration is both faster and uses less energy{per}): "
+        )
     items.append(front + "; ".join(data["pareto"]) + ".")
     items += region_findings(data, effects)
     if not effects.empty:

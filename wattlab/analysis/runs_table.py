@@ -36,7 +36,8 @@ CONFIG_COLUMNS = run_columns(
     "batch_size",
     "power_limit_requested_w",
 )
-# Measured columns summarised by a median and an interval of the median.
+# Measured columns summarised by a median and an interval of the median (the derived
+# per-image ones, DERIVED, are computed from each run's samples).
 METRICS = (
     *run_columns(
         "duration_s",
@@ -47,8 +48,10 @@ METRICS = (
         "energy_other_j",
     ),
     "energy_per_sample_j",  # derived: energy_total_j / samples
+    "duration_per_sample_s",  # derived: duration_s / samples
     *run_columns("co2e_kg", "accuracy"),
 )
+DERIVED = ("energy_per_sample_j", "duration_per_sample_s")
 # Columns summarised by a median only.
 MEDIAN_ONLY = run_columns(
     "co2e_low_kg", "co2e_high_kg", "power_limit_w", "samples", "wall_s", "epochs", "test_size"

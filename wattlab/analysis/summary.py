@@ -16,6 +16,7 @@ from wattlab.analysis.intervals import CI_LEVEL, change_interval, median_interva
 from wattlab.analysis.runs_table import (
     CONFIG_COLUMNS,
     CONTEXT_COLUMNS,
+    DERIVED,
     INT_COLUMNS,
     MEDIAN_ONLY,
     METRICS,
@@ -36,13 +37,14 @@ def _per_run_frame(ok: pd.DataFrame) -> pd.DataFrame:
     """The ok runs with the derived per-run columns the summary needs."""
     frame = ok.copy()
     for col in METRICS + MEDIAN_ONLY:
-        if col not in frame.columns and col != "energy_per_sample_j":
+        if col not in frame.columns and col not in DERIVED:
             frame[col] = np.nan
     samples = numeric(frame["samples"])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per_sample = numeric(frame["energy_total_j"]) / samples
-    per_sample[~np.isfinite(per_sample)] = np.nan
-    frame["energy_per_sample_j"] = per_sample
+    for derived, column in zip(DERIVED, ("energy_total_j", "duration_s"), strict=True):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_sample = numeric(frame[column]) / samples
+        per_sample[~np.isfinite(per_sample)] = np.nan
+        frame[derived] = per_sample
     return frame
 
 
@@ -82,7 +84,8 @@ def summarize(
     Columns: ``label``, ``n`` (ok runs), ``n_failed``; the configuration axes in
     ``CONFIG_COLUMNS`` (None where the table lacks the column); for every metric in
     ``METRICS`` its median under the metric's own name (``duration_s`` in s, ``energy_*_j`` in
-    J, ``energy_per_sample_j`` in J/sample, ``co2e_kg`` in kg, ``accuracy`` as a fraction) and
+    J, ``energy_per_sample_j`` in J/sample, ``duration_per_sample_s`` in s/sample, ``co2e_kg``
+    in kg, ``accuracy`` as a fraction) and
     the interval of the median as ``<metric>_ci_low`` / ``<metric>_ci_high`` (NaN with a
     single run); ``ci_method`` (``order-statistic``, or ``range`` when there are too few runs
     for ``level``) and ``ci_coverage`` (the probability that the interval holds the median;
@@ -186,6 +189,18 @@ def short_configurations(summary: pd.DataFrame, level: float = CI_LEVEL) -> list
     needs (6 for 95 %): their interval is the range, with less coverage, or none at all."""
     need = min_runs_for(level)
     return [str(row["label"]) for _, row in summary.iterrows() if int(row["n"]) < need]
+
+
+def images_differ(summary: pd.DataFrame) -> bool:
+    """Whether comparisons between configurations must be per image: every run recorded its
+    image count, and the counts are not one number for every run."""
+    if "samples_low" not in summary.columns or "samples_high" not in summary.columns:
+        return False
+    low = pd.to_numeric(summary["samples_low"], errors="coerce")
+    high = pd.to_numeric(summary["samples_high"], errors="coerce")
+    if low.isna().any() or high.isna().any():
+        return False
+    return bool((low != high).any() or low.nunique() > 1)
 
 
 def interval_kind(row: Mapping[str, Any] | pd.Series) -> IntervalKind:

@@ -24,7 +24,7 @@ from wattlab.analysis.runs_table import (
     weakest_provenance,
 )
 from wattlab.analysis.scaling import scaling_efficiency
-from wattlab.analysis.summary import interval_kind, short_configurations
+from wattlab.analysis.summary import images_differ, interval_kind, short_configurations
 from wattlab.analysis.tradeoffs import (
     DEFAULT_MAX_PENALTY,
     DEFAULT_MIN_SAVING,
@@ -143,7 +143,8 @@ def summary_to_json(
     ``energy_to_accuracy`` (see :mod:`wattlab.analysis.energy_to_accuracy`; from ``windows``
     at ``target_accuracy``).
     """
-    pareto = pareto_front_axes(summary, pareto_axes)
+    per_image = images_differ(summary)  # the front per image when image counts differ
+    pareto = pareto_front_axes(summary, pareto_axes, per_image=per_image)
     region = operating_region(summary, min_saving, max_penalty)
     vs_baseline = region_against_baseline(summary, min_saving, max_penalty)
     axes = [c for c in (*CONFIG_COLUMNS, "power_limit_w") if c in summary.columns]
@@ -169,6 +170,7 @@ def summary_to_json(
             "axes": {a: base.get(a) for a in axes},
         },
         "pareto": [summary.loc[h, "label"] for h in pareto],
+        "pareto_per": "image" if per_image else "run",
         "operating_region": [summary.loc[h, "label"] for h in region],
         "operating_region_vs_baseline": [summary.loc[h, "label"] for h in vs_baseline],
         "criteria": {
