@@ -51,7 +51,7 @@ def test_finding_names_the_ratio_and_the_speed_up():
 def test_finding_when_the_best_is_slower_or_the_baseline_or_noise():
     slow = finding(summarize(two_configs(amp_time_s=150.0, amp_energy_j=800.0)))
     # 1 - 802.5 / 1005 = 20.1 % less energy; 150.5 / 100.5 - 1 = 49.8 % more time
-    assert "bf16 used 20.1 % less energy than fp32" in slow["sentence"]
+    assert "bf16 used 20.1 % less energy than the baseline fp32" in slow["sentence"]
     assert "but took 49.8 % more time" in slow["sentence"]
     slower = finding(summarize(two_configs(amp_time_s=160.0, amp_energy_j=100.0)))
     assert "9.80x less energy" in slower["sentence"]  # 1005 / 102.5
