@@ -166,7 +166,7 @@ def test_a_command_sweeps_runs(tmp_path: Path) -> None:
     p = stated.paragraph
     assert "used 3.30 kJ of electricity (median of 2 runs; min–max of 2 runs, 50 % coverage" in p
     assert "1 x NVIDIA H200" in p and "driver 580.1" in p
-    assert "drew 70 W idle just before the runs" in p
+    assert "drew 70 W idle just before each run" in p
     assert "All of it was read from hardware: measured by GPU counters." in p
     assert "training_type" not in yaml.safe_load(stated.model_card)["co2_eq_emissions"]
 
@@ -202,3 +202,22 @@ def test_the_cli_writes_statement_md_and_refuses_misuse(h200_db: Path, tmp_path:
                            capture_output=True, text=True, timeout=300)  # fmt: skip
     assert wrong.returncode == 2 and "add --statement" in wrong.stderr
     assert "Traceback" not in wrong.stderr and not (tmp_path / "r").exists()
+
+
+def test_config_picks_one_configuration_or_says_why_not(h200_db: Path) -> None:
+    from wattlab.analysis.baseline import select_config
+    from wattlab.errors import ConfigError
+
+    with open_store(h200_db, readonly=True) as store:
+        runs = store.runs(sweep="h200-reference-p1-mobilenet_v3_small")
+    one = select_config(runs, "precision=amp-bf16,batch_size=512")
+    assert set(one["label"]) == {"mobilenet_v3_small 1xGPU amp-bf16 bs512"} and len(one) == 2
+    stated = energy_statement(one)
+    assert stated.facts["scope"] == "configuration" and stated.facts["runs"] == 2
+    assert "min–max of 2 runs, 50 % coverage" in stated.paragraph
+    with pytest.raises(ConfigError, match="matches 3 configurations"):
+        select_config(runs, "precision=amp-bf16")
+    with pytest.raises(ConfigError, match="matches no run"):
+        select_config(runs, "batch_size=7")
+    with pytest.raises(ConfigError, match="--config key 'colour' is not a configuration column"):
+        select_config(runs, "colour=red")

@@ -216,6 +216,59 @@ def figure_configs(summary: pd.DataFrame, keep: Sequence[object] = ()) -> tuple[
     return subset, note
 
 
+# where a point's label may go, in points from the point: right-up first, then around it
+_LABEL_OFFSETS = ((5, 5), (5, -11), (-5, 5), (-5, -11), (5, 14), (5, -20), (-5, 14), (-5, -20))
+
+
+def place_labels(fig: Any, ax: Any, points: Sequence[tuple[float, float, str]]) -> None:
+    """Label each point where the label overlaps no earlier label, the legend or a point, and
+    stays inside the axes: the first free place of :data:`_LABEL_OFFSETS` (left of the point
+    when right would leave the axes), else the one that overlaps least."""
+    renderer = fig.canvas.get_renderer()
+    fig.draw_without_rendering()  # constrained layout settles the axes before we measure
+    box = ax.get_window_extent(renderer)
+    taken = []
+    legend = ax.get_legend()
+    if legend is not None:
+        taken.append(legend.get_window_extent(renderer))
+    marks = [ax.transData.transform((x, y)) for x, y, _ in points]
+    for (x, y, label), _ in zip(points, marks, strict=True):
+        best, best_cost = None, math.inf
+        for dx, dy in _LABEL_OFFSETS:
+            text = ax.annotate(
+                label,
+                (x, y),
+                xytext=(dx, dy),
+                textcoords="offset points",
+                fontsize=7,
+                ha="left" if dx > 0 else "right",
+            )
+            ext = text.get_window_extent(renderer)
+            outside = max(0.0, box.x0 - ext.x0) + max(0.0, ext.x1 - box.x1)
+            outside += max(0.0, box.y0 - ext.y0) + max(0.0, ext.y1 - box.y1)
+            cost = 10 * outside + sum(_overlap(ext, other) for other in taken)
+            cost += sum(
+                1.0 for mx, my in marks if ext.x0 <= mx <= ext.x1 and ext.y0 <= my <= ext.y1
+            )
+            if cost < best_cost:
+                if best is not None:
+                    best.remove()
+                best, best_cost = text, cost
+            else:
+                text.remove()
+            if cost == 0:
+                break
+        if best is not None:
+            taken.append(best.get_window_extent(renderer))
+
+
+def _overlap(a: Any, b: Any) -> float:
+    """The area two display boxes share (pixels squared)."""
+    w = min(a.x1, b.x1) - max(a.x0, b.x0)
+    h = min(a.y1, b.y1) - max(a.y0, b.y0)
+    return max(0.0, w) * max(0.0, h)
+
+
 def energy_time_legend(summary: pd.DataFrame) -> str:
     """What the energy-vs-time figure's points and bars are, from each configuration's runs:
     "median, 95 % CI" only when every interval reaches 95 % (:func:`interval_legend`)."""
@@ -298,9 +351,11 @@ def plot_energy_time(
             )
     named, note = figure_configs(summary, front)
     where = [summary.index.get_loc(h) for h in named.index]
-    for x, y, label in zip(t[where], e[where] / div, _labels(named), strict=True):
-        if np.isfinite(x) and np.isfinite(y):
-            ax.annotate(label, (x, y), xytext=(5, 5), textcoords="offset points", fontsize=7)
+    points = [
+        (float(x), float(y), label)
+        for x, y, label in zip(t[where], e[where] / div, _labels(named), strict=True)
+        if np.isfinite(x) and np.isfinite(y)
+    ]
     if per_image:  # the runs saw different numbers of images: a whole run is no common unit
         ax.set_xlabel("training time per image of the budget (ms, median)")
         ax.set_ylabel(f"energy per image, all components ({unit}, median)")
@@ -309,8 +364,9 @@ def plot_energy_time(
         ax.set_ylabel(f"energy, all components ({unit}, median)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="best")
+    place_labels(fig, ax, points)
     title = (
-        "Energy vs time per " + ("image, " if per_image else "") + "configuration"
+        "Energy vs time " + ("per image, " if per_image else "") + "per configuration"
     ) + note.replace("configurations:", "named:")
     return _save(fig, out_dir, "energy_vs_time", title, context)
 
@@ -519,8 +575,8 @@ def plot_codecarbon_parity(
     runs: pd.DataFrame, out_dir: Path, context: str, windows: pd.DataFrame | None = None
 ) -> FigureFile | None:
     """(e) CodeCarbon's energy against the direct measurement per run, with the y = x line and
-    +-5 % lines; the legend sits below the axes, where it covers no point. None when no run
-    has CodeCarbon figures."""
+    ±5 % lines (log axes when the energies span more than 20x); the legend sits below the
+    axes, where it covers no point. None when no run has CodeCarbon figures."""
     cc = codecarbon_errors(runs, windows)
     if not cc["measured"]:
         return None
@@ -543,22 +599,31 @@ def plot_codecarbon_parity(
             zorder=3,
         )
     bottom = float(min(direct.min(), theirs.min()))
-    pad = 0.05 * max(top - bottom, 0.05 * top)
-    lim = np.array([max(0.0, bottom - pad), top + pad]) / div
-    ax.plot(lim, lim, "-", color="#333333", lw=1, label="y = x")
-    ax.plot(lim, lim * 1.05, ":", color="#777777", lw=1, label="+-5 %")
-    ax.plot(lim, lim * 0.95, ":", color="#777777", lw=1)
+    log = bottom > 0 and top / bottom > 20  # energies over decades: linear axes bunch them up
+    if log:
+        lim = np.array([bottom / 1.3, top * 1.3]) / div
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    else:
+        pad = 0.05 * max(top - bottom, 0.05 * top)
+        lim = np.array([max(0.0, bottom - pad), top + pad]) / div
+    line = np.geomspace(lim[0], lim[1], 50) if log else lim
+    ax.plot(line, line, "-", color="#333333", lw=1, label="y = x")
+    ax.plot(line, line * 1.05, ":", color="#777777", lw=1, label="±5 %")
+    ax.plot(line, line * 0.95, ":", color="#777777", lw=1)
     ax.set_xlim(lim)
     ax.set_ylim(lim)
     ax.set_aspect("equal")
     estimated = cc.get("reference") == "wattlab's estimate"
-    ax.set_xlabel(f"wattlab, {'estimated' if estimated else 'measured'} ({unit})")
-    ax.set_ylabel(f"CodeCarbon ({unit})")
+    scale = ", log scale" if log else ""
+    ax.set_xlabel(f"wattlab, {'estimated' if estimated else 'measured'} ({unit}{scale})")
+    ax.set_ylabel(f"CodeCarbon ({unit}{scale})")
     ax.grid(True, alpha=0.3)
     fig.legend(loc="outside lower center", fontsize=7, ncols=2, frameon=False)
     title = (
         f"CodeCarbon vs {'estimated' if estimated else 'direct'} energy per run: median error "
-        f"{cc['median']:+.2%}, median |error| {cc['median_abs']:.2%}, n = {cc['n']}"
+        f"{cc['median'] * 100:+.1f} %, median |error| {cc['median_abs'] * 100:.1f} %, "
+        f"n = {cc['n']}"
     )
     return _save(fig, out_dir, "codecarbon_parity", title, context)
 

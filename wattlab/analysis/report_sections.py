@@ -30,7 +30,7 @@ from wattlab.analysis.report_document import (
 )
 from wattlab.analysis.runs_table import intensity_range, numeric, ok_runs
 from wattlab.analysis.summary import interval_kind
-from wattlab.wording import interval_words, plural
+from wattlab.wording import coverage_text, interval_words, percent, plural
 
 
 def interval_counts(summary: pd.DataFrame) -> str:
@@ -293,8 +293,15 @@ def config_table(summary: pd.DataFrame, runs: pd.DataFrame, data: dict[str, Any]
     note = (
         "Medians over the ok runs of each configuration. [interval] = order-statistic interval "
         f"of the median: {interval_counts(summary)}. Δ = median / baseline median - 1 of "
-        "whole runs (negative = less). ★ = on the Pareto front; ✓ = in the operating region "
-        "(against the same configuration at its highest power limit). A component marked "
+        "whole runs (negative = less). ★ = on the Pareto front"
+        + (" (per image)" if data.get("pareto_per") == "image" else "")
+        + (
+            "; ✓ = in the operating region (against the same configuration at its highest "
+            "power limit)"
+            if data.get("power_limit_effects")
+            else ""
+        )
+        + ". A component marked "
         "(est.) or (sampled) was not read from an energy counter in at least one run; "
         "Provenance is each configuration's energy by share."
     )
@@ -302,9 +309,22 @@ def config_table(summary: pd.DataFrame, runs: pd.DataFrame, data: dict[str, Any]
         example = at_chance[0]
         note += (
             f" (chance) = not beyond chance: guessing among {example.classes} classes reaches "
-            f"it with probability above {example.alpha:.1%} on the runs' test images (beyond "
-            f"chance from {example.threshold:.1%} on {example.test_images:,} images)."
+            f"it with probability above {coverage_text(example.alpha)} on the runs' test images "
+            f"(beyond chance from {percent(example.threshold)} on {example.test_images:,} images)."
         )
+    # a component no configuration has, or a region column without any power-limit twin, says
+    # nothing: left out (the text says why there is no region)
+    empty = {"n/a", "0", ""}
+    droppable = {f"GPU ({e_unit})", f"CPU ({e_unit})", f"DRAM/RAM ({e_unit})", f"Other ({e_unit})"}
+    if not data.get("power_limit_effects"):
+        droppable.add("Region")
+    keep = [
+        i
+        for i, name in enumerate(headers)
+        if name not in droppable or any(row[i] not in empty for row in rows)
+    ]
+    headers = [headers[i] for i in keep]
+    rows = [[row[i] for i in keep] for row in rows]
     low, high = numeric(summary["samples_low"]), numeric(summary["samples_high"])
     if not (np.all(np.isfinite(low) & (low == high)) and np.unique(low).size == 1):
         headers.insert(2, "Images/run")
@@ -321,7 +341,7 @@ def _accuracy_cell(accuracy: float | None, chance: Chance | None) -> str:
     if accuracy is None:
         return "n/a"
     at_chance = chance is not None and not chance.beyond(accuracy)
-    return f"{accuracy:.2%}" + (" (chance)" if at_chance else "")
+    return percent(accuracy, 2) + (" (chance)" if at_chance else "")
 
 
 def _images_cell(row: pd.Series) -> str:

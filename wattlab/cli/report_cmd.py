@@ -31,6 +31,14 @@ RunId = Annotated[
         "--run", help="Report (or state) this one stored run.", callback=bounded("--run", "run_id")
     ),
 ]
+ConfigFilter = Annotated[
+    Optional[str],
+    typer.Option(
+        "--config",
+        help="Report (or state) one configuration's runs, KEY=VALUE,... as for --baseline "
+        "(e.g. precision=amp-bf16,batch_size=512).",
+    ),
+]
 Statement = Annotated[
     bool,
     typer.Option(
@@ -90,6 +98,7 @@ def report(
         ),
     ] = None,
     run_id: RunId = None,
+    config: ConfigFilter = None,
     statement: Statement = False,
     region: Region = None,
     carbon_intensity: CarbonIntensity = None,
@@ -150,6 +159,10 @@ def report(
         spec = store.sweep_spec(sweep_name) if sweep_name is not None else None
     if sweep_name is not None and len(runs) == 0:
         raise WattlabError(f"the database {db} holds no runs of sweep {sweep_name!r}.")
+    if config is not None:
+        from wattlab.analysis.baseline import select_config
+
+        runs = select_config(runs, config)
     if statement:
         _write_statement(
             runs,
