@@ -587,19 +587,23 @@ def region_findings(data: dict[str, Any], effects: pd.DataFrame) -> list[str]:
             )
     vs_base = [c for c in data["configurations"] if c["region_vs_baseline"]]
     base = data["baseline"]["label"]
+    per_image = data.get("pareto_per") == "image"  # the runs saw different numbers of images
+    per = " per image" if per_image else ""
+    suffix = "_per_image" if per_image else ""
     if vs_base:
         listed = "; ".join(
-            f"{c['label']} (energy {pct(c['energy_change'])}, time {pct(c['time_change'])})"
+            f"{c['label']} (energy {pct(c['energy_change' + suffix])}, "
+            f"time {pct(c['time_change' + suffix])})"
             for c in vs_base
         )
         items.append(
-            f"Against the baseline {base} (not the operating region: precision, GPU count and "
-            f"batch size count here too), {len(vs_base)} configuration(s) have "
+            f"Against the baseline {base}{per} (not the operating region: precision, GPU count "
+            f"and batch size count here too), {len(vs_base)} configuration(s) have "
             f"{criteria_text(crit)}: {listed}."
         )
     else:
         items.append(
-            f"Against the baseline {base} (not the operating region), no configuration has "
+            f"Against the baseline {base}{per} (not the operating region), no configuration has "
             f"{criteria_text(crit)}."
         )
     return items

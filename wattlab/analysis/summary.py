@@ -95,8 +95,9 @@ def summarize(
     ``provenance`` (weakest over the
     configuration's runs); ``time_change`` and ``energy_change`` against the baseline
     (fractions, negative = saving) with intervals (``*_ci_low`` / ``*_ci_high``,
-    ``*_ci_coverage``); ``is_baseline``; and context columns ``gpu_name``, ``cpu_model``,
-    ``intensity_kg_per_kwh``, ``pue``.
+    ``*_ci_coverage``), and per image ``time_change_per_image`` / ``energy_change_per_image``
+    (changes of the per-image medians, no interval); ``is_baseline``; and context columns
+    ``gpu_name``, ``cpu_model``, ``intensity_kg_per_kwh``, ``pue``.
 
     ``baseline`` is ``{column: value}`` matching exactly one configuration (see
     :func:`find_baseline`); None picks :func:`default_baseline`.
@@ -167,6 +168,15 @@ def summarize(
         summary[f"{name}_ci_low"] = lows
         summary[f"{name}_ci_high"] = highs
         summary[f"{name}_ci_coverage"] = coverages
+    # the same changes per image (medians of each run's value per image), for comparisons of
+    # configurations whose runs saw different numbers of images
+    for name, metric in (
+        ("time_change_per_image", "duration_per_sample_s"),
+        ("energy_change_per_image", "energy_per_sample_j"),
+    ):
+        summary[name] = [
+            relative_change(row[metric], base_row[metric]) for _, row in summary.iterrows()
+        ]
     return summary
 
 

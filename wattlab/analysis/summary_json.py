@@ -87,6 +87,8 @@ def _config_record(
         "time_change_ci": [row.get("time_change_ci_low"), row.get("time_change_ci_high")],
         "energy_change": row.get("energy_change"),
         "energy_change_ci": [row.get("energy_change_ci_low"), row.get("energy_change_ci_high")],
+        "time_change_per_image": row.get("time_change_per_image"),
+        "energy_change_per_image": row.get("energy_change_per_image"),
         "change_ci_coverage": row.get("energy_change_ci_coverage"),
         "is_baseline": bool(row.get("is_baseline", False)),
         "pareto": row["config_hash"] in pareto,
@@ -143,10 +145,10 @@ def summary_to_json(
     ``energy_to_accuracy`` (see :mod:`wattlab.analysis.energy_to_accuracy`; from ``windows``
     at ``target_accuracy``).
     """
-    per_image = images_differ(summary)  # the front per image when image counts differ
+    per_image = images_differ(summary)  # comparisons per image when image counts differ
     pareto = pareto_front_axes(summary, pareto_axes, per_image=per_image)
     region = operating_region(summary, min_saving, max_penalty)
-    vs_baseline = region_against_baseline(summary, min_saving, max_penalty)
+    vs_baseline = region_against_baseline(summary, min_saving, max_penalty, per_image)
     axes = [c for c in (*CONFIG_COLUMNS, "power_limit_w") if c in summary.columns]
     base = summary[summary["is_baseline"]].iloc[0]
     parts = config_parts(runs) if runs is not None else {}

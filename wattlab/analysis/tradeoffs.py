@@ -170,19 +170,23 @@ def region_against_baseline(
     summary: pd.DataFrame,
     min_saving: float = DEFAULT_MIN_SAVING,
     max_penalty: float = DEFAULT_MAX_PENALTY,
+    per_image: bool = False,
 ) -> list:
     """Index labels of the configurations whose ``energy_change`` against the one global
     baseline (see :func:`wattlab.analysis.summary.summarize`) saves at least ``min_saving``
-    for at most ``max_penalty`` more ``time_change``. Not the operating region: a change of
-    precision or GPU count counts here as much as the power limit. Largest saving first."""
+    for at most ``max_penalty`` more ``time_change`` (with ``per_image``, the changes per
+    image). Not the operating region: a change of precision or GPU count counts here as much
+    as the power limit. Largest saving first."""
     check_thresholds(min_saving, max_penalty)
+    suffix = "_per_image" if per_image else ""
+    t_col, e_col = f"time_change{suffix}", f"energy_change{suffix}"
     hits = [
         h
         for h, row in summary.iterrows()
         if not bool(row.get("is_baseline", False))
-        and in_region(row.get("time_change"), row.get("energy_change"), min_saving, max_penalty)
+        and in_region(row.get(t_col), row.get(e_col), min_saving, max_penalty)
     ]
-    return sorted(hits, key=lambda h: float(summary.loc[h, "energy_change"]))
+    return sorted(hits, key=lambda h: float(summary.loc[h, e_col]))
 
 
 def power_limit_effects(
