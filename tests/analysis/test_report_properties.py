@@ -223,6 +223,7 @@ def test_every_statement_of_the_report_is_true_of_its_runs(gen: Generated) -> No
     _check_provenance(gen, md)
     _check_chance(gen, summary, md)
     _check_progress_lines(gen)
+    _check_against_baseline(gen, data, md)
     if "Fastest for the same" in md:  # said only when every run saw the same image count
         counts = set().union(*(_images(r) for r in gen.usable.values()))
         assert len(counts) == 1 and None not in counts
@@ -312,6 +313,31 @@ def _check_provenance(gen: Generated, md: str) -> None:
     assert ("every energy figure in this report is estimated" in md) == (measured == 0)
     if measured == 0:
         assert "measured" not in line and "sampled" not in line
+
+
+def _check_against_baseline(gen: Generated, data: dict, md: str) -> None:
+    """With different image counts, the comparison with the baseline is per image, and each
+    listed change is the change of the per-image medians."""
+    counts = [_images(r) for r in gen.usable.values()]
+    known = all(None not in c for c in counts)
+    differ = known and len(set().union(*counts)) > 1
+    base = data["baseline"]["label"]
+    assert (f"Against the baseline {base} per image" in md) == differ
+    if not differ:
+        return
+
+    def per_image(runs: list) -> tuple[float, float]:
+        return (
+            float(np.median([e / n for e, _, n in runs])),
+            float(np.median([t / n for _, t, n in runs])),
+        )
+
+    base_e, base_t = per_image(gen.usable[base])
+    for label in data["operating_region_vs_baseline"]:
+        e, t = per_image(gen.usable[label])
+        energy, time = (e / base_e - 1) * 100, (t / base_t - 1) * 100
+        said = f"{label} (energy {energy:+.1f} %, time {time:+.1f} %)"
+        assert said in md, said
 
 
 def _check_progress_lines(gen: Generated) -> None:
