@@ -235,6 +235,7 @@ def place_labels(fig: Any, ax: Any, points: Sequence[tuple[float, float, str]]) 
     for (x, y, label), _ in zip(points, marks, strict=True):
         best, best_cost = None, math.inf
         for dx, dy in _LABEL_OFFSETS:
+            far = abs(dy) > 11  # a label set further off gets a thin line to its point
             text = ax.annotate(
                 label,
                 (x, y),
@@ -242,6 +243,7 @@ def place_labels(fig: Any, ax: Any, points: Sequence[tuple[float, float, str]]) 
                 textcoords="offset points",
                 fontsize=7,
                 ha="left" if dx > 0 else "right",
+                arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "#999999"} if far else None,
             )
             ext = text.get_window_extent(renderer)
             outside = max(0.0, box.x0 - ext.x0) + max(0.0, ext.x1 - box.x1)
@@ -562,9 +564,14 @@ def plot_power_traces(
             ax.set_ylabel("power (W)", fontsize=8)
         if k // ncols == nrows - 1:
             ax.set_xlabel("time since run start (s)", fontsize=8)
-        ax.legend(fontsize=6, loc="lower right")
     for k in range(len(items), nrows * ncols):
         axes[k // ncols][k % ncols].set_visible(False)
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=c, lw=1.5, label=_t(name)) for name, c in kinds.items()]
+    # one legend for every panel, below them: a legend inside a panel covers its trace
+    fig.legend(handles=handles, loc="outside lower center", fontsize=8, ncols=min(6, len(handles)),
+               frameon=False)  # fmt: skip
     note = "" if len(chosen) <= MAX_TRACE_PANELS else f" (first {MAX_TRACE_PANELS})"
     return _save(
         fig, out_dir, "power_traces", f"Power traces, one run per configuration{note}", context
