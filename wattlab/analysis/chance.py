@@ -4,9 +4,9 @@ A classifier that guesses gets each of n test images right with probability ``1 
 so its correct count is Binomial(n, 1/classes). An accuracy is **beyond chance** when it is at
 least the smallest k / n that guessing reaches with probability at most :data:`CHANCE_ALPHA`
 (0.1 %): ``P(Binomial(n, 1/classes) >= k) <= alpha``. On 512 test images of 10 classes that
-is 14.6 %; on 10 000, 11.0 %. A run's own accuracy at or below that bound says it learned
-nothing that guessing would not show, and the report then names no target and no winner by
-accuracy.
+is 14.5 %; on 10 000, 10.9 %. A run's own accuracy below that bound says it learned
+nothing that guessing would not show; the report marks it "(chance)", and when no
+configuration is beyond chance it says so and names no energy-to-accuracy target.
 """
 
 from __future__ import annotations

@@ -223,7 +223,7 @@ def _gpu_settings(ok: pd.DataFrame) -> tuple[str, dict[str, Any]]:
         limit = "a power limit that was not recorded"
     if len(idle) == 1:
         idle_text = f"drew {idle[0]:.0f} W idle just before the run"
-    elif idle and min(idle) == max(idle):
+    elif idle and round(min(idle)) == round(max(idle)):  # the same to the watt
         idle_text = f"drew {idle[0]:.0f} W idle just before each run"
     elif idle:
         idle_text = (
