@@ -314,6 +314,11 @@ def _print_summary(summary: dict[str, Any]) -> None:
     make_console().print(table)
     if summary.get("budget_windows"):  # runs of a command sweep: what their window holds
         print(summary["budget_windows"]["sentence"])
+    for run in (summary.get("runs") or {}).get("left_out") or []:
+        print(
+            f"left out: run {run['run_id']} ({run['label']}), stored as ok, has no usable energy "
+            f"or time: {run['reason']}."
+        )
 
 
 def _co2e_cell(config: dict[str, Any]) -> str:
