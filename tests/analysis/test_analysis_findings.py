@@ -43,7 +43,7 @@ def test_finding_names_the_ratio_and_the_speed_up():
     assert f["energy_ratio"] == pytest.approx(1005 / 252.5)
     assert f["speedup"] == pytest.approx(100.5 / 40.5)
     assert f["sentence"] == (
-        "bf16 used 3.98x less energy than fp32 (the baseline) for the same images "
+        "bf16 used 3.98x less energy than the baseline fp32 for the same 1,000 images "
         "(0.2525 vs 1.005 J per image) and was 2.48x faster."
     )
 
@@ -51,14 +51,14 @@ def test_finding_names_the_ratio_and_the_speed_up():
 def test_finding_when_the_best_is_slower_or_the_baseline_or_noise():
     slow = finding(summarize(two_configs(amp_time_s=150.0, amp_energy_j=800.0)))
     # 1 - 802.5 / 1005 = 20.1 % less energy; 150.5 / 100.5 - 1 = 49.8 % more time
-    assert "bf16 used 20.1 % less energy than fp32" in slow["sentence"]
+    assert "bf16 used 20.1 % less energy than the baseline fp32" in slow["sentence"]
     assert "but took 49.8 % more time" in slow["sentence"]
     slower = finding(summarize(two_configs(amp_time_s=160.0, amp_energy_j=100.0)))
     assert "9.80x less energy" in slower["sentence"]  # 1005 / 102.5
     assert "but took 1.60x as long" in slower["sentence"]  # 160.5 / 100.5
     base_best = finding(summarize(two_configs(amp_energy_j=2000.0)))
     assert base_best["best"] == "fp32" and base_best["reference"] == "bf16"
-    assert base_best["sentence"].startswith("fp32 (the baseline) used 1.99x less energy than bf16")
+    assert base_best["sentence"].startswith("The baseline fp32 used 1.99x less energy than bf16")
     close = finding(summarize(two_configs(amp_energy_j=990.0)))  # 990-995 vs 1000-1010
     assert "used 1.2 % less energy" in close["sentence"]  # 1 - 992.5 / 1005
     same = finding(summarize(two_configs(amp_energy_j=998.0)))  # 1005 / 1000.5: 0.4 %
@@ -104,8 +104,8 @@ def test_energy_shares_by_provenance_and_component():
     assert shares["by_component"]["gpu"]["share"] == pytest.approx(160 / 250)
     assert shares["by_component"]["total"]["by_provenance"] == pytest.approx({"estimated": 0.2})
     assert describe_shares(shares) == (
-        "of the energy in this report, 64.0 % was measured (GPU 64.0 %); 36.0 % was estimated "
-        "(CPU 12.0 %, DRAM/RAM 4.0 %, whole-run totals 20.0 %)."
+        "64.0 % measured by GPU counters, 36.0 % estimated (CPU 12.0 %, RAM 4.0 %, whole-run "
+        "totals 20.0 %)"
     )
 
 
@@ -141,9 +141,9 @@ def test_report_opens_with_the_finding_and_tells_provenance_by_share(tmp_path):
     md = paths.markdown.read_text()
     assert '<h1>wattlab report</h1>\n<p class="finding">bf16 used 3.98x' in paths.html.read_text()
     first = md.split("\n\n")[1]
-    assert first.startswith("**bf16 used 3.98x less energy than fp32 (the baseline)")
+    assert first.startswith("**bf16 used 3.98x less energy than the baseline fp32")
     assert "every energy figure in this report is estimated" not in md
-    assert "96.0 % was measured (GPU 96.0 %); 4.0 % was estimated (CPU 3.0 %, DRAM/RAM 1.0 %)" in md
+    assert "96.0 % measured by GPU counters, 4.0 % estimated (CPU 3.0 %, RAM 1.0 %)" in md
     assert "## Where the sweep's time went" in md
     assert "| launch (process start, imports) | 20.00 |" in md  # 4 runs x 5 s
     assert "fewer than the 6 ok runs" in md

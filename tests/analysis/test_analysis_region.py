@@ -94,11 +94,10 @@ def test_json_flags_and_report_use_the_per_group_answer(tmp_path):
     assert "highest power limit" in data["criteria"]["region_reference"]
     paths = write_report(runs, None, None, tmp_path / "rep")
     md = paths.markdown.read_text()
-    config_rows = [
-        [c.strip() for c in line.strip().strip("|").split("|")]
-        for line in md.splitlines()
-        if line.startswith("| ") and line.count("|") == 17  # the 16-column configuration table
-    ]
+    lines = md.splitlines()
+    start = lines.index(next(x for x in lines if x.startswith("| Configuration | Runs |")))
+    table = lines[start + 2 : lines.index("", start)]  # the configuration table's rows
+    config_rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in table]
     ticked = sorted(cells[0] for cells in config_rows if cells[-1] == "✓")
     assert ticked == ["1xGPU fp32 250W", "2xGPU fp32 250W"]
     assert "Against the baseline 1xGPU fp32 300W (not the operating region" in md

@@ -199,7 +199,7 @@ def test_escaping_single_configuration_estimated_without_codecarbon(tmp_path):
     assert "CodeCarbon: not measured" in md
     assert "Power traces: none recorded" in md
     assert page.count("data:image/png;base64,") == 3  # no trace, no CodeCarbon figure
-    assert "energy provenance: estimated" in page
+    assert "energy: estimated (GPU, CPU, RAM)." in page  # nothing measured: the word alone
     assert "No configurations differ only in their GPU count." in md
     assert external_refs(page) == []
 
@@ -226,9 +226,10 @@ def test_analyze_runs_with_a_text_baseline():
 
 def test_figure_context_states_hardware_carbon_and_provenance():
     context = figure_context(make_runs(provenance="sampled"))
+    # GPU and CPU from sampled power (0.8 + 0.15 of every run), the RAM estimated (0.05)
     assert context == (
         "GPU 1/2x NVIDIA A40; CPU AMD EPYC 7543; intensity 0.2 kgCO2e/kWh (range 0.1-0.3), "
-        "PUE 1; energy provenance: sampled."
+        "PUE 1; energy: 95.0 % from sampled GPU and CPU power, 5.0 % estimated (RAM)."
     )
 
 

@@ -277,4 +277,5 @@ def test_summary_to_json_keys_and_strict_json():
         "ok": 9,
         "failed": 1,
         "failures": [{"run_id": 10, "label": "base", "repetition": None, "error": "OOM"}],
+        "left_out": [],
     }

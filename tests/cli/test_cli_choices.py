@@ -27,6 +27,9 @@ def test_each_choice_is_the_librarys_own_list() -> None:
     assert values(choices.Dataset) == config.DATASETS
     assert values(choices.Stem) == config.STEMS
     assert values(choices.Precision) == config.PRECISIONS == specs.PRECISIONS
+    from wattlab.analysis.statement import TRAINING_TYPES
+
+    assert values(choices.TrainingType) == TRAINING_TYPES
 
 
 def test_a_choice_checks_its_spelling_and_returns_the_plain_string() -> None:

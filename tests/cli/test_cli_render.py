@@ -50,3 +50,37 @@ def test_the_report_table_leaves_co2e_empty_when_runs_carry_none() -> None:
     assert _co2e_cell({"co2e_kg": float("nan"), "co2e_low_kg": 1.0, "co2e_high_kg": 2.0}) == ""
     cell = _co2e_cell({"co2e_kg": 0.002, "co2e_low_kg": 0.001, "co2e_high_kg": 0.003})
     assert cell.startswith("2") and "[" in cell and "–" in cell
+
+
+def test_lines_say_provenance_by_share_in_the_reports_words(capsys) -> None:
+    """A run 96.2 % read from the GPU's counter is not "estimated", in any line that prints it."""
+    from wattlab.cli.render import print_measurement
+    from wattlab.meters.base import Provenance
+    from wattlab.monitor import Measurement
+
+    parts = {
+        "gpu:0": {"energy_j": 962.0, "provenance": "measured"},
+        "cpu:estimated": {"energy_j": 30.0, "provenance": "estimated"},
+        "ram:estimated": {"energy_j": 8.0, "provenance": "estimated"},
+    }
+    line = run_summary_line({**ROW, "energy_total_j": 1000.0, "components_json": parts})
+    assert "1.00 kJ (96.2 % measured by GPU counters, 3.8 % estimated (CPU, RAM))," in line
+    estimated = {"cpu:estimated": {"energy_j": 61.8, "provenance": "estimated"}}
+    assert "61.8 J (estimated (CPU))," in run_summary_line({**ROW, "components_json": estimated})
+    m = Measurement(
+        name="command",
+        started_at="2026-01-01T00:00:00+00:00",
+        duration_s=10.0,
+        energy_j={"gpu:0": 962.0, "cpu:estimated": 38.0, "psys:0": 5000.0},
+        provenance={
+            "gpu:0": Provenance.MEASURED,
+            "cpu:estimated": Provenance.ESTIMATED,
+            "psys:0": Provenance.MEASURED,
+        },
+        uncertainty_j={},
+        in_total={"psys:0": False},  # overlaps the others: not in the total, nor in the shares
+    )
+    print_measurement(m, "wattlab monitor: x")
+    out = capsys.readouterr().out
+    assert "(96.2 % measured by GPU counters, 3.8 % estimated (CPU))" in out
+    assert "96.2 % measured, 3.8 % estimated" in out  # the table's total row

@@ -16,9 +16,9 @@ from wattlab.errors import ConfigError
 _POWER_ATOL_W = 0.5  # a requested "250" matches a limit read back as 249.9 W
 
 
-def parse_baseline(text: str) -> dict[str, str]:
-    """Parse ``--baseline KEY=VALUE,KEY=VALUE`` into ``{key: value}`` (values stay strings;
-    :func:`find_baseline` converts them to the column's type)."""
+def parse_baseline(text: str, flag: str = "--baseline") -> dict[str, str]:
+    """Parse ``--baseline KEY=VALUE,KEY=VALUE`` (or ``flag``'s) into ``{key: value}`` (values
+    stay strings; :func:`find_baseline` converts them to the column's type)."""
     out: dict[str, str] = {}
     for part in (p.strip() for p in text.split(",")):
         if not part:
@@ -26,12 +26,12 @@ def parse_baseline(text: str) -> dict[str, str]:
         key, sep, value = part.partition("=")
         if not sep or not key.strip():
             raise ConfigError(
-                f"--baseline must be KEY=VALUE pairs separated by commas, e.g. "
+                f"{flag} must be KEY=VALUE pairs separated by commas, e.g. "
                 f"gpus=1,precision=fp32, got {text!r}."
             )
         out[key.strip()] = value.strip()
     if not out:
-        raise ConfigError(f"--baseline needs at least one KEY=VALUE pair, got {text!r}.")
+        raise ConfigError(f"{flag} needs at least one KEY=VALUE pair, got {text!r}.")
     return out
 
 
@@ -105,6 +105,34 @@ def default_baseline(summary: pd.DataFrame) -> str:
         return (gpus, world, p_rank, -req, -in_force, str(row.get("label")))
 
     return str(min(summary.iterrows(), key=key)[0])
+
+
+def select_config(runs: pd.DataFrame, text: str) -> pd.DataFrame:
+    """The runs of one configuration, chosen as ``--config KEY=VALUE,...`` chooses it (the same
+    keys and matching as ``--baseline``, on the runs' own columns). ConfigError when the
+    filters match no run, or runs of more than one configuration."""
+    wanted = parse_baseline(text, "--config")
+    allowed = [c for c in ("label", "config_hash", *CONFIG_COLUMNS, "power_limit_w") if c in runs]
+    for key in wanted:
+        if key not in allowed:
+            raise ConfigError(
+                f"--config key {key!r} is not a configuration column; use one of "
+                f"{', '.join(allowed)}."
+            )
+    hit = [all(_matches(row.get(k), v, k) for k, v in wanted.items()) for _, row in runs.iterrows()]
+    chosen = runs[hit]
+    labels = sorted({str(x) for x in runs["label"]}) if "label" in runs else []
+    if chosen.empty:
+        raise ConfigError(
+            f"--config {text} matches no run; the configurations are: {'; '.join(labels)}."
+        )
+    found = sorted({str(x) for x in chosen["label"]})
+    if chosen["config_hash"].astype("object").nunique() > 1:
+        raise ConfigError(
+            f"--config {text} matches {len(found)} configurations ({'; '.join(found)}), not one; "
+            "add keys to pick one."
+        )
+    return chosen
 
 
 # grid axes (RunConfig fields) whose runs-table column has another name

@@ -10,7 +10,10 @@ of durations. A run that never reaches the target has none. A configuration's fi
 median over its runs that reached the target, with how many did.
 
 Without a given target, the target is 90 % of the highest per-epoch accuracy any of the runs
-reached (said so in the result), so that a comparison exists on any data.
+reached (said so in the result), so that a comparison exists on any data, but never below what
+guessing reaches on the per-epoch subset (:mod:`wattlab.analysis.chance`): when no run's
+accuracy is beyond chance there is no target and the result says "no configuration learned
+beyond chance"; a given target at or below chance is kept and said to be so.
 """
 
 from __future__ import annotations
@@ -20,6 +23,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from wattlab.analysis.chance import Chance, chance_of
+from wattlab.wording import chance_words
 
 EPOCH_EVAL = "epoch_eval"
 DEFAULT_TARGET_SHARE = 0.9  # of the best per-epoch accuracy, when no target is given
@@ -35,7 +41,8 @@ def epoch_curves(windows: pd.DataFrame | None) -> pd.DataFrame:
     """One row per (run, epoch) with per-epoch accuracy: ``run_id``, ``epoch``, ``accuracy``,
     ``energy_j`` and ``duration_s`` (cumulative, training and evaluation windows up to and
     including that epoch). Empty when no window holds an accuracy."""
-    empty = pd.DataFrame(columns=["run_id", "epoch", "accuracy", "energy_j", "duration_s"])
+    columns = ["run_id", "epoch", "accuracy", "energy_j", "duration_s", "eval_images"]
+    empty = pd.DataFrame(columns=columns)
     if windows is None or windows.empty or "accuracy" not in windows.columns:
         return empty
     w = windows[windows["name"].isin(["epoch", EPOCH_EVAL])].copy()
@@ -47,16 +54,18 @@ def epoch_curves(windows: pd.DataFrame | None) -> pd.DataFrame:
     w["energy"] = _numeric(w, "energy_total_j")
     w["duration"] = _numeric(w, "duration_s")
     w["acc"] = _numeric(w, "accuracy").where(w["name"] == EPOCH_EVAL)
+    w["images"] = _numeric(w, "samples").where(w["name"] == EPOCH_EVAL)
     per = w.groupby(["run_id", "epoch"], sort=True).agg(
         energy=("energy", lambda s: s.sum(min_count=1)),
         duration=("duration", lambda s: s.sum(min_count=1)),
         accuracy=("acc", "max"),
+        eval_images=("images", "max"),
     )
     per = per.reset_index()
     per["energy_j"] = per.groupby("run_id")["energy"].cumsum()
     per["duration_s"] = per.groupby("run_id")["duration"].cumsum()
     per = per.dropna(subset=["accuracy"])
-    return per[["run_id", "epoch", "accuracy", "energy_j", "duration_s"]].reset_index(drop=True)
+    return per[columns].reset_index(drop=True)
 
 
 def run_energy_to_accuracy(curve: pd.DataFrame, target: float) -> dict[str, Any]:
@@ -76,6 +85,16 @@ def run_energy_to_accuracy(curve: pd.DataFrame, target: float) -> dict[str, Any]
         "duration_s": float(first["duration_s"]),
         "best": best,
     }
+
+
+def _subset_chance(ok: pd.DataFrame, curves: pd.DataFrame) -> Chance | None:
+    """Chance on the per-epoch subset: the runs' one dataset and the fewest images an
+    ``epoch_eval`` window held; None when either is unknown or the datasets differ."""
+    datasets = {str(d) for d in ok["dataset"].dropna()} if "dataset" in ok.columns else set()
+    images = pd.to_numeric(curves["eval_images"], errors="coerce").dropna()
+    if len(datasets) != 1 or images.empty:
+        return None
+    return chance_of(next(iter(datasets)), int(images.min()))
 
 
 def _median(values: list[float]) -> float | None:
@@ -103,11 +122,37 @@ def energy_to_accuracy(
             "sentence": "No run recorded a per-epoch accuracy (epoch_eval_samples 0, or runs "
             "stored before it existed), so there is no energy to accuracy.",
         }
+    chance = _subset_chance(ok, curves)
+    best_seen = float(curves["accuracy"].max())
+    if chance is not None and not chance.beyond(best_seen) and target is None:
+        words = chance_words(
+            best_seen, chance.chance, chance.threshold, chance.test_images, chance.alpha
+        )
+        return {
+            "measured": True,
+            "beyond_chance": False,
+            "target_accuracy": None,
+            "target_source": None,
+            "configurations": [],
+            "sentence": f"No energy to accuracy: {words} on the per-epoch subset.",
+        }
     if target is None:
-        target = round(DEFAULT_TARGET_SHARE * float(curves["accuracy"].max()), 4)
+        target = round(DEFAULT_TARGET_SHARE * best_seen, 4)
         source = f"{DEFAULT_TARGET_SHARE * 100:.0f} % of the best per-epoch accuracy of these runs"
+        if chance is not None and not chance.beyond(target):
+            target = round(chance.threshold, 4)
+            source = (
+                f"the lowest accuracy beyond chance on the {chance.test_images:,}-image subset, "
+                f"as 90 % of the best would be within chance"
+            )
     else:
         source = "given"
+        if chance is not None and not chance.beyond(target):
+            source = (
+                f"given; guessing reaches it with probability above {chance.alpha:.1%} on the "
+                f"{chance.test_images:,}-image subset (beyond chance from "
+                f"{chance.threshold:.1%})"
+            )
     by_run = {int(r): c for r, c in curves.groupby("run_id")}
     configs: list[dict[str, Any]] = []
     for digest, group in ok.groupby("config_hash", sort=False):
@@ -146,6 +191,7 @@ def energy_to_accuracy(
         )
     return {
         "measured": True,
+        "beyond_chance": None if chance is None else chance.beyond(best_seen),
         "target_accuracy": target,
         "target_source": source,
         "configurations": configs,

@@ -2,7 +2,9 @@
 
 It compares the configuration that used the least energy per image with the baseline (or,
 when the baseline itself used the least, with the configuration that used the most): how many
-times less energy it used for the same images, and how many times faster it was per image.
+times less energy it used, and how many times faster it was. "For the same images" is said
+only when every run of both configurations saw the same number of images; otherwise the
+comparison is per image and states both image counts (the words: :mod:`wattlab.wording`).
 When the two configurations' intervals of energy per image overlap, it says the difference
 may be noise.
 """
@@ -16,30 +18,35 @@ import numpy as np
 import pandas as pd
 
 from wattlab.analysis.runs_table import as_float, numeric
+from wattlab.wording import (
+    ImageCounts,
+    energy_comparison,
+    same_images,
+    time_comparison,
+)
 
 # Ratios within this of 1 are reported as "about the same".
 _SAME = 0.01
-# Ratios from this up read as "N.NNx"; smaller ones as a percentage.
-_TIMES = 1.5
 
 
 def _per_image(summary: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, str]:
-    """Energy and time per image, or per run when the runs lack their image count."""
-    samples = numeric(summary["samples"]) if "samples" in summary else np.full(len(summary), 0.0)
-    energy = numeric(summary["energy_total_j"])
-    time = numeric(summary["duration_s"])
-    if np.all(np.isfinite(samples) & (samples > 0)):
-        return energy / samples, time / samples, "image"
-    return energy, time, "run"
+    """Energy and time per image (the medians of each run's energy and time over its images)
+    when every run of every configuration recorded its image count, else per run."""
+    low = numeric(summary["samples_low"]) if "samples_low" in summary else np.zeros(len(summary))
+    if np.all(np.isfinite(low) & (low > 0)) and "energy_per_sample_j" in summary:
+        per_e = numeric(summary["energy_per_sample_j"])
+        per_t = numeric(summary["duration_per_sample_s"])
+        return per_e, per_t, "image"
+    return numeric(summary["energy_total_j"]), numeric(summary["duration_s"]), "run"
 
 
-def _times(ratio: float) -> str:
-    return f"{ratio:.2f}x" if ratio < 10 else f"{ratio:.1f}x"
-
-
-def _less(ratio: float) -> str:
-    """A ratio > 1 as "N.NNx" from :data:`_TIMES` up, below it as the percentage saved."""
-    return _times(ratio) if ratio >= _TIMES else f"{(1 - 1 / ratio) * 100:.1f} %"
+def image_counts(row: pd.Series) -> ImageCounts:
+    """A summary row's images per run, fewest and most (None when not recorded)."""
+    low = as_float(row.get("samples_low"), math.nan)
+    high = as_float(row.get("samples_high"), math.nan)
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return ImageCounts(None, None)
+    return ImageCounts(int(round(low)), int(round(high)))
 
 
 def _accuracy_clause(summary: pd.DataFrame, best: int, ref: int) -> tuple[str, float, float]:
@@ -83,34 +90,29 @@ def finding(summary: pd.DataFrame, *, with_accuracy: bool = False) -> dict[str, 
     energy_ratio = energy[ref] / energy[best]
     speedup = time[ref] / time[best]
     overlap = _intervals_overlap(summary.iloc[best], summary.iloc[ref], per)
-    who = labels[best] + (" (the baseline)" if is_base[best] else "")
-    than = labels[ref] + (" (the baseline)" if is_base[ref] else "")
+    who = ("The baseline " if is_base[best] else "") + labels[best]
+    than = ("the baseline " if is_base[ref] else "") + labels[ref]
+    counts_best, counts_ref = image_counts(summary.iloc[best]), image_counts(summary.iloc[ref])
+    same = same_images(counts_best, counts_ref)
     if energy_ratio < 1 + _SAME:
+        basis = "per image" if per == "image" else "per run"
         sentence = (
-            f"No configuration used clearly less energy per {per} than another: {who} and "
+            f"No configuration used clearly less energy {basis} than another: {who} and "
             f"{than} differ by {(energy_ratio - 1) * 100:.1f} %"
         )
+        if per == "image" and not same:
+            sentence += f" ({counts_best.text()} vs {counts_ref.text()} images per run)"
     else:
-        sentence = (
-            f"{who} used {_less(energy_ratio)} less energy than {than} "
-            f"{'for the same images' if per == 'image' else 'per run'} "
-            f"({energy[best]:#.4g} vs {energy[ref]:#.4g} J per {per})"
+        sentence = energy_comparison(
+            who,
+            than,
+            energy_ratio,
+            counts_best if per == "image" else ImageCounts(None, None),
+            counts_ref if per == "image" else ImageCounts(None, None),
+            (float(energy[best]), float(energy[ref])),
+            f"J per {per}",
         )
-        if speedup >= 1 + _SAME:
-            sentence += (
-                f" and was {_less(speedup)} faster"
-                if speedup >= _TIMES
-                else (f" and took {_less(speedup)} less time")
-            )
-        elif speedup <= 1 / (1 + _SAME):
-            slower = 1 / speedup
-            sentence += (
-                f" but took {_times(slower)} as long"
-                if slower >= _TIMES
-                else f" but took {(slower - 1) * 100:.1f} % more time"
-            )
-        else:
-            sentence += " in about the same time"
+        sentence += time_comparison(speedup, per_image=per == "image" and not same, same=_SAME)
     accuracy: list[float] | None = None
     if with_accuracy:
         clause, acc_best, acc_ref = _accuracy_clause(summary, best, ref)
@@ -129,6 +131,8 @@ def finding(summary: pd.DataFrame, *, with_accuracy: bool = False) -> dict[str, 
         "energy_ratio": float(energy_ratio),
         "speedup": float(speedup),
         "per": per,
+        "same_images": bool(per == "image" and same),
+        "images_per_run": [counts_best.text(), counts_ref.text()],
         "overlap": overlap,
         **({"accuracy": accuracy} if accuracy is not None else {}),
     }

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 
 from wattlab.analysis.codecarbon_error import codecarbon_errors
+from wattlab.analysis.energy_shares import energy_parts
 from wattlab.analysis.runs_table import (
     as_float,
     intensity_range,
@@ -28,7 +29,9 @@ from wattlab.analysis.runs_table import (
     parse_json_cell,
     weakest_provenance,
 )
+from wattlab.analysis.summary import interval_kind
 from wattlab.jsonio import write_atomic
+from wattlab.wording import PROVENANCES, component_kind, interval_legend, provenance_of
 
 PNG_DPI = 110
 _COLORS = (
@@ -44,6 +47,7 @@ _COLORS = (
     "#17becf",
 )
 COMPONENT_COLORS = {"gpu": "#2f6db5", "cpu": "#e08a2c", "dram": "#4f9d5d", "other": "#9a9a9a"}
+COMPONENT_NAMES = {"gpu": "GPU", "cpu": "CPU", "dram": "DRAM/RAM", "other": "other"}
 MAX_TRACE_PANELS = 12
 MAX_FIGURE_CONFIGS = 40  # configurations drawn by name in one figure; the tables hold them all
 MAX_TRACE_POINTS = 2000
@@ -78,13 +82,23 @@ def _new_figure(width: float, height: float) -> Any:
     return fig
 
 
+def wrap_to_figure(text: str, width_in: float, fontsize: float) -> str:
+    """``text`` wrapped so that no line is wider than a figure ``width_in`` inches wide at
+    ``fontsize`` points (a character of DejaVu Sans is at most ~0.62 em wide on average in this
+    text, with a margin for the figure's padding)."""
+    chars = max(20, int((width_in * 72 - 24) / (0.62 * fontsize)))
+    return "\n".join(textwrap.wrap(text, width=chars, break_on_hyphens=False))
+
+
 def _save(fig: Any, out_dir: Path, name: str, title: str, context: str) -> FigureFile:
-    """Title the figure (title + wrapped context line) and write ``name``.png and .svg."""
+    """Title the figure (title and context line, each wrapped to the figure's width) and write
+    ``name``.png and .svg."""
     import matplotlib
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    wrapped = "\n".join(textwrap.wrap(context, width=int(fig.get_figwidth() * 11.5)))
-    fig.suptitle(f"{_t(title)}\n{_t(wrapped)}", fontsize=9.5)
+    width = float(fig.get_figwidth())
+    lines = f"{wrap_to_figure(_t(title), width, 9.5)}\n{wrap_to_figure(_t(context), width, 9.5)}"
+    fig.suptitle(lines, fontsize=9.5)
     png, svg = out_dir / f"{name}.png", out_dir / f"{name}.svg"
     with matplotlib.rc_context({"svg.hashsalt": "wattlab", "svg.fonttype": "path"}):
         # through the one writer: a temporary file, renamed into place, never through a link
@@ -165,8 +179,8 @@ def figure_context(runs: pd.DataFrame) -> str:
         if x != "nan"
     ]
     carbon += f", PUE {', '.join(pues) or 'unknown'}"
-    prov = weakest_provenance(list(ok["provenance"]) if "provenance" in ok else [])
-    return f"{'; '.join(hw)}; {carbon}; energy provenance: {prov}."
+    prov = energy_parts(runs).phrase()
+    return f"{'; '.join(hw)}; {carbon}; energy: {prov}."
 
 
 def _labels(summary: pd.DataFrame) -> list[str]:
@@ -202,20 +216,89 @@ def figure_configs(summary: pd.DataFrame, keep: Sequence[object] = ()) -> tuple[
     return subset, note
 
 
+# where a point's label may go, in points from the point: right-up first, then around it
+_LABEL_OFFSETS = ((5, 5), (5, -11), (-5, 5), (-5, -11), (5, 14), (5, -20), (-5, 14), (-5, -20))
+
+
+def place_labels(fig: Any, ax: Any, points: Sequence[tuple[float, float, str]]) -> None:
+    """Label each point where the label overlaps no earlier label, the legend or a point, and
+    stays inside the axes: the first free place of :data:`_LABEL_OFFSETS` (left of the point
+    when right would leave the axes), else the one that overlaps least."""
+    renderer = fig.canvas.get_renderer()
+    fig.draw_without_rendering()  # constrained layout settles the axes before we measure
+    box = ax.get_window_extent(renderer)
+    taken = []
+    legend = ax.get_legend()
+    if legend is not None:
+        taken.append(legend.get_window_extent(renderer))
+    marks = [ax.transData.transform((x, y)) for x, y, _ in points]
+    for (x, y, label), _ in zip(points, marks, strict=True):
+        best, best_cost = None, math.inf
+        for dx, dy in _LABEL_OFFSETS:
+            far = abs(dy) > 11  # a label set further off gets a thin line to its point
+            text = ax.annotate(
+                label,
+                (x, y),
+                xytext=(dx, dy),
+                textcoords="offset points",
+                fontsize=7,
+                ha="left" if dx > 0 else "right",
+                arrowprops={"arrowstyle": "-", "lw": 0.4, "color": "#999999"} if far else None,
+            )
+            ext = text.get_window_extent(renderer)
+            outside = max(0.0, box.x0 - ext.x0) + max(0.0, ext.x1 - box.x1)
+            outside += max(0.0, box.y0 - ext.y0) + max(0.0, ext.y1 - box.y1)
+            cost = 10 * outside + sum(_overlap(ext, other) for other in taken)
+            cost += sum(
+                1.0 for mx, my in marks if ext.x0 <= mx <= ext.x1 and ext.y0 <= my <= ext.y1
+            )
+            if cost < best_cost:
+                if best is not None:
+                    best.remove()
+                best, best_cost = text, cost
+            else:
+                text.remove()
+            if cost == 0:
+                break
+        if best is not None:
+            taken.append(best.get_window_extent(renderer))
+
+
+def _overlap(a: Any, b: Any) -> float:
+    """The area two display boxes share (pixels squared)."""
+    w = min(a.x1, b.x1) - max(a.x0, b.x0)
+    h = min(a.y1, b.y1) - max(a.y0, b.y0)
+    return max(0.0, w) * max(0.0, h)
+
+
+def energy_time_legend(summary: pd.DataFrame) -> str:
+    """What the energy-vs-time figure's points and bars are, from each configuration's runs:
+    "median, 95 % CI" only when every interval reaches 95 % (:func:`interval_legend`)."""
+    return interval_legend(interval_kind(row) for _, row in summary.iterrows())
+
+
 def plot_energy_time(
     summary: pd.DataFrame,
     out_dir: Path,
     context: str,
     pareto: Sequence[object] = (),
     region: Sequence[object] = (),
+    per_image: bool = False,
 ) -> FigureFile:
-    """(a) Median energy vs median time per configuration, 95 % CI error bars, the Pareto
-    front joined and highlighted, the operating region ringed, the baseline marked."""
+    """(a) Median energy vs median time per configuration with the interval of each median as
+    error bars (the legend names their coverage: :func:`wattlab.wording.interval_legend`), the
+    Pareto front joined and highlighted, the operating region ringed, the baseline marked.
+    ``per_image`` (the runs saw different numbers of images) draws both per image."""
     fig = _new_figure(8.0, 5.6)
     ax = fig.add_subplot()
-    t = numeric(summary["duration_s"])
-    e = numeric(summary["energy_total_j"])
-    div, unit = energy_unit(float(np.nanmax(e)) if np.isfinite(e).any() else math.nan)
+    t_col = "duration_per_sample_s" if per_image else "duration_s"
+    e_col = "energy_per_sample_j" if per_image else "energy_total_j"
+    t = numeric(summary[t_col]) * (1e3 if per_image else 1.0)
+    e = numeric(summary[e_col])
+    if per_image:
+        div, unit = 1e-3, "mJ"
+    else:
+        div, unit = energy_unit(float(np.nanmax(e)) if np.isfinite(e).any() else math.nan)
 
     def err(col: str, centre: np.ndarray, scale: float) -> np.ndarray:
         lo = numeric(summary[f"{col}_ci_low"]) / scale
@@ -227,15 +310,15 @@ def plot_energy_time(
     ax.errorbar(
         t,
         e / div,
-        xerr=err("duration_s", t, 1.0),
-        yerr=err("energy_total_j", e, div),
+        xerr=err(t_col, t / (1e3 if per_image else 1.0), 1e-3 if per_image else 1.0),
+        yerr=err(e_col, e, div),
         fmt="o",
         color="#4a4a4a",
         ecolor="#9a9a9a",
         capsize=3,
         ms=6,
         zorder=2,
-        label="configuration (median, 95 % CI)",
+        label=f"configuration ({energy_time_legend(summary)})",
     )
     front = [i for i in pareto if i in summary.index]
     if front:
@@ -270,14 +353,23 @@ def plot_energy_time(
             )
     named, note = figure_configs(summary, front)
     where = [summary.index.get_loc(h) for h in named.index]
-    for x, y, label in zip(t[where], e[where] / div, _labels(named), strict=True):
-        if np.isfinite(x) and np.isfinite(y):
-            ax.annotate(label, (x, y), xytext=(5, 5), textcoords="offset points", fontsize=7)
-    ax.set_xlabel("training time of the budget (s, median)")
-    ax.set_ylabel(f"energy, all components ({unit}, median)")
+    points = [
+        (float(x), float(y), label)
+        for x, y, label in zip(t[where], e[where] / div, _labels(named), strict=True)
+        if np.isfinite(x) and np.isfinite(y)
+    ]
+    if per_image:  # the runs saw different numbers of images: a whole run is no common unit
+        ax.set_xlabel("training time per image of the budget (ms, median)")
+        ax.set_ylabel(f"energy per image, all components ({unit}, median)")
+    else:
+        ax.set_xlabel("training time of the budget (s, median)")
+        ax.set_ylabel(f"energy, all components ({unit}, median)")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=8, loc="best")
-    title = "Energy vs time per configuration" + note.replace("configurations:", "named:")
+    place_labels(fig, ax, points)
+    title = (
+        "Energy vs time " + ("per image, " if per_image else "") + "per configuration"
+    ) + note.replace("configurations:", "named:")
     return _save(fig, out_dir, "energy_vs_time", title, context)
 
 
@@ -290,23 +382,29 @@ def component_provenance(runs: pd.DataFrame, config_hash: str) -> dict[str, str]
 
 def component_provenances(runs: pd.DataFrame) -> dict[str, dict[str, str]]:
     """``component_provenance`` of every configuration, in one pass over the ok runs."""
+    found = component_provenance_sets(runs)
+    return {h: {k: weakest_provenance(v) for k, v in kinds.items()} for h, kinds in found.items()}
+
+
+def component_provenance_sets(runs: pd.DataFrame) -> dict[str, dict[str, list[str]]]:
+    """Every provenance each component kind (gpu, cpu, dram, other) had in each
+    configuration's ok runs, ``{config_hash: {kind: [provenance, ...]}}``."""
     ok = ok_runs(runs)
     if "components_json" not in ok:
         return {}
-    found: dict[str, dict[str, list[object]]] = {}
+    found: dict[str, dict[str, list[str]]] = {}
     hashes = ok["config_hash"].astype("object").tolist()
     for config_hash, cell in zip(hashes, ok["components_json"].tolist(), strict=True):
         kinds = found.setdefault(str(config_hash), {})
         for comp, info in (parse_json_cell(cell) or {}).items():
             if isinstance(info, dict) and info.get("in_total") is False:
                 continue
-            kind = str(comp).split(":", 1)[0].rsplit("/", 1)[-1]  # node-a/gpu:0 too
-            kind = {"ram": "dram"}.get(kind, kind)
+            kind = {"ram": "dram"}.get(component_kind(comp), component_kind(comp))
             kind = kind if kind in ("gpu", "cpu", "dram") else "other"
             kinds.setdefault(kind, []).append(
-                info.get("provenance") if isinstance(info, dict) else None
+                provenance_of(info.get("provenance") if isinstance(info, dict) else None)
             )
-    return {h: {k: weakest_provenance(v) for k, v in kinds.items()} for h, kinds in found.items()}
+    return found
 
 
 def component_medians(summary: pd.DataFrame) -> pd.DataFrame:
@@ -335,23 +433,24 @@ def plot_energy_components(
     summary, note = figure_configs(summary)
     parts = component_medians(summary)
     n = len(summary)
-    fig = _new_figure(8.0, 1.6 + 0.42 * n)
+    fig = _new_figure(8.0, 2.2 + 0.42 * n)
     ax = fig.add_subplot()
     div, unit = energy_unit(float(parts.sum(axis=1).max()))
     provs: dict[str, list[str]] = {}
-    every = component_provenances(runs)
+    every = component_provenance_sets(runs)
     for h in summary.index:
-        for kind, prov in every.get(str(h), {}).items():
-            provs.setdefault(kind, []).append(prov)
+        for kind, found in every.get(str(h), {}).items():
+            provs.setdefault(kind, []).extend(found)
     left = np.zeros(n)
     y = np.arange(n)
     for kind in ("gpu", "cpu", "dram", "other"):
         values = parts[kind].to_numpy() / div
         if not values.any():
             continue
-        weakest = weakest_provenance(provs[kind]) if kind in provs else None
-        hatch = "//" if weakest in ("estimated", "unknown") else None
-        name = kind if weakest in (None, "measured") else f"{kind} ({weakest})"
+        seen = [p for p in PROVENANCES if p in provs.get(kind, [])]
+        hatch = "//" if set(seen) & {"estimated", "unknown"} else None
+        said = ", ".join(seen) if seen else "provenance not recorded"
+        name = f"{COMPONENT_NAMES[kind]} ({said})"
         ax.barh(
             y,
             values,
@@ -366,7 +465,7 @@ def plot_energy_components(
     ax.invert_yaxis()
     ax.set_xlabel(f"energy of the budget ({unit}, median per component)")
     ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    fig.legend(loc="outside lower center", fontsize=8, ncols=4, frameon=False)
     return _save(fig, out_dir, "energy_components", "Energy per component" + note, context)
 
 
@@ -375,7 +474,7 @@ def plot_co2e(summary: pd.DataFrame, out_dir: Path, context: str) -> FigureFile:
     most MAX_FIGURE_CONFIGS configurations, ``figure_configs``)."""
     summary, note = figure_configs(summary)
     n = len(summary)
-    fig = _new_figure(8.0, 1.6 + 0.42 * n)
+    fig = _new_figure(8.0, 2.2 + 0.42 * n)
     ax = fig.add_subplot()
     value = numeric(summary["co2e_kg"])
     low = numeric(summary["co2e_low_kg"]) if "co2e_low_kg" in summary else np.full(n, np.nan)
@@ -405,7 +504,7 @@ def plot_co2e(summary: pd.DataFrame, out_dir: Path, context: str) -> FigureFile:
     ax.invert_yaxis()
     ax.set_xlabel(f"CO2e of the budget ({unit}, median)")
     ax.grid(True, axis="x", alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
+    fig.legend(loc="outside lower center", fontsize=8, ncols=2, frameon=False)
     return _save(fig, out_dir, "co2e", "CO2e per configuration" + note, context)
 
 
@@ -465,29 +564,37 @@ def plot_power_traces(
             ax.set_ylabel("power (W)", fontsize=8)
         if k // ncols == nrows - 1:
             ax.set_xlabel("time since run start (s)", fontsize=8)
-        ax.legend(fontsize=6, loc="lower right")
     for k in range(len(items), nrows * ncols):
         axes[k // ncols][k % ncols].set_visible(False)
+    from matplotlib.lines import Line2D
+
+    handles = [Line2D([], [], color=c, lw=1.5, label=_t(name)) for name, c in kinds.items()]
+    # one legend for every panel, below them: a legend inside a panel covers its trace
+    fig.legend(handles=handles, loc="outside lower center", fontsize=8, ncols=min(6, len(handles)),
+               frameon=False)  # fmt: skip
     note = "" if len(chosen) <= MAX_TRACE_PANELS else f" (first {MAX_TRACE_PANELS})"
     return _save(
         fig, out_dir, "power_traces", f"Power traces, one run per configuration{note}", context
     )
 
 
-def plot_codecarbon_parity(runs: pd.DataFrame, out_dir: Path, context: str) -> FigureFile | None:
+def plot_codecarbon_parity(
+    runs: pd.DataFrame, out_dir: Path, context: str, windows: pd.DataFrame | None = None
+) -> FigureFile | None:
     """(e) CodeCarbon's energy against the direct measurement per run, with the y = x line and
-    +-5 % lines. None when no run has CodeCarbon figures."""
-    cc = codecarbon_errors(runs)
+    ±5 % lines (log axes when the energies span more than 20x); the legend sits below the
+    axes, where it covers no point. None when no run has CodeCarbon figures."""
+    cc = codecarbon_errors(runs, windows)
     if not cc["measured"]:
         return None
     points = cc["runs"]
-    direct = np.array([p["energy_total_j"] for p in points])
+    direct = np.array([p["direct_j"] for p in points])
     theirs = np.array([p["codecarbon_energy_j"] for p in points])
     top = float(max(direct.max(), theirs.max()))
     div, unit = energy_unit(top)
-    fig = _new_figure(6.4, 6.0)
-    ax = fig.add_subplot()
     labels = list(dict.fromkeys(p["label"] for p in points))
+    fig = _new_figure(6.4, 6.4 + 0.22 * min(len(labels), MAX_FIGURE_CONFIGS))
+    ax = fig.add_subplot()
     for i, label in enumerate(labels):
         use = np.array([p["label"] == label for p in points])
         ax.scatter(
@@ -495,26 +602,35 @@ def plot_codecarbon_parity(runs: pd.DataFrame, out_dir: Path, context: str) -> F
             theirs[use] / div,
             s=28,
             color=_COLORS[i % len(_COLORS)],
-            label=_t(label),
+            label=_t(label) if i < MAX_FIGURE_CONFIGS else None,
+            zorder=3,
         )
     bottom = float(min(direct.min(), theirs.min()))
-    pad = 0.05 * max(top - bottom, 0.05 * top)
-    lim = np.array([max(0.0, bottom - pad), top + pad]) / div
-    ax.plot(lim, lim, "-", color="#333333", lw=1, label="y = x")
-    ax.plot(lim, lim * 1.05, ":", color="#777777", lw=1, label="+-5 %")
-    ax.plot(lim, lim * 0.95, ":", color="#777777", lw=1)
+    log = bottom > 0 and top / bottom > 20  # energies over decades: linear axes bunch them up
+    if log:
+        lim = np.array([bottom / 1.3, top * 1.3]) / div
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+    else:
+        pad = 0.05 * max(top - bottom, 0.05 * top)
+        lim = np.array([max(0.0, bottom - pad), top + pad]) / div
+    line = np.geomspace(lim[0], lim[1], 50) if log else lim
+    ax.plot(line, line, "-", color="#333333", lw=1, label="y = x")
+    ax.plot(line, line * 1.05, ":", color="#777777", lw=1, label="±5 %")
+    ax.plot(line, line * 0.95, ":", color="#777777", lw=1)
     ax.set_xlim(lim)
     ax.set_ylim(lim)
     ax.set_aspect("equal")
     estimated = cc.get("reference") == "wattlab's estimate"
-    ax.set_xlabel(f"wattlab, {'estimated' if estimated else 'measured'} ({unit})")
-    ax.set_ylabel(f"CodeCarbon ({unit})")
+    scale = ", log scale" if log else ""
+    ax.set_xlabel(f"wattlab, {'estimated' if estimated else 'measured'} ({unit}{scale})")
+    ax.set_ylabel(f"CodeCarbon ({unit}{scale})")
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=7, loc="upper left")
+    fig.legend(loc="outside lower center", fontsize=7, ncols=2, frameon=False)
     title = (
-        f"CodeCarbon vs {'estimated' if estimated else 'direct'} energy per run (median error "
-        f"{cc['median']:+.2%}, "
-        f"median |error| {cc['median_abs']:.2%}, n = {cc['n']})"
+        f"CodeCarbon vs {'estimated' if estimated else 'direct'} energy per run: median error "
+        f"{cc['median'] * 100:+.1f} %, median |error| {cc['median_abs'] * 100:.1f} %, "
+        f"n = {cc['n']}"
     )
     return _save(fig, out_dir, "codecarbon_parity", title, context)
 
@@ -527,18 +643,20 @@ def plot_run_figures(
     *,
     pareto: Sequence[object] = (),
     region: Sequence[object] = (),
+    windows: pd.DataFrame | None = None,
+    per_image: bool = False,
 ) -> list[FigureFile]:
     """All figures of a run report, in report order; the trace and CodeCarbon figures are
     skipped when there is nothing to draw."""
     context = figure_context(runs)
     figures = [
-        plot_energy_time(summary, out_dir, context, pareto, region),
+        plot_energy_time(summary, out_dir, context, pareto, region, per_image),
         plot_energy_components(summary, runs, out_dir, context),
         plot_co2e(summary, out_dir, context),
         plot_power_traces(
             runs, trace if trace is not None else pd.DataFrame(), summary, out_dir, context
         ),
-        plot_codecarbon_parity(runs, out_dir, context),
+        plot_codecarbon_parity(runs, out_dir, context, windows),
     ]
     return [f for f in figures if f is not None]
 

@@ -18,7 +18,7 @@ from wattlab.analysis import report_sections as sections
 from wattlab.analysis.baseline import parse_baseline, spec_baseline
 from wattlab.analysis.report_document import Block, Bullets, Figure, Heading, Para, ReportPaths
 from wattlab.analysis.report_files import prepare_out_dir, write_document
-from wattlab.analysis.runs_table import REQUIRED_COLUMNS, failed_runs, ok_runs
+from wattlab.analysis.runs_table import REQUIRED_COLUMNS, failed_runs, ok_runs, split_unusable
 from wattlab.analysis.scaling import scaling_efficiency
 from wattlab.analysis.scheduler_energy import scheduler_energy_blocks
 from wattlab.analysis.summary import summarize
@@ -58,9 +58,16 @@ def select_runs(runs: pd.DataFrame, sweep: str | None) -> pd.DataFrame:
     return chosen
 
 
-def _require_ok(runs: pd.DataFrame, sweep: str | None) -> None:
+def _require_ok(runs: pd.DataFrame, sweep: str | None, left_out: list[dict[str, Any]]) -> None:
     if not ok_runs(runs).empty:
         return
+    if left_out:
+        where = f" in sweep {sweep!r}" if sweep else ""
+        named = ", ".join(str(r["run_id"]) for r in left_out[:10])
+        raise DataError(
+            f"there are no usable runs to report{where}: the {len(left_out)} run(s) stored as "
+            f"ok (ids {named}) have no finite energy or time ({left_out[0]['reason']})."
+        )
     failed = failed_runs(runs)
     where = f" in sweep {sweep!r}" if sweep else ""
     first = ""
@@ -95,8 +102,8 @@ def analyze_runs(
     writing anything: what ``wattlab report --json`` prints. ``baseline`` may be a dict or the
     ``KEY=VALUE,...`` text of ``--baseline``; without one, the sweep ``spec``'s ``baseline:``
     applies when it declares one, else the default. ``baseline.source`` says which."""
-    runs = select_runs(runs, sweep)
-    _require_ok(runs, sweep)
+    runs, left_out = split_unusable(select_runs(runs, sweep))
+    _require_ok(runs, sweep, left_out)
     chosen, source = _coerce_baseline(baseline), "--baseline"
     if chosen is None and spec is not None:
         hashes = set(runs["config_hash"].astype(str)) if "config_hash" in runs else set()
@@ -114,8 +121,54 @@ def analyze_runs(
         pareto_axes=pareto_axes,
     )
     data["baseline"]["source"] = source
+    data["runs"]["left_out"] = left_out
     data["sweep"] = sweep
     return summary, data
+
+
+def report_blocks(
+    runs: pd.DataFrame,
+    summary: pd.DataFrame,
+    data: dict[str, Any],
+    windows: pd.DataFrame | None,
+    figures: list[plots.FigureFile],
+    *,
+    scheduler_jobs: pd.DataFrame | None = None,
+    min_saving: float = DEFAULT_MIN_SAVING,
+    max_penalty: float = DEFAULT_MAX_PENALTY,
+) -> list[Block]:
+    """The report as document blocks, from the usable runs, their summary table and JSON
+    summary (``analyze_runs``) and the figures drawn of them (none: the document without its
+    figures, as the property tests build it)."""
+    effects = power_limit_effects(summary, min_saving, max_penalty)
+    scaling = scaling_efficiency(summary)
+    blocks: list[Block] = [Para(data["finding"]["sentence"], lead=True)]
+    blocks += sections.header_blocks(runs, summary, data, windows)
+    blocks += [Heading("Findings"), Bullets(sections.findings(summary, data, effects, scaling))]
+    blocks += [Heading("Configurations"), sections.config_table(summary, runs, data)]
+    if not effects.empty:
+        blocks += [Heading("Power-limit effect"), sections.effects_table(effects)]
+    if data.get("advice") is not None:
+        from wattlab.analysis.report_advice import advice_blocks
+
+        blocks += advice_blocks(data["advice"])
+    blocks += sections.energy_to_accuracy_blocks(data.get("energy_to_accuracy"))
+    blocks += sections.phase_blocks(data.get("phase_times"))
+    blocks.append(Heading("GPU scaling"))
+    if scaling.empty:
+        blocks.append(Para("No configurations differ only in their GPU count."))
+    else:
+        blocks.append(sections.scaling_table(scaling))
+    blocks += [
+        Heading("CodeCarbon vs wattlab"),
+        *sections.codecarbon_blocks(data["codecarbon"]),
+    ]
+    blocks += scheduler_energy_blocks(runs, scheduler_jobs, windows, data)
+    blocks.append(Heading("Figures"))
+    blocks += [Figure(f) for f in figures]
+    if not any(f.name == "power_traces" for f in figures):
+        blocks.append(Para("Power traces: none recorded for these runs."))
+    return blocks
 
 
 def write_report(
@@ -161,44 +214,38 @@ def write_report(
         target_accuracy=target_accuracy,
         pareto_axes=pareto_axes,
     )
-    runs = select_runs(runs, sweep)
+    runs, _ = split_unusable(select_runs(runs, sweep))
     if trace is not None and "id" in runs.columns and not trace.empty:
         ids = set(pd.to_numeric(runs["id"], errors="coerce").dropna().astype(int))
         trace = trace[pd.to_numeric(trace["run_id"], errors="coerce").isin(ids)]
     out = prepare_out_dir(out_dir)
-    pareto = pareto_front_axes(summary, pareto_axes)
+    pareto = pareto_front_axes(summary, pareto_axes, per_image=data.get("pareto_per") == "image")
     region = operating_region(summary, min_saving, max_penalty)
-    effects = power_limit_effects(summary, min_saving, max_penalty)
-    scaling = scaling_efficiency(summary)
-    figures = plots.plot_run_figures(runs, trace, summary, out, pareto=pareto, region=region)
+    figures = plots.plot_run_figures(
+        runs,
+        trace,
+        summary,
+        out,
+        pareto=pareto,
+        region=region,
+        windows=windows,
+        per_image=data.get("pareto_per") == "image",
+    )
     title = title or (f"wattlab report: sweep {sweep}" if sweep else "wattlab report")
-    blocks: list[Block] = [Para(data["finding"]["sentence"], lead=True)]
-    blocks += sections.header_blocks(runs, summary, data, windows)
-    blocks += [Heading("Findings"), Bullets(sections.findings(summary, data, effects, scaling))]
-    blocks += [Heading("Configurations"), sections.config_table(summary, runs, data)]
-    if not effects.empty:
-        blocks += [Heading("Power-limit effect"), sections.effects_table(effects)]
     if advice:
-        from wattlab.analysis.report_advice import advice_blocks, advice_rows
+        from wattlab.analysis.report_advice import advice_rows
 
         data["advice"] = advice_rows(runs, windows, trace, data)
-        blocks += advice_blocks(data["advice"])
-    blocks += sections.energy_to_accuracy_blocks(data.get("energy_to_accuracy"))
-    blocks += sections.phase_blocks(data.get("phase_times"))
-    blocks.append(Heading("GPU scaling"))
-    if scaling.empty:
-        blocks.append(Para("No configurations differ only in their GPU count."))
-    else:
-        blocks.append(sections.scaling_table(scaling))
-    blocks += [
-        Heading("CodeCarbon vs wattlab"),
-        *sections.codecarbon_blocks(data["codecarbon"]),
-    ]
-    blocks += scheduler_energy_blocks(runs, scheduler_jobs, windows, data)
-    blocks.append(Heading("Figures"))
-    blocks += [Figure(f) for f in figures]
-    if not any(f.name == "power_traces" for f in figures):
-        blocks.append(Para("Power traces: none recorded for these runs."))
+    blocks = report_blocks(
+        runs,
+        summary,
+        data,
+        windows,
+        figures,
+        scheduler_jobs=scheduler_jobs,
+        min_saving=min_saving,
+        max_penalty=max_penalty,
+    )
     data["title"] = title
     data["generated_at"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     data["figures"] = [f.png.name for f in figures]

@@ -12,8 +12,8 @@ from wattlab.analysis.report_document import Block, Bullets, Figure, Heading, Pa
 
 
 def h(text: object) -> str:
-    """HTML-escaped text (quotes included)."""
-    return html.escape(str(text), quote=True)
+    """HTML-escaped text (quotes included); a number keeps its "%" on its line."""
+    return html.escape(str(text), quote=True).replace(" %", "\u00a0%")
 
 
 _CSS = """
@@ -21,7 +21,7 @@ body{font-family:-apple-system,"Segoe UI",Helvetica,Arial,sans-serif;margin:2em 
 max-width:1200px;padding:0 1em;color:#222;line-height:1.45}
 h1{font-size:1.6em;border-bottom:2px solid #ddd;padding-bottom:.2em}
 h2{font-size:1.25em;margin-top:1.8em;border-bottom:1px solid #eee}
-table{border-collapse:collapse;margin:.8em 0;font-size:.86em}
+table{border-collapse:collapse;margin:.8em 0;font-size:.8em}
 th,td{border:1px solid #ccc;padding:.25em .5em;text-align:right;vertical-align:top}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}
 tr:nth-child(even) td{background:#fafafa}

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from wattlab.analysis import plots
-from wattlab.analysis.energy_shares import describe_shares
+from wattlab.analysis.chance import Chance, chance_of
+from wattlab.analysis.energy_shares import config_parts, describe_shares
 from wattlab.analysis.phases import PHASE_NAMES
 from wattlab.analysis.report_document import (
     Block,
@@ -28,15 +29,22 @@ from wattlab.analysis.report_document import (
     span_text,
 )
 from wattlab.analysis.runs_table import intensity_range, numeric, ok_runs
+from wattlab.analysis.summary import interval_kind
+from wattlab.wording import coverage_text, interval_words, percent, plural
 
 
-def _provenance_counts(ok: pd.DataFrame) -> dict[str, int]:
+def interval_counts(summary: pd.DataFrame) -> str:
+    """What the configurations' intervals are, counted: "min–max of 3 runs (75 % coverage) for
+    2 configurations; 95 % CI (6 runs) for 1"."""
     counts: dict[str, int] = {}
-    values = ok["provenance"] if "provenance" in ok.columns else [None] * len(ok)
-    for value in values:
-        key = value if isinstance(value, str) and value else "unknown"
-        counts[key] = counts.get(key, 0) + 1
-    return counts
+    for _, row in summary.sort_values("n", kind="stable").iterrows():
+        words = interval_words(interval_kind(row))
+        counts[words] = counts.get(words, 0) + 1
+    items = list(counts.items())
+    return "; ".join(
+        f"{words} for {plural(n, 'configuration') if i == 0 else n}"
+        for i, (words, n) in enumerate(items)
+    )
 
 
 def header_blocks(
@@ -48,8 +56,6 @@ def header_blocks(
     rng = intensity_range(runs)
     intensity = ", ".join(f"{x:g}" for x in carbon["intensity_kg_per_kwh"]) or "unknown"
     pue = ", ".join(f"{x:g}" for x in carbon["pue"]) or "unknown"
-    counts = _provenance_counts(ok)
-    prov_text = ", ".join(f"{k} ({v} run{'s' if v != 1 else ''})" for k, v in counts.items())
     items = [
         f"Hardware: GPU {', '.join(hw['gpu_name']) or 'none'}; "
         f"CPU {', '.join(hw['cpu_model']) or 'unknown'}; "
@@ -59,19 +65,25 @@ def header_blocks(
         f"Carbon: intensity {intensity} kgCO2e/kWh"
         + (f" (sensitivity range {rng[0]:.3g}-{rng[1]:.3g})" if rng else "")
         + f", PUE {pue}.",
-        f"Energy provenance: {data['provenance']} overall (weakest); per run: {prov_text}.",
+        f"Energy provenance: {describe_shares(data['energy_shares'])}.",
         f"Runs: {data['runs']['ok']} ok in {len(summary)} configuration(s), "
-        f"{data['runs']['failed']} failed.",
+        f"{data['runs']['failed']} failed"
+        + (
+            f", {len(data['runs']['left_out'])} left out (stored as ok without a usable "
+            "energy or time)."
+            if data["runs"].get("left_out")
+            else "."
+        ),
         f"Baseline: {data['baseline']['label']}"
         + (f" ({data['baseline']['source']})." if data["baseline"].get("source") else "."),
         f"Operating region: {criteria_text(data['criteria'])}, each configuration against "
         f"{data['criteria']['region_reference']}.",
-        f"Intervals: {data['intervals']['method']}, {_level(data['intervals']['level'])} "
-        f"where a configuration has at least {data['intervals']['min_runs']} ok runs.",
+        f"Intervals: {data['intervals']['method']}; here {interval_counts(summary)}.",
     ]
     if data.get("budget_windows"):  # runs of a command sweep: what their window holds
         items.append(data["budget_windows"]["sentence"])
     blocks: list[Block] = [Bullets(items)]
+    blocks += left_out_blocks(data["runs"].get("left_out") or [])
     blocks += provenance_blocks(data.get("energy_shares"))
     blocks += interval_blocks(summary, data["intervals"])
     if windows is not None and "short_window" in windows.columns and not windows.empty:
@@ -101,28 +113,71 @@ def header_blocks(
     return blocks
 
 
+def _against(row: pd.Series, column: str, what: str) -> str:
+    if bool(row.get("is_baseline")):
+        return "the baseline"
+    return f"{pct(row[column])} {what} against the baseline"
+
+
+def extremes(summary: pd.DataFrame) -> list[str]:
+    """Fastest and least energy: of whole runs when every run saw the same number of images,
+    else per image, saying that the image counts differ."""
+    t = numeric(summary["duration_s"])
+    e = numeric(summary["energy_total_j"])
+    if not (np.isfinite(t).any() and np.isfinite(e).any()):
+        return []
+    low, high = numeric(summary["samples_low"]), numeric(summary["samples_high"])
+    if np.all(np.isfinite(low) & (low == high)) and np.unique(low).size == 1:
+        fast = summary.iloc[int(np.nanargmin(t))]
+        least = summary.iloc[int(np.nanargmin(e))]
+        return [
+            f"Fastest for the same {int(low[0]):,} images: {fast['label']} "
+            f"({fmt(fast['duration_s'])} s, {_against(fast, 'time_change', 'time')}). Least "
+            f"energy: {least['label']} ({fmt(least['energy_total_j'])} J, "
+            f"{_against(least, 'energy_change', 'energy')})."
+        ]
+    if np.all(np.isfinite(low) & (low > 0)):
+        images = numeric(summary["samples"])
+        per_t, per_e = t / images, e / images
+        if np.isfinite(per_t).any() and np.isfinite(per_e).any():
+            fast = summary.iloc[int(np.nanargmin(per_t))]
+            least = summary.iloc[int(np.nanargmin(per_e))]
+            return [
+                f"The configurations' runs saw different numbers of images "
+                f"({int(np.nanmin(low)):,}–{int(np.nanmax(high)):,} per run), so per image: "
+                f"fastest {fast['label']} ({fmt(fast['duration_s'] / fast['samples'] * 1e3)} ms "
+                f"per image), least energy {least['label']} "
+                f"({fmt(least['energy_total_j'] / least['samples'])} J per image). Δ time and "
+                "Δ energy in the table compare whole runs."
+            ]
+    fast = summary.iloc[int(np.nanargmin(t))]
+    least = summary.iloc[int(np.nanargmin(e))]
+    return [
+        f"Per run (the image counts were not recorded for every run): fastest {fast['label']} "
+        f"({fmt(fast['duration_s'])} s), least energy {least['label']} "
+        f"({fmt(least['energy_total_j'])} J)."
+    ]
+
+
 def findings(
     summary: pd.DataFrame, data: dict[str, Any], effects: pd.DataFrame, scaling: pd.DataFrame
 ) -> list[str]:
     items: list[str] = []
-    t = numeric(summary["duration_s"])
-    e = numeric(summary["energy_total_j"])
-    if np.isfinite(t).any() and np.isfinite(e).any():
-        fast = summary.iloc[int(np.nanargmin(t))]
-        low = summary.iloc[int(np.nanargmin(e))]
-        items.append(
-            f"Fastest: {fast['label']} ({fmt(fast['duration_s'])} s, "
-            f"{pct(fast['time_change'])} time against the baseline). Least energy: {low['label']} "
-            f"({fmt(low['energy_total_j'])} J, {pct(low['energy_change'])} energy)."
-        )
+    items += extremes(summary)
+    chance = data.get("accuracy_vs_chance") or {}
+    if chance.get("none_beyond"):
+        items.append(chance["sentence"])
     axes = data.get("pareto_axes") or ["energy", "time"]
+    per = " per image" if data.get("pareto_per") == "image" else ""
     if "accuracy" in axes:
         front = (
-            f"Pareto front over {', '.join(axes)} (no other configuration is at least as good "
-            "on every axis and better on one; accuracy higher is better): "
+            f"Pareto front over {', '.join(axes)}{per} (no other configuration is at least as "
+            "good on every axis and better on one; accuracy higher is better): "
         )
     else:
-        front = "Pareto front (no other configuration is both faster and uses less energy): "
+        front = (
+            f"Pareto front{per} (no other configuration is both faster and uses less energy{per}): "
+        )
     items.append(front + "; ".join(data["pareto"]) + ".")
     items += region_findings(data, effects)
     if not effects.empty:
@@ -163,6 +218,15 @@ def config_table(summary: pd.DataFrame, runs: pd.DataFrame, data: dict[str, Any]
     records = {c["config_hash"]: c for c in data["configurations"]}
     parts = plots.component_medians(summary)
     every = plots.component_provenances(runs)  # one pass over the runs, not one per row
+    shares = config_parts(runs)
+    chances = {
+        h: chance_of(row.get("dataset"), row.get("test_size")) for h, row in summary.iterrows()
+    }
+    at_chance: list[Chance] = []
+    for h, row in summary.iterrows():
+        chance, accuracy = chances[h], as_number(row.get("accuracy"))
+        if chance is not None and accuracy is not None and not chance.beyond(accuracy):
+            at_chance.append(chance)
     rows = []
     for hsh, row in summary.iterrows():
         rec = records[hsh]
@@ -200,8 +264,8 @@ def config_table(summary: pd.DataFrame, runs: pd.DataFrame, data: dict[str, Any]
                 comp("other", parts.loc[hsh, "other"]),
                 fmt(row["energy_per_sample_j"]),
                 co2_text,
-                "n/a" if acc is None else f"{acc:.2%}",
-                str(row["provenance"]),
+                _accuracy_cell(acc, chances[hsh]),
+                shares[str(hsh)].short() if str(hsh) in shares else "n/a",
                 "baseline" if rec["is_baseline"] else pct(row["time_change"]),
                 "baseline" if rec["is_baseline"] else pct(row["energy_change"]),
                 "★" if rec["pareto"] else "",
@@ -228,14 +292,63 @@ def config_table(summary: pd.DataFrame, runs: pd.DataFrame, data: dict[str, Any]
     ]
     note = (
         "Medians over the ok runs of each configuration. [interval] = order-statistic interval "
-        "of the median: 95 % or more coverage with 6 or more runs; with 2-5 runs it is the "
-        "min-max range (50-94 % coverage); none with a single run. Δ = median / baseline "
-        "median - 1 (negative = less). ★ = on the time-energy Pareto front; ✓ = in the "
-        "operating region (against the same configuration at its highest power limit). A "
-        "component marked (est.) or (sampled) was not read from an energy counter in at least "
-        "one run."
+        f"of the median: {interval_counts(summary)}. Δ = median / baseline median - 1 of "
+        "whole runs (negative = less). ★ = on the Pareto front"
+        + (" (per image)" if data.get("pareto_per") == "image" else "")
+        + (
+            "; ✓ = in the operating region (against the same configuration at its highest "
+            "power limit)"
+            if data.get("power_limit_effects")
+            else ""
+        )
+        + ". A component marked "
+        "(est.) or (sampled) was not read from an energy counter in at least one run; "
+        "Provenance is each configuration's energy by share."
     )
+    if at_chance:
+        example = at_chance[0]
+        note += (
+            f" (chance) = not beyond chance: guessing among {example.classes} classes reaches "
+            f"it with probability above {coverage_text(example.alpha)} on the runs' test images "
+            f"(beyond chance from {percent(example.threshold)} on {example.test_images:,} images)."
+        )
+    # a component no configuration has, or a region column without any power-limit twin, says
+    # nothing: left out (the text says why there is no region)
+    empty = {"n/a", "0", ""}
+    droppable = {f"GPU ({e_unit})", f"CPU ({e_unit})", f"DRAM/RAM ({e_unit})", f"Other ({e_unit})"}
+    if not data.get("power_limit_effects"):
+        droppable.add("Region")
+    keep = [
+        i
+        for i, name in enumerate(headers)
+        if name not in droppable or any(row[i] not in empty for row in rows)
+    ]
+    headers = [headers[i] for i in keep]
+    rows = [[row[i] for i in keep] for row in rows]
+    low, high = numeric(summary["samples_low"]), numeric(summary["samples_high"])
+    if not (np.all(np.isfinite(low) & (low == high)) and np.unique(low).size == 1):
+        headers.insert(2, "Images/run")
+        for row_cells, (_, row) in zip(rows, summary.iterrows(), strict=True):
+            row_cells.insert(2, _images_cell(row))
+        note += (
+            " The configurations' runs saw different numbers of images (Images/run), so their "
+            "Δ energy compares different amounts of work; J/sample compares per image."
+        )
     return Table(headers, rows, note)
+
+
+def _accuracy_cell(accuracy: float | None, chance: Chance | None) -> str:
+    if accuracy is None:
+        return "n/a"
+    at_chance = chance is not None and not chance.beyond(accuracy)
+    return percent(accuracy, 2) + (" (chance)" if at_chance else "")
+
+
+def _images_cell(row: pd.Series) -> str:
+    low, high = as_number(row.get("samples_low")), as_number(row.get("samples_high"))
+    if low is None or high is None:
+        return "n/a"
+    return f"{low:,.0f}" if low == high else f"{low:,.0f}–{high:,.0f}"
 
 
 def effects_table(effects: pd.DataFrame) -> Table:
@@ -377,9 +490,27 @@ def codecarbon_blocks(cc: dict[str, Any]) -> list[Block]:
     return blocks
 
 
+def left_out_blocks(left_out: list[dict[str, Any]]) -> list[Block]:
+    """A warning naming the runs stored as ok whose energy or time is not a finite number >= 0:
+    they are left out of every figure, table and statistic."""
+    if not left_out:
+        return []
+    named = "; ".join(
+        f"run {r.get('run_id')} ({r.get('label')}): {r.get('reason')}" for r in left_out
+    )
+    return [
+        Para(
+            f"{plural(len(left_out), 'run')} stored as ok {'has' if len(left_out) == 1 else 'have'}"
+            f" no usable energy or time and {'is' if len(left_out) == 1 else 'are'} left out of "
+            f"every statistic, table and figure: {named}.",
+            warning=True,
+        )
+    ]
+
+
 def provenance_blocks(shares: dict[str, Any] | None) -> list[Block]:
-    """The provenance sentence by share: a warning unless all energy was measured, and the old
-    "every figure is estimated" warning only when nothing at all was measured or sampled."""
+    """The provenance by share: a warning unless all energy was measured, and "every energy
+    figure is estimated" only when nothing at all was measured or sampled."""
     if not shares or not shares.get("by_provenance"):
         return [Para("no energy figures were recorded with their provenance.", warning=True)]
     by_prov = shares["by_provenance"]
@@ -388,40 +519,38 @@ def provenance_blocks(shares: dict[str, Any] | None) -> list[Block]:
     if measured <= 0:
         return [
             Para(
-                "every energy figure in this report is estimated (no hardware energy counter was "
-                f"read); treat them as models, not measurements. In detail, {sentence}",
+                "every energy figure in this report is estimated: no hardware energy counter was "
+                f"read (the energy: {sentence}). Treat them as models, not measurements.",
                 warning=True,
             )
         ]
-    if (by_prov.get("measured") or 0) >= 1 - 1e-12:
-        return [Para(f"Energy provenance by share: {sentence}")]
+    if (by_prov.get("measured") or 0) >= 1:
+        return []  # the header's provenance line says it: all measured
     return [
         Para(
-            f"not every energy figure was read from a hardware counter: {sentence} The "
-            "component columns mark which parts were sampled or estimated.",
+            f"not every joule here was read from a hardware counter: {sentence}. The component "
+            "columns mark which parts were sampled or estimated.",
             warning=True,
         )
     ]
 
 
 def interval_blocks(summary: pd.DataFrame, intervals: dict[str, Any]) -> list[Block]:
-    """A warning naming the configurations with too few runs for the stated interval."""
+    """A warning naming the configurations with too few runs for a 95 % interval, with what
+    their interval is instead."""
     short = intervals["short_configurations"]
     if not short:
         return []
     need = intervals["min_runs"]
-    coverages = []
-    for n in sorted({int(x) for x in summary.loc[summary["label"].isin(short), "n"]}):
-        if n < 2:
-            coverages.append(f"{n} run: no interval")
-        else:
-            coverages.append(f"{n} runs: the min-max range, which holds the median with "
-                             f"probability {pct(1 - 2.0 ** (1 - n), False)}")  # fmt: skip
+    kinds = {
+        int(row["n"]): interval_words(interval_kind(row))
+        for _, row in summary[summary["label"].isin(short)].iterrows()
+    }
     return [
         Para(
             f"{len(short)} configuration(s) have fewer than the {need} ok runs a "
-            f"{_level(intervals['level'])} interval of the median needs ("
-            + "; ".join(coverages)
+            f"{_level(intervals['level'])} interval of the median needs (they have: "
+            + "; ".join(kinds[n] for n in sorted(kinds))
             + f"): {'; '.join(short)}. Run at least {need} repetitions for "
             f"{_level(intervals['level'])} intervals.",
             warning=True,
@@ -458,19 +587,23 @@ def region_findings(data: dict[str, Any], effects: pd.DataFrame) -> list[str]:
             )
     vs_base = [c for c in data["configurations"] if c["region_vs_baseline"]]
     base = data["baseline"]["label"]
+    per_image = data.get("pareto_per") == "image"  # the runs saw different numbers of images
+    per = " per image" if per_image else ""
+    suffix = "_per_image" if per_image else ""
     if vs_base:
         listed = "; ".join(
-            f"{c['label']} (energy {pct(c['energy_change'])}, time {pct(c['time_change'])})"
+            f"{c['label']} (energy {pct(c['energy_change' + suffix])}, "
+            f"time {pct(c['time_change' + suffix])})"
             for c in vs_base
         )
         items.append(
-            f"Against the baseline {base} (not the operating region: precision, GPU count and "
-            f"batch size count here too), {len(vs_base)} configuration(s) have "
+            f"Against the baseline {base}{per} (not the operating region: precision, GPU count "
+            f"and batch size count here too), {len(vs_base)} configuration(s) have "
             f"{criteria_text(crit)}: {listed}."
         )
     else:
         items.append(
-            f"Against the baseline {base} (not the operating region), no configuration has "
+            f"Against the baseline {base}{per} (not the operating region), no configuration has "
             f"{criteria_text(crit)}."
         )
     return items

@@ -36,7 +36,8 @@ CONFIG_COLUMNS = run_columns(
     "batch_size",
     "power_limit_requested_w",
 )
-# Measured columns summarised by a median and an interval of the median.
+# Measured columns summarised by a median and an interval of the median (the derived
+# per-image ones, DERIVED, are computed from each run's samples).
 METRICS = (
     *run_columns(
         "duration_s",
@@ -47,11 +48,13 @@ METRICS = (
         "energy_other_j",
     ),
     "energy_per_sample_j",  # derived: energy_total_j / samples
+    "duration_per_sample_s",  # derived: duration_s / samples
     *run_columns("co2e_kg", "accuracy"),
 )
+DERIVED = ("energy_per_sample_j", "duration_per_sample_s")
 # Columns summarised by a median only.
 MEDIAN_ONLY = run_columns(
-    "co2e_low_kg", "co2e_high_kg", "power_limit_w", "samples", "wall_s", "epochs"
+    "co2e_low_kg", "co2e_high_kg", "power_limit_w", "samples", "wall_s", "epochs", "test_size"
 )
 # Facts about where and how a configuration was measured (its first run's value).
 CONTEXT_COLUMNS = run_columns("gpu_name", "cpu_model", "intensity_kg_per_kwh", "pue")
@@ -81,6 +84,59 @@ def failed_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """The rows of ``runs`` whose status is not 'ok'."""
     check_columns(runs, ("status",), "runs")
     return runs[runs["status"].astype("object") != "ok"]
+
+
+# An ok run is usable only when these hold a finite number >= 0; one that does not (a NULL, NaN
+# or infinite energy stored by a damaged writer) is named and left out of every statistic.
+USABLE_COLUMNS = run_columns("energy_total_j", "duration_s")
+
+
+def split_unusable(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """``runs`` without the ok runs whose energy or time is not a finite number >= 0, and
+    those runs as ``{"run_id", "label", "reason"}`` (e.g. "energy_total_j is infinite")."""
+    ok = runs["status"].astype("object") == "ok"
+    bad = np.zeros(len(runs), dtype=bool)
+    reasons: list[list[str]] = [[] for _ in range(len(runs))]
+    for col in USABLE_COLUMNS:
+        if col not in runs.columns:
+            continue
+        for i, value in enumerate(runs[col].tolist()):
+            if not ok.iloc[i]:
+                continue
+            why = _unusable_reason(value)
+            if why:
+                bad[i] = True
+                reasons[i].append(f"{col} is {why}")
+    left_out = [
+        {
+            "run_id": _run_id(runs.iloc[i].get("id")),
+            "label": str(runs.iloc[i].get("label")),
+            "reason": "; ".join(reasons[i]),
+        }
+        for i in np.flatnonzero(bad)
+    ]
+    return runs[~bad], left_out
+
+
+def _unusable_reason(value: object) -> str | None:
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return "NULL or NaN"  # pandas reads SQLite's NULL in a REAL column as NaN
+    try:
+        x = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return f"not a number ({str(value)[:20]!r})"
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "infinite"
+    if x < 0:
+        return "negative"
+    return None
+
+
+def _run_id(value: object) -> int | None:
+    number = as_float(value, math.nan)
+    return None if math.isnan(number) else int(number)
 
 
 def numeric(series: pd.Series) -> np.ndarray:

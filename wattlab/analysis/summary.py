@@ -16,6 +16,7 @@ from wattlab.analysis.intervals import CI_LEVEL, change_interval, median_interva
 from wattlab.analysis.runs_table import (
     CONFIG_COLUMNS,
     CONTEXT_COLUMNS,
+    DERIVED,
     INT_COLUMNS,
     MEDIAN_ONLY,
     METRICS,
@@ -29,19 +30,21 @@ from wattlab.analysis.runs_table import (
     weakest_provenance,
 )
 from wattlab.errors import DataError
+from wattlab.wording import IntervalKind
 
 
 def _per_run_frame(ok: pd.DataFrame) -> pd.DataFrame:
     """The ok runs with the derived per-run columns the summary needs."""
     frame = ok.copy()
     for col in METRICS + MEDIAN_ONLY:
-        if col not in frame.columns and col != "energy_per_sample_j":
+        if col not in frame.columns and col not in DERIVED:
             frame[col] = np.nan
     samples = numeric(frame["samples"])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per_sample = numeric(frame["energy_total_j"]) / samples
-    per_sample[~np.isfinite(per_sample)] = np.nan
-    frame["energy_per_sample_j"] = per_sample
+    for derived, column in zip(DERIVED, ("energy_total_j", "duration_s"), strict=True):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_sample = numeric(frame[column]) / samples
+        per_sample[~np.isfinite(per_sample)] = np.nan
+        frame[derived] = per_sample
     return frame
 
 
@@ -81,16 +84,20 @@ def summarize(
     Columns: ``label``, ``n`` (ok runs), ``n_failed``; the configuration axes in
     ``CONFIG_COLUMNS`` (None where the table lacks the column); for every metric in
     ``METRICS`` its median under the metric's own name (``duration_s`` in s, ``energy_*_j`` in
-    J, ``energy_per_sample_j`` in J/sample, ``co2e_kg`` in kg, ``accuracy`` as a fraction) and
+    J, ``energy_per_sample_j`` in J/sample, ``duration_per_sample_s`` in s/sample, ``co2e_kg``
+    in kg, ``accuracy`` as a fraction) and
     the interval of the median as ``<metric>_ci_low`` / ``<metric>_ci_high`` (NaN with a
     single run); ``ci_method`` (``order-statistic``, or ``range`` when there are too few runs
     for ``level``) and ``ci_coverage`` (the probability that the interval holds the median;
     see :mod:`wattlab.analysis.intervals`); medians of ``co2e_low_kg``, ``co2e_high_kg``,
-    ``power_limit_w`` (in force, W) and ``samples``; ``provenance`` (weakest over the
+    ``power_limit_w`` (in force, W), ``samples`` and ``test_size``; ``samples_low`` /
+    ``samples_high`` (the fewest and most images of a run; NaN when a run lacks its count);
+    ``provenance`` (weakest over the
     configuration's runs); ``time_change`` and ``energy_change`` against the baseline
     (fractions, negative = saving) with intervals (``*_ci_low`` / ``*_ci_high``,
-    ``*_ci_coverage``); ``is_baseline``; and context columns ``gpu_name``, ``cpu_model``,
-    ``intensity_kg_per_kwh``, ``pue``.
+    ``*_ci_coverage``), and per image ``time_change_per_image`` / ``energy_change_per_image``
+    (changes of the per-image medians, no interval); ``is_baseline``; and context columns
+    ``gpu_name``, ``cpu_model``, ``intensity_kg_per_kwh``, ``pue``.
 
     ``baseline`` is ``{column: value}`` matching exactly one configuration (see
     :func:`find_baseline`); None picks :func:`default_baseline`.
@@ -127,6 +134,12 @@ def summarize(
             x = numeric(group[col])
             x = x[~np.isnan(x)]
             row[col] = float(np.median(x)) if x.size else math.nan
+        # the images per run, fewest and most: "the same images" only when both are one number
+        images = numeric(group["samples"])
+        whole = images[np.isfinite(images) & (images > 0)]
+        complete = whole.size == len(group)  # a run without its count makes the count unknown
+        row["samples_low"] = float(whole.min()) if complete and whole.size else math.nan
+        row["samples_high"] = float(whole.max()) if complete and whole.size else math.nan
         prov = group["provenance"] if "provenance" in group.columns else [None] * len(group)
         row["provenance"] = weakest_provenance(list(prov))
         per_config_values[config_hash] = values
@@ -155,6 +168,15 @@ def summarize(
         summary[f"{name}_ci_low"] = lows
         summary[f"{name}_ci_high"] = highs
         summary[f"{name}_ci_coverage"] = coverages
+    # the same changes per image (medians of each run's value per image), for comparisons of
+    # configurations whose runs saw different numbers of images
+    for name, metric in (
+        ("time_change_per_image", "duration_per_sample_s"),
+        ("energy_change_per_image", "energy_per_sample_j"),
+    ):
+        summary[name] = [
+            relative_change(row[metric], base_row[metric]) for _, row in summary.iterrows()
+        ]
     return summary
 
 
@@ -177,3 +199,25 @@ def short_configurations(summary: pd.DataFrame, level: float = CI_LEVEL) -> list
     needs (6 for 95 %): their interval is the range, with less coverage, or none at all."""
     need = min_runs_for(level)
     return [str(row["label"]) for _, row in summary.iterrows() if int(row["n"]) < need]
+
+
+def images_differ(summary: pd.DataFrame) -> bool:
+    """Whether comparisons between configurations must be per image: every run recorded its
+    image count, and the counts are not one number for every run."""
+    if "samples_low" not in summary.columns or "samples_high" not in summary.columns:
+        return False
+    low = pd.to_numeric(summary["samples_low"], errors="coerce")
+    high = pd.to_numeric(summary["samples_high"], errors="coerce")
+    if low.isna().any() or high.isna().any():
+        return False
+    return bool((low != high).any() or low.nunique() > 1)
+
+
+def interval_kind(row: Mapping[str, Any] | pd.Series) -> IntervalKind:
+    """How a summary row's interval of the median was made: its runs, method and coverage."""
+    coverage = row.get("ci_coverage")
+    try:
+        cov = float(coverage)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        cov = math.nan
+    return IntervalKind(int(row["n"]), str(row.get("ci_method") or "none"), cov)

@@ -9,8 +9,9 @@ from typing import Any
 import pandas as pd
 
 from wattlab.analysis.budget_windows import budget_windows
+from wattlab.analysis.chance import summary_verdict
 from wattlab.analysis.codecarbon_error import codecarbon_errors
-from wattlab.analysis.energy_shares import energy_shares
+from wattlab.analysis.energy_shares import config_parts, energy_shares
 from wattlab.analysis.energy_to_accuracy import energy_to_accuracy
 from wattlab.analysis.headline import finding
 from wattlab.analysis.intervals import CI_LEVEL, min_runs_for
@@ -23,7 +24,7 @@ from wattlab.analysis.runs_table import (
     weakest_provenance,
 )
 from wattlab.analysis.scaling import scaling_efficiency
-from wattlab.analysis.summary import short_configurations
+from wattlab.analysis.summary import images_differ, interval_kind, short_configurations
 from wattlab.analysis.tradeoffs import (
     DEFAULT_MAX_PENALTY,
     DEFAULT_MIN_SAVING,
@@ -34,6 +35,7 @@ from wattlab.analysis.tradeoffs import (
     region_against_baseline,
 )
 from wattlab.jsonio import jsonable
+from wattlab.wording import interval_words
 
 REGION_REFERENCE = (
     "the same model, stem, dataset, device, GPU count, precision and batch size at its "
@@ -42,7 +44,12 @@ REGION_REFERENCE = (
 
 
 def _config_record(
-    row: pd.Series, pareto: set, region: set, vs_baseline: set, axes: Sequence[str]
+    row: pd.Series,
+    pareto: set,
+    region: set,
+    vs_baseline: set,
+    axes: Sequence[str],
+    provenance_text: str | None,
 ) -> dict[str, Any]:
     return {
         "label": row["label"],
@@ -73,10 +80,15 @@ def _config_record(
         "accuracy_ci": [row.get("accuracy_ci_low"), row.get("accuracy_ci_high")],
         "power_limit_w": row.get("power_limit_w"),
         "provenance": row.get("provenance"),
+        "provenance_shares": provenance_text,
+        "images_per_run": [row.get("samples_low"), row.get("samples_high")],
+        "interval": interval_words(interval_kind(row)),
         "time_change": row.get("time_change"),
         "time_change_ci": [row.get("time_change_ci_low"), row.get("time_change_ci_high")],
         "energy_change": row.get("energy_change"),
         "energy_change_ci": [row.get("energy_change_ci_low"), row.get("energy_change_ci_high")],
+        "time_change_per_image": row.get("time_change_per_image"),
+        "energy_change_per_image": row.get("energy_change_per_image"),
         "change_ci_coverage": row.get("energy_change_ci_coverage"),
         "is_baseline": bool(row.get("is_baseline", False)),
         "pareto": row["config_hash"] in pareto,
@@ -133,17 +145,26 @@ def summary_to_json(
     ``energy_to_accuracy`` (see :mod:`wattlab.analysis.energy_to_accuracy`; from ``windows``
     at ``target_accuracy``).
     """
-    pareto = pareto_front_axes(summary, pareto_axes)
+    per_image = images_differ(summary)  # comparisons per image when image counts differ
+    pareto = pareto_front_axes(summary, pareto_axes, per_image=per_image)
     region = operating_region(summary, min_saving, max_penalty)
-    vs_baseline = region_against_baseline(summary, min_saving, max_penalty)
+    vs_baseline = region_against_baseline(summary, min_saving, max_penalty, per_image)
     axes = [c for c in (*CONFIG_COLUMNS, "power_limit_w") if c in summary.columns]
     base = summary[summary["is_baseline"]].iloc[0]
+    parts = config_parts(runs) if runs is not None else {}
     out: dict[str, Any] = {
         "finding": finding(summary, with_accuracy="accuracy" in pareto_axes),
         "pareto_axes": list(pareto_axes),
         "configurations": [
-            _config_record(row, set(pareto), set(region), set(vs_baseline), axes)
-            for _, row in summary.iterrows()
+            _config_record(
+                row,
+                set(pareto),
+                set(region),
+                set(vs_baseline),
+                axes,
+                parts[str(h)].short() if str(h) in parts else None,
+            )
+            for h, row in summary.iterrows()
         ],
         "baseline": {
             "label": base["label"],
@@ -151,6 +172,7 @@ def summary_to_json(
             "axes": {a: base.get(a) for a in axes},
         },
         "pareto": [summary.loc[h, "label"] for h in pareto],
+        "pareto_per": "image" if per_image else "run",
         "operating_region": [summary.loc[h, "label"] for h in region],
         "operating_region_vs_baseline": [summary.loc[h, "label"] for h in vs_baseline],
         "criteria": {
@@ -164,7 +186,8 @@ def summary_to_json(
             orient="records"
         ),
         "provenance": weakest_provenance(summary["provenance"]),
-        "codecarbon": codecarbon_errors(runs) if runs is not None else {"measured": False},
+        "accuracy_vs_chance": summary_verdict(summary).to_dict(),
+        "codecarbon": codecarbon_errors(runs, windows) if runs is not None else {"measured": False},
     }
     if runs is not None:
         failed = failed_runs(runs)
@@ -186,6 +209,7 @@ def summary_to_json(
         out["budget_windows"] = budget_windows(runs)  # command runs: marked or whole process
         out["phase_times"] = phase_times(runs)
         out["energy_to_accuracy"] = energy_to_accuracy(runs, windows, target_accuracy)
+        out["runs"]["left_out"] = []  # analyze_runs fills in the ok runs it left out
         rng = intensity_range(runs)
         ok = ok_runs(runs)
         out["carbon"] = {

@@ -81,15 +81,27 @@ def parse_pareto_axes(text: str | None) -> tuple[str, ...]:
     return names
 
 
-def pareto_front_axes(df: pd.DataFrame, axes: tuple[str, ...] = DEFAULT_PARETO_AXES) -> list:
+# the same axes per image, when the configurations' runs saw different numbers of images
+PER_IMAGE_COLUMNS = {"energy_total_j": "energy_per_sample_j", "duration_s": "duration_per_sample_s"}
+
+
+def pareto_front_axes(
+    df: pd.DataFrame, axes: tuple[str, ...] = DEFAULT_PARETO_AXES, per_image: bool = False
+) -> list:
     """Index labels of the rows not dominated on ``axes`` (names of PARETO_AXES: energy and
-    time minimised, accuracy maximised). Rows with a missing value on an axis are left out;
-    the result is ordered by time, then energy, then accuracy (best first)."""
+    time minimised, accuracy maximised), of whole runs or, with ``per_image``, per image
+    (``energy_per_sample_j``, ``duration_per_sample_s``). Rows with a missing value on an axis
+    are left out; the result is ordered by time, then energy, then accuracy (best first)."""
+
+    def col(column: str) -> str:
+        return PER_IMAGE_COLUMNS.get(column, column) if per_image else column
+
     if tuple(axes) == DEFAULT_PARETO_AXES or tuple(axes) == ("time", "energy"):
-        return pareto_front(df, "duration_s", "energy_total_j")
+        return pareto_front(df, col("duration_s"), col("energy_total_j"))
     cols = []
     for name in axes:
         column, larger_better = PARETO_AXES[name]
+        column = col(column)
         values = (
             pd.to_numeric(df[column], errors="coerce")
             if column in df.columns
@@ -158,19 +170,23 @@ def region_against_baseline(
     summary: pd.DataFrame,
     min_saving: float = DEFAULT_MIN_SAVING,
     max_penalty: float = DEFAULT_MAX_PENALTY,
+    per_image: bool = False,
 ) -> list:
     """Index labels of the configurations whose ``energy_change`` against the one global
     baseline (see :func:`wattlab.analysis.summary.summarize`) saves at least ``min_saving``
-    for at most ``max_penalty`` more ``time_change``. Not the operating region: a change of
-    precision or GPU count counts here as much as the power limit. Largest saving first."""
+    for at most ``max_penalty`` more ``time_change`` (with ``per_image``, the changes per
+    image). Not the operating region: a change of precision or GPU count counts here as much
+    as the power limit. Largest saving first."""
     check_thresholds(min_saving, max_penalty)
+    suffix = "_per_image" if per_image else ""
+    t_col, e_col = f"time_change{suffix}", f"energy_change{suffix}"
     hits = [
         h
         for h, row in summary.iterrows()
         if not bool(row.get("is_baseline", False))
-        and in_region(row.get("time_change"), row.get("energy_change"), min_saving, max_penalty)
+        and in_region(row.get(t_col), row.get(e_col), min_saving, max_penalty)
     ]
-    return sorted(hits, key=lambda h: float(summary.loc[h, "energy_change"]))
+    return sorted(hits, key=lambda h: float(summary.loc[h, e_col]))
 
 
 def power_limit_effects(

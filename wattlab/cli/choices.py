@@ -87,6 +87,13 @@ class Precision(str, enum.Enum):
     amp_fp16 = "amp-fp16"
 
 
+class TrainingType(str, enum.Enum):
+    """``report --statement --training-type``: the model card's training_type."""
+
+    pre_training = "pre-training"
+    fine_tuning = "fine-tuning"
+
+
 def values(choice: type[enum.Enum]) -> tuple[str, ...]:
     """The command-line spellings of ``choice``, in order."""
     return tuple(str(member.value) for member in choice)
@@ -117,3 +124,13 @@ def choice_callback(flag: str, choice: type[enum.Enum]) -> Callable[[object], st
         raise typer.BadParameter(f"{flag} must be one of {_phrase(choice)}, got {value!r}.")
 
     return check
+
+
+def optional_choice_callback(flag: str, choice: type[enum.Enum]) -> Callable[[object], str | None]:
+    """:func:`choice_callback` for an option whose default is None (not given)."""
+    check = choice_callback(flag, choice)
+
+    def check_given(value: object) -> str | None:
+        return None if value is None else check(value)
+
+    return check_given

@@ -8,16 +8,53 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from wattlab.cli.choices import TrainingType, optional_choice_callback
 from wattlab.cli.options import (
     BaselineW,
+    CarbonIntensity,
     Db,
+    IntensityRange,
     JsonOut,
     MaxPenalty,
     MinSaving,
+    Pue,
+    Region,
     ReportDir,
     TargetAccuracy,
+    bounded,
 )
 from wattlab.errors import WattlabError
+
+RunId = Annotated[
+    Optional[int],
+    typer.Option(
+        "--run", help="Report (or state) this one stored run.", callback=bounded("--run", "run_id")
+    ),
+]
+ConfigFilter = Annotated[
+    Optional[str],
+    typer.Option(
+        "--config",
+        help="Report (or state) one configuration's runs, KEY=VALUE,... as for --baseline "
+        "(e.g. precision=amp-bf16,batch_size=512).",
+    ),
+]
+Statement = Annotated[
+    bool,
+    typer.Option(
+        "--statement",
+        help="Write statement.md into --out: a paragraph a paper can quote and the Hugging Face "
+        "model-card block (instead of the full report).",
+    ),
+]
+TrainingTypeOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--training-type",
+        help="The model card's training_type: pre-training or fine-tuning.",
+        callback=optional_choice_callback("--training-type", TrainingType),
+    ),
+]
 
 
 def report(
@@ -60,13 +97,38 @@ def report(
             "with accuracy the finding names the compared configurations' accuracies.",
         ),
     ] = None,
+    run_id: RunId = None,
+    config: ConfigFilter = None,
+    statement: Statement = False,
+    region: Region = None,
+    carbon_intensity: CarbonIntensity = None,
+    intensity_range: IntensityRange = None,
+    pue: Pue = None,
+    training_type: TrainingTypeOption = None,
 ) -> None:
-    """Tables, figures and the operating region: report.md and a self-contained report.html."""
+    """Tables, figures and the operating region: report.md and a self-contained report.html;
+    with --statement, the energy statement (statement.md)."""
     from wattlab.analysis.tradeoffs import parse_pareto_axes
     from wattlab.jsonio import dump_json, output_folder
 
     axes = parse_pareto_axes(pareto_axes)
-
+    pricing = {
+        "--region": region,
+        "--carbon-intensity": carbon_intensity,
+        "--intensity-range": intensity_range,
+        "--pue": pue,
+        "--training-type": training_type,
+    }
+    given = [flag for flag, value in pricing.items() if value is not None]
+    if given and not statement:
+        raise WattlabError(
+            f"{' and '.join(given)} only appl{'ies' if len(given) == 1 else 'y'} to the energy "
+            "statement; add --statement."
+        )
+    if statement and import_profile is not None:
+        raise WattlabError("--statement states stored runs; leave out --import-profile.")
+    if statement and out is None and json_path is None:
+        raise WattlabError("give --out DIR for statement.md (or --json PATH for its facts).")
     if out is None and json_path is None:
         raise WattlabError("give --out DIR for the report, or --json PATH for the summary.")
     if import_profile is not None:
@@ -97,6 +159,23 @@ def report(
         spec = store.sweep_spec(sweep_name) if sweep_name is not None else None
     if sweep_name is not None and len(runs) == 0:
         raise WattlabError(f"the database {db} holds no runs of sweep {sweep_name!r}.")
+    if config is not None:
+        from wattlab.analysis.baseline import select_config
+
+        runs = select_config(runs, config)
+    if statement:
+        _write_statement(
+            runs,
+            out=out,
+            json_path=json_path,
+            run_id=run_id,
+            sweep=sweep_name,
+            carbon=(region, carbon_intensity, intensity_range, pue),
+            training_type=training_type,
+        )
+        return
+    if run_id is not None:
+        runs = _one_run(runs, run_id, db)
     if out is not None:
         with output_folder(out):  # created only now, and removed again if writing fails
             paths = write_report(
@@ -135,6 +214,69 @@ def report(
         _print_summary(summary)
 
 
+def _one_run(runs: Any, run_id: int, db: str) -> Any:
+    """The rows of run ``run_id``; a usage error naming the database when it has none."""
+    import pandas as pd
+
+    ids = pd.to_numeric(runs["id"], errors="coerce") if "id" in runs.columns else None
+    chosen = runs[ids == run_id] if ids is not None else runs.iloc[0:0]
+    if chosen.empty:
+        raise WattlabError(f"the database {db} holds no run {run_id} (in this selection).")
+    return chosen
+
+
+def _write_statement(
+    runs: Any,
+    *,
+    out: str | None,
+    json_path: str | None,
+    run_id: int | None,
+    sweep: str | None,
+    carbon: tuple[Optional[str], Optional[float], Optional[str], Optional[float]],
+    training_type: str | None,
+) -> None:
+    """statement.md into ``out`` (and its facts as JSON), printed as well unless the JSON goes
+    to stdout."""
+    import shlex
+    import sys
+
+    from wattlab.analysis.statement import energy_statement, write_statement
+    from wattlab.jsonio import dump_json, output_folder
+    from wattlab.monitor.carbon import settings_from_flags
+
+    region, intensity, intensity_range, pue = carbon
+    settings = None
+    if any(v is not None for v in carbon):
+        settings = settings_from_flags(
+            intensity_kg_per_kwh=intensity, intensity_range=intensity_range, pue=pue, region=region
+        )
+    command = "wattlab " + shlex.join(sys.argv[1:])
+    stated = energy_statement(
+        runs,
+        run_id=run_id,
+        carbon=settings,
+        region=region,
+        training_type=training_type,
+        command=command,
+        what=f"sweep {sweep}" if sweep else None,
+    )
+    if out is not None:
+        with output_folder(out):  # removed again if writing fails
+            path = write_statement(stated, out)
+        if json_path != "-":
+            print(f"statement: {path}")
+    if json_path:
+        dump_json(
+            {**stated.facts, "paragraph": stated.paragraph, "model_card": stated.model_card},
+            json_path,
+        )
+    if json_path != "-":
+        print()
+        print(stated.paragraph)
+        print()
+        print(stated.model_card, end="")
+
+
 def _print_summary(summary: dict[str, Any]) -> None:
     from rich.table import Table
 
@@ -158,12 +300,12 @@ def _print_summary(summary: dict[str, Any]) -> None:
         table.add_row(
             str(c["label"]) + (" (baseline)" if c.get("is_baseline") else ""),
             str(c["n"]),
-            f"{c['time_s']:.1f}",
-            fmt_energy(c["energy_j"]),
+            f"{c['time_s']:.1f}" if c.get("time_s") is not None else "n/a",
+            fmt_energy(c["energy_j"]) if c.get("energy_j") is not None else "n/a",
             f"{c['time_change']:+.1%}" if c.get("time_change") is not None else "",
             f"{c['energy_change']:+.1%}" if c.get("energy_change") is not None else "",
             _co2e_cell(c),
-            str(c.get("provenance")),
+            str(c.get("provenance_shares") or c.get("provenance")),
             "★" if c.get("pareto") else "",
             "✓" if c.get("operating_region") else "",
         )
@@ -172,6 +314,11 @@ def _print_summary(summary: dict[str, Any]) -> None:
     make_console().print(table)
     if summary.get("budget_windows"):  # runs of a command sweep: what their window holds
         print(summary["budget_windows"]["sentence"])
+    for run in (summary.get("runs") or {}).get("left_out") or []:
+        print(
+            f"left out: run {run['run_id']} ({run['label']}), stored as ok, has no usable energy "
+            f"or time: {run['reason']}."
+        )
 
 
 def _co2e_cell(config: dict[str, Any]) -> str:

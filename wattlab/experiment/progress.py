@@ -50,12 +50,16 @@ class RunProgress:
             self.bar.__exit__(*exc)
 
     def epoch_done(self, stats: Any) -> None:
-        energy = sum(m.total_energy_j for m in self.windows.epoch_measurements)
-        duration = sum(m.duration_s for m in self.windows.epoch_measurements)
+        from wattlab.wording import EnergyParts
+
+        epochs = self.windows.epoch_measurements
+        energy = sum(m.total_energy_j for m in epochs)
+        duration = sum(m.duration_s for m in epochs)
         watts = energy / duration if duration > 0 else 0.0
+        parts = sum((m.energy_parts() for m in epochs), EnergyParts())
         info = (
             f"epoch {stats.epoch} loss {stats.train_loss:.3f} "
-            f"{watts:.0f} W {energy / 1e3:.2f} kJ (rank 0's meters)"
+            f"{watts:.0f} W {energy / 1e3:.2f} kJ ({parts.short()}; rank 0's meters)"
         )
         if self.bar is not None:
             self.bar.update(self.task, completed=stats.epoch, info=info)

@@ -9,6 +9,7 @@ from typing import Any
 
 from wattlab.meters.base import CPU, DRAM, GPU, RAM, Provenance, weakest
 from wattlab.monitor.carbon import CarbonSettings, Co2e, joules_to_kwh, window_co2e
+from wattlab.wording import EnergyParts
 
 
 def component_kind(component: str) -> str:
@@ -89,6 +90,15 @@ class Measurement:
             if component_kind(c) in kinds and self.in_total.get(c, True)
         ]
         return weakest(found) if found else None
+
+    def energy_parts(self) -> EnergyParts:
+        """The summed components by kind and provenance, for the words of provenance by share
+        (:class:`wattlab.wording.EnergyParts`)."""
+        return EnergyParts.of_components(
+            (c, self.provenance.get(c), e)
+            for c, e in self.energy_j.items()
+            if self.in_total.get(c, True)
+        )
 
     @property
     def total_uncertainty_j(self) -> float:

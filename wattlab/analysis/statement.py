@@ -1,0 +1,618 @@
+"""The energy statement: one paragraph a paper can quote, and the Hugging Face model-card block,
+built from stored runs (``wattlab report --statement``).
+
+**What "the training" is.** With ``run_id`` it is that one run: its energy, with the meters'
+stated uncertainty. Else, when the selected runs (all of them, or one sweep's) hold one
+configuration, it is one training of that configuration: the median energy of its repetitions
+with the interval of the median and its true coverage, and what all repetitions used together.
+When they hold several configurations there is no one training to speak of: the statement is
+about the whole selection (the energy all its runs used, which is what the study cost), and a
+table gives each configuration's median; pick one with ``--run ID`` or ``--sweep NAME``.
+
+Every clause comes from the runs: the provenance by share and how the estimated part was
+modelled; the GPUs, their driver and power limit (or that they were not recorded, as for runs
+stored by the Hugging Face or Lightning callbacks); the GPUs' idle power just before the runs;
+the carbon intensity with its source and year and the PUE (the stored ones, or the ones given
+to re-price the CO2e: ``--region`` and the other carbon flags); the CO2e with its range; the
+wattlab version and the command that wrote it. The model-card block is the ``co2_eq_emissions``
+metadata the Hub reads (``emissions`` in grams, ``source``, ``training_type``,
+``geographical_location``, ``hardware_used``); a field wattlab cannot know is left out and
+named in a comment, never guessed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from wattlab.analysis.energy_shares import config_parts, rows_parts
+from wattlab.analysis.intervals import median_interval
+from wattlab.analysis.runs_table import (
+    intensity_range,
+    numeric,
+    ok_runs,
+    parse_json_cell,
+    split_unusable,
+)
+from wattlab.errors import DataError
+from wattlab.monitor.carbon import (
+    DEFAULT_INTENSITY_HIGH_KG_PER_KWH,
+    DEFAULT_INTENSITY_KG_PER_KWH,
+    DEFAULT_INTENSITY_LOW_KG_PER_KWH,
+    DEFAULT_PUE,
+    DEFAULT_SOURCE,
+    J_PER_KWH,
+    CarbonSettings,
+    fmt_energy,
+    region_table,
+)
+from wattlab.wording import (
+    KIND_NAMES,
+    IntervalKind,
+    and_join,
+    component_kind,
+    interval_words,
+    plural,
+)
+
+TRAINING_TYPES = ("pre-training", "fine-tuning")
+BUILT_IN_LAUNCHERS = ("in-process", "torchrun", "warm-worker")  # wattlab's own trainer
+
+
+@dataclass(frozen=True)
+class Carbon:
+    """The intensity (kgCO2e/kWh) with its low/high range, the PUE, and their source in words;
+    ``location`` is the country when a region gave the intensity."""
+
+    intensity: float
+    low: float
+    high: float
+    pue: float
+    source: str
+    location: str | None = None
+
+    def co2e_kg(self, energy_j: float) -> tuple[float, float, float]:
+        kwh = energy_j / J_PER_KWH * self.pue
+        return kwh * self.intensity, kwh * self.low, kwh * self.high
+
+
+@dataclass(frozen=True)
+class EnergyStatement:
+    """The statement: ``paragraph`` (Markdown-free text), ``table`` (Markdown rows, one per
+    configuration, when the selection holds several), ``model_card`` (the YAML block) and
+    ``facts`` (every number and word it rests on, JSON-safe)."""
+
+    paragraph: str
+    model_card: str
+    facts: dict[str, Any]
+    table: Sequence[str] = field(default_factory=tuple)
+    notes: Sequence[str] = field(default_factory=tuple)
+
+    def markdown(self) -> str:
+        """statement.md: the paragraph, the table when there is one, notes for the person who
+        quotes it, and the model-card block."""
+        parts = ["# Energy statement", "", self.paragraph, ""]
+        if self.table:
+            parts += [*self.table, ""]
+        if self.notes:
+            parts += ["Before quoting it:", "", *(f"- {n}" for n in self.notes), ""]
+        parts += [
+            "## Hugging Face model card",
+            "",
+            "Add this to the YAML metadata at the top of the model's README.md:",
+            "",
+            "```yaml",
+            self.model_card.rstrip(),
+            "```",
+            "",
+        ]
+        return "\n".join(parts)
+
+
+def _unique(frame: pd.DataFrame, column: str) -> list[Any]:
+    if column not in frame.columns:
+        return []
+    out: list[Any] = []
+    for value in frame[column].tolist():
+        if value is None or (not isinstance(value, str) and pd.isna(value)):
+            continue
+        if isinstance(value, str):
+            for part in value.split(","):  # gpu_name of a mixed run: "A,B"
+                if part.strip() and part.strip() not in out:
+                    out.append(part.strip())
+        elif value not in out:
+            out.append(value)
+    return out
+
+
+def _number(value: float, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant digits as a plain decimal (no exponent)."""
+    if not math.isfinite(value):
+        return "n/a"
+    if value == 0:
+        return "0"
+    decimals = max(0, digits - 1 - int(math.floor(math.log10(abs(value)))))
+    return f"{value:.{decimals}f}"
+
+
+def fmt_co2e_g(kg: float) -> str:
+    """CO2e for people: mg below 1 g, g below 1 kg, kg above (three significant digits)."""
+    grams = kg * 1e3
+    if grams < 1:
+        return f"{_number(grams * 1e3)} mg"
+    if grams < 1e3:
+        return f"{_number(grams)} g"
+    return f"{_number(kg)} kg"
+
+
+# --------------------------------------------------------------------------- selection
+
+
+def _select(runs: pd.DataFrame, run_id: int | None) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+    """The usable ok runs the statement is about, and the ok runs left out."""
+    if run_id is not None:
+        if "id" not in runs.columns:
+            raise DataError("the runs table has no id column; --run needs one.")
+        ids = pd.to_numeric(runs["id"], errors="coerce")
+        runs = runs[ids == run_id]
+        if runs.empty:
+            raise DataError(f"there is no run {run_id} in this selection.")
+        status = str(runs["status"].iloc[0])
+        if status != "ok":
+            raise DataError(f"run {run_id} is {status!r}, not ok: it has no energy to state.")
+    usable, left_out = split_unusable(runs)
+    ok = ok_runs(usable)
+    if ok.empty:
+        why = f" ({left_out[0]['reason']})" if left_out else ""
+        raise DataError(f"no ok run with a finite energy and time to state{why}.")
+    return ok, left_out
+
+
+# --------------------------------------------------------------------------- clauses
+
+
+def _hardware(ok: pd.DataFrame) -> tuple[str, str, dict[str, Any]]:
+    """(the GPUs in words for the paragraph, hardware_used for the model card, facts)."""
+    names = _unique(ok, "gpu_name")
+    counts = sorted({int(g) for g in _finite(ok, "gpus") if g > 0})
+    if not counts:  # a callback's row (gpus 0 on the CPU, else the GPUs it metered): count them
+        cells = ok.get("components_json", pd.Series([], dtype=object))
+        seen = {
+            sum(1 for c in parse_json_cell(cell) or {} if component_kind(c) == "gpu")
+            for cell in cells
+        }
+        counts = sorted(c for c in seen if c > 0)
+    cpus = _unique(ok, "cpu_model")
+    facts = {"gpu_names": names, "gpu_counts": counts, "cpu_models": cpus}
+    count = "/".join(str(c) for c in counts)
+    if counts:
+        gpu = "GPU" if counts == [1] else "GPUs"
+        if names:
+            used = f"{count} x {', '.join(names)}"
+            return used, used, facts
+        return f"{count} {gpu} whose model was not recorded", f"{count} {gpu}", facts
+    cpu = ", ".join(cpus) if cpus else "model not recorded"
+    return f"a CPU only ({cpu}), no GPU", f"CPU only ({cpu})", facts
+
+
+def _finite(ok: pd.DataFrame, column: str) -> list[float]:
+    if column not in ok.columns:
+        return []
+    return [float(x) for x in numeric(ok[column]) if math.isfinite(x)]
+
+
+def _gpu_settings(ok: pd.DataFrame) -> tuple[str, dict[str, Any]]:
+    """Driver, power limit in force and idle power before the runs, in one sentence."""
+    drivers = _unique(ok, "driver")
+    limits, tdps = _finite(ok, "power_limit_w"), _finite(ok, "gpu_tdp_w")
+    idle = _finite(ok, "idle_power_w")
+    driver = f"driver {', '.join(drivers)}" if drivers else "a driver that was not recorded"
+    if limits:
+        lo, hi = min(limits), max(limits)
+        default = bool(tdps) and lo == hi and max(tdps) == lo
+        limit = f"a power limit of {lo:g} W" if lo == hi else f"power limits of {lo:g}–{hi:g} W"
+        limit += " per GPU" + (" (their default)" if default else "")
+    else:
+        limit = "a power limit that was not recorded"
+    if len(idle) == 1:
+        idle_text = f"drew {idle[0]:.0f} W idle just before the run"
+    elif idle and round(min(idle)) == round(max(idle)):  # the same to the watt
+        idle_text = f"drew {idle[0]:.0f} W idle just before each run"
+    elif idle:
+        idle_text = (
+            f"drew {float(np.median(idle)):.0f} W idle just before the runs (median, "
+            f"{min(idle):.0f}–{max(idle):.0f} W)"
+        )
+    else:
+        idle_text = "their idle power before the runs was not recorded"
+    if not (drivers or limits or idle):  # a callback's run: none of it is stored
+        sentence = "Their driver, power limit and idle power were not recorded."
+    else:
+        joiner = "; " if not idle else " and "
+        sentence = f"The GPUs ran with {driver} at {limit}{joiner}{idle_text}."
+    facts = {
+        "drivers": drivers,
+        "power_limit_w": [min(limits), max(limits)] if limits else None,
+        "idle_power_w_median": float(np.median(idle)) if idle else None,
+    }
+    return sentence, facts
+
+
+def _estimation_methods(ok: pd.DataFrame) -> list[str]:
+    """How the estimated part was modelled, per kind, from the runs' components."""
+    from wattlab.meters.modelled import RAM_W_PER_GIB
+
+    kinds: dict[str, set[str]] = {}
+    for cell, total_prov in zip(
+        ok["components_json"] if "components_json" in ok else [None] * len(ok),
+        ok["provenance"] if "provenance" in ok else [None] * len(ok),
+        strict=True,
+    ):
+        comps = parse_json_cell(cell) or {}
+        if not comps and total_prov == "estimated":
+            kinds.setdefault("total", set())
+        for name, info in comps.items():
+            if not isinstance(info, dict) or info.get("provenance") != "estimated":
+                continue
+            if info.get("in_total") is False:
+                continue
+            kinds.setdefault(component_kind(name), set()).add(str(info.get("ram_measure") or ""))
+    out = []
+    if "cpu" in kinds:
+        out.append("the CPU from its TDP and utilisation (±40 %)")
+    if "ram" in kinds:
+        measure = {"system": "the system's used memory", "process": "the training's memory"}
+        used = sorted({measure.get(m, "memory in use") for m in kinds["ram"] if m})
+        what = and_join(used or ["memory in use"])
+        out.append(
+            f"the RAM at {RAM_W_PER_GIB:g} W per GiB of {what} (Green Algorithms' figure, ±50 %)"
+        )
+    for kind in sorted(set(kinds) - {"cpu", "ram", "total"}):
+        out.append(f"the {KIND_NAMES[kind]} from a model")
+    if "total" in kinds:
+        out.append("whole-run totals from a model")
+    return out
+
+
+def stored_carbon(ok: pd.DataFrame) -> Carbon | None:
+    """The intensity and PUE stored with the runs, when all runs share them (None when they
+    differ: a traced intensity, or runs priced differently)."""
+    intensities = _unique(ok, "intensity_kg_per_kwh")
+    pues = _unique(ok, "pue") or [DEFAULT_PUE]
+    if len(intensities) != 1 or len(pues) != 1:
+        return None
+    intensity, pue = float(intensities[0]), float(pues[0])
+    rng = intensity_range(ok)
+    low, high = rng if rng else (intensity, intensity)
+    is_default = (
+        math.isclose(intensity, DEFAULT_INTENSITY_KG_PER_KWH)
+        and math.isclose(low, DEFAULT_INTENSITY_LOW_KG_PER_KWH, rel_tol=1e-6)
+        and math.isclose(high, DEFAULT_INTENSITY_HIGH_KG_PER_KWH, rel_tol=1e-6)
+    )
+    if is_default:
+        source = DEFAULT_WORDS
+    else:
+        source = "as stored with the runs, which do not record its source or year"
+    return Carbon(intensity, low, high, pue, source)
+
+
+DEFAULT_WORDS = "wattlab's default, the reference study's assumed value, not a measured grid's"
+
+
+def given_carbon(settings: CarbonSettings, region: str | None) -> Carbon:
+    """The intensity and PUE given to the statement (its carbon flags), with the source in
+    words: a country's yearly mean and its year, a value given by hand, or the default."""
+    location, source = None, settings.source
+    entry = region_table().get(region.strip().upper()) if region is not None else None
+    if entry is not None:
+        location = entry.country
+        source = (
+            f"{entry.country}'s {entry.year} yearly mean (region {entry.iso3}, from CodeCarbon's "
+            "per-country energy-mix table)"
+        )
+    elif settings.source == DEFAULT_SOURCE:
+        source = DEFAULT_WORDS
+    elif settings.source == "--carbon-intensity":
+        source = "a value given by hand (--carbon-intensity)"
+    return Carbon(
+        settings.intensity_kg_per_kwh,
+        settings.intensity_low_kg_per_kwh,
+        settings.intensity_high_kg_per_kwh,
+        settings.pue,
+        source,
+        location,
+    )
+
+
+# --------------------------------------------------------------------------- the statement
+
+
+def built_in_training_type(ok: pd.DataFrame) -> str | None:
+    """ "pre-training" when every run is wattlab's own trainer on one of its torchvision models
+    (built with ``weights=None``: trained from random weights); None otherwise (a callback's,
+    a command's or a factory model's run may start from trained weights)."""
+    if "launcher" not in ok.columns or not ok["launcher"].isin(BUILT_IN_LAUNCHERS).all():
+        return None  # the callbacks store no launcher, command sweeps "command"
+    for cell in ok.get("config_json", pd.Series([None])):
+        config = parse_json_cell(cell)
+        if config is None or config.get("model_factory"):
+            return None
+    return "pre-training"
+
+
+@dataclass(frozen=True)
+class _Subject:
+    scope: str  # "run", "configuration" or "selection"
+    energy_j: float  # the energy the statement is about
+    words: str  # that energy in words, with its interval or uncertainty
+    who: str  # the sentence's subject
+    interval: dict[str, Any] | None
+
+
+def _subject(ok: pd.DataFrame, run_id: int | None, what: str | None) -> _Subject:
+    energy = numeric(ok["energy_total_j"])
+    total_j = float(energy.sum())
+    label = str(ok["label"].iloc[0])
+    configs = ok["config_hash"].astype("object").nunique()
+    if run_id is not None:
+        unc = _finite(ok, "energy_uncertainty_j")
+        words = fmt_energy(float(energy[0]))
+        if unc and unc[0] > 0:
+            words += f" ± {fmt_energy(unc[0])} (the meters' stated uncertainty)"
+        words += " of electricity"
+        return _Subject("run", float(energy[0]), words, f"Run {run_id} ({label})", None)
+    if configs == 1:
+        median = float(np.median(energy))
+        iv = median_interval(energy)
+        kind = IntervalKind(len(energy), iv.method, iv.coverage)
+        words = f"{fmt_energy(median)} of electricity (median of {plural(len(energy), 'run')}"
+        if kind.has_interval:
+            words += f"; {interval_words(kind)}: {fmt_energy(iv.low)} to {fmt_energy(iv.high)}"
+        words += ")"
+        interval = {
+            "low_j": iv.low,
+            "high_j": iv.high,
+            "coverage": iv.coverage,
+            "method": iv.method,
+        }
+        return _Subject("configuration", median, words, f"One training of {label}", interval)
+    where = f" of {what}" if what else ""
+    who = f"The {plural(len(ok), 'run')}{where} ({configs} configurations) together"
+    return _Subject("selection", total_j, f"{fmt_energy(total_j)} of electricity", who, None)
+
+
+def _provenance_sentence(parts: Any, methods: list[str]) -> str:
+    measured, prov = parts.measured_share(), parts.phrase(detail=True)
+    modelled = f"; wattlab modelled {and_join(methods)}" if methods else ""
+    if measured <= 0:
+        return f"All of it is estimated, not measured: {prov}{modelled}."
+    if measured >= 1:
+        return f"All of it was read from hardware: {prov}."
+    return f"Of this energy: {prov}{modelled}."
+
+
+def _times(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
+
+
+def _repetitions_sentence(ok: pd.DataFrame, scope: str) -> str:
+    reps = ok.groupby(ok["config_hash"].astype("object")).size()
+    if scope == "configuration":
+        if len(ok) == 1:
+            return "The configuration was run once."
+        total = fmt_energy(float(numeric(ok["energy_total_j"]).sum()))
+        return f"The configuration was run {_times(len(ok))}, {total} in all."
+    if scope == "selection":
+        lo, hi = int(reps.min()), int(reps.max())
+        return f"Each configuration ran {_times(lo) if lo == hi else f'{lo}–{hi} times'}."
+    return ""
+
+
+def _stored_co2e(ok: pd.DataFrame, scope: str) -> tuple[float, float, float]:
+    """The stored CO2e of the subject: the run's, the median of a configuration's runs, or the
+    sum over the selection (kg; value, low, high)."""
+    out = []
+    for column in ("co2e_kg", "co2e_low_kg", "co2e_high_kg"):
+        x = np.array(_finite(ok, column))
+        if x.size == 0:
+            out.append(math.nan)
+        elif scope == "run":
+            out.append(float(x[0]))
+        elif scope == "configuration":
+            out.append(float(np.median(x)))
+        else:
+            out.append(float(x.sum()))
+    return out[0], out[1], out[2]
+
+
+def energy_statement(
+    runs: pd.DataFrame,
+    *,
+    run_id: int | None = None,
+    carbon: CarbonSettings | None = None,
+    region: str | None = None,
+    training_type: str | None = None,
+    command: str = "wattlab report --statement",
+    version: str | None = None,
+    what: str | None = None,
+) -> EnergyStatement:
+    """The statement of ``runs`` (already narrowed to a sweep, when one was asked for); see the
+    module docstring. ``carbon`` re-prices the CO2e (``region`` names its country);
+    ``training_type`` is "pre-training" or "fine-tuning" (default: "pre-training" for
+    wattlab's own trainer, else unknown); ``what`` names the selection ("sweep h200-1gpu").
+    Raises DataError when there is nothing to state."""
+    if version is None:
+        from wattlab import __version__ as version
+    if training_type is not None and training_type not in TRAINING_TYPES:
+        raise DataError(
+            f"the training type must be one of {', '.join(TRAINING_TYPES)}, got {training_type!r}."
+        )
+    ok, left_out = _select(runs, run_id)
+    subject = _subject(ok, run_id, what)
+    parts = rows_parts(row for _, row in ok.iterrows())
+    hardware, hardware_used, hw_facts = _hardware(ok)
+    settings, gpu_facts = _gpu_settings(ok) if hw_facts["gpu_counts"] else ("", {})
+    methods = _estimation_methods(ok)
+    chosen = given_carbon(carbon, region) if carbon is not None else stored_carbon(ok)
+    sentences = [f"{subject.who} used {subject.words} on {hardware}."]
+    if settings:
+        sentences.append(settings)
+    sentences.append(_provenance_sentence(parts, methods))
+    if _repetitions_sentence(ok, subject.scope):
+        sentences.append(_repetitions_sentence(ok, subject.scope))
+    if chosen is not None:
+        co2, co2_low, co2_high = chosen.co2e_kg(subject.energy_j)
+        sentences.append(
+            f"At a carbon intensity of {chosen.intensity:.3g} kgCO2e/kWh (range "
+            f"{chosen.low:.3g}–{chosen.high:.3g}) and a PUE of {chosen.pue:g}, this is "
+            f"{fmt_co2e_g(co2)} CO2e ({fmt_co2e_g(co2_low)} to {fmt_co2e_g(co2_high)}); the "
+            f"intensity is {chosen.source}."
+        )
+    else:
+        co2, co2_low, co2_high = _stored_co2e(ok, subject.scope)
+        intensities = ", ".join(f"{x:g}" for x in _unique(ok, "intensity_kg_per_kwh"))
+        pues = ", ".join(f"{x:g}" for x in _unique(ok, "pue")) or "not recorded"
+        sentences.append(
+            f"Its CO2e at the carbon intensities stored with the runs (they differ between runs: "
+            f"{intensities} kgCO2e/kWh; PUE {pues}) is {fmt_co2e_g(co2)} "
+            f"({fmt_co2e_g(co2_low)} to {fmt_co2e_g(co2_high)})."
+        )
+    sentences.append(f"Stated by wattlab {version} (`{command}`).")
+    if left_out:
+        ids = ", ".join(str(r["run_id"]) for r in left_out)
+        sentences.append(
+            f"{plural(len(left_out), 'run')} stored as ok without a usable energy ({ids}) "
+            f"{'is' if len(left_out) == 1 else 'are'} left out."
+        )
+    what_scope = {
+        "run": f"run {run_id}",
+        "configuration": f"median of {plural(len(ok), 'run')} of one configuration",
+        "selection": f"all {len(ok)} runs together",
+    }[subject.scope]
+    intensity = (
+        f"intensity {chosen.intensity:.3g} kgCO2e/kWh, PUE {chosen.pue:g}"
+        if chosen is not None
+        else "the intensities stored with the runs"
+    )
+    source = f"wattlab {version}: {what_scope}; energy {parts.short()}; {intensity}"
+    kind = training_type or built_in_training_type(ok)
+    location = chosen.location if chosen is not None else None
+    card = _model_card(co2 * 1e3, source, kind, location, hardware_used)
+    facts: dict[str, Any] = {
+        "scope": subject.scope,
+        "run_id": run_id,
+        "runs": len(ok),
+        "configurations": int(ok["config_hash"].astype("object").nunique()),
+        "energy_j": subject.energy_j,
+        "total_energy_j": float(numeric(ok["energy_total_j"]).sum()),
+        "energy_interval": subject.interval,
+        "provenance": parts.phrase(detail=True),
+        "measured_share": parts.measured_share(),
+        "estimated_how": methods,
+        "hardware": hardware,
+        "hardware_used": hardware_used,
+        **hw_facts,
+        **gpu_facts,
+        "carbon": None
+        if chosen is None
+        else {
+            "intensity_kg_per_kwh": chosen.intensity,
+            "range_kg_per_kwh": [chosen.low, chosen.high],
+            "pue": chosen.pue,
+            "source": chosen.source,
+            "location": chosen.location,
+        },
+        "co2e_kg": co2,
+        "co2e_range_kg": [co2_low, co2_high],
+        "training_type": kind,
+        "left_out": left_out,
+        "version": version,
+        "command": command,
+    }
+    table = _config_table(ok) if subject.scope == "selection" else []
+    notes = []
+    if subject.scope == "selection":
+        notes.append(
+            f"the selection holds {facts['configurations']} configurations, so this states what "
+            "all its runs used together; `--run ID`, or `--sweep NAME` of one configuration, "
+            "states one training."
+        )
+    if chosen is not None and chosen.location is None:
+        notes.append(
+            "the intensity is not a grid's of a known place: `--region ISO3` prices the CO2e at "
+            "a country's yearly mean and fills in geographical_location; a value given with "
+            "`--carbon-intensity` needs its source named where you quote it."
+        )
+    if kind is None:
+        notes.append(
+            "wattlab cannot tell whether this was pre-training or fine-tuning: "
+            "`--training-type` sets it in the model card."
+        )
+    return EnergyStatement(
+        paragraph=" ".join(sentences),
+        model_card=card,
+        facts=facts,
+        table=tuple(table),
+        notes=tuple(notes),
+    )
+
+
+def _config_table(ok: pd.DataFrame) -> list[str]:
+    rows = [
+        "| Configuration | Runs | Median energy | Interval of the median | Provenance |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    parts = config_parts(ok)
+    for config_hash, group in ok.groupby(ok["config_hash"].astype("object"), sort=False):
+        energy = numeric(group["energy_total_j"])
+        iv = median_interval(energy)
+        kind = IntervalKind(len(energy), iv.method, iv.coverage)
+        span = interval_words(kind)
+        if kind.has_interval:
+            span = f"{fmt_energy(iv.low)} to {fmt_energy(iv.high)} ({span})"
+        label = str(group["label"].iloc[0]).replace("|", "\\|")
+        rows.append(
+            f"| {label} | {len(group)} | {fmt_energy(float(np.median(energy)))} | {span} | "
+            f"{parts[str(config_hash)].short()} |"
+        )
+    return rows
+
+
+def _yaml_string(text: str) -> str:
+    return json.dumps(text, ensure_ascii=False)  # a JSON string is a YAML double-quoted scalar
+
+
+def _model_card(
+    grams: float, source: str, training_type: str | None, location: str | None, hardware: str
+) -> str:
+    lines = [
+        "co2_eq_emissions:",
+        f"  emissions: {_number(grams, 4)}  # grams of CO2e",
+        f"  source: {_yaml_string(source)}",
+    ]
+    if training_type:
+        lines.append(f"  training_type: {_yaml_string(training_type)}")
+    else:
+        lines.append("  # training_type: pre-training or fine-tuning (unknown; --training-type)")
+    if location:
+        lines.append(f"  geographical_location: {_yaml_string(location)}")
+    else:
+        lines.append("  # geographical_location: where it ran (not recorded; --region sets it)")
+    lines.append(f"  hardware_used: {_yaml_string(hardware)}")
+    return "\n".join(lines) + "\n"
+
+
+def write_statement(statement: EnergyStatement, out_dir: str | Path) -> Path:
+    """Write ``statement.md`` into ``out_dir`` (atomically, never through a link)."""
+    from wattlab.jsonio import refuse_links_in, write_text_atomic
+
+    out = Path(out_dir)
+    refuse_links_in(out, ("statement.md",), "statement")
+    return write_text_atomic(out / "statement.md", statement.markdown())
