@@ -30,6 +30,17 @@ class Setting:
     batch_size: int
     gpus: int
     power_limit_w: float | None = None
+    cuda_graphs: bool = False  # each step replayed as one CUDA graph (measured by the probe)
+
+    def describe(self) -> str:
+        """The setting in words: "amp-bf16, batch 256, CUDA graphs, 1 GPU, 250 W"."""
+        parts = [self.precision, f"batch {self.batch_size}"]
+        if self.cuda_graphs:
+            parts.append("CUDA graphs")
+        parts.append(f"{self.gpus} GPU{'s' if self.gpus != 1 else ''}")
+        if self.power_limit_w is not None:
+            parts.append(f"{self.power_limit_w:.0f} W")
+        return ", ".join(parts)
 
     def changes_from(self, start: Setting) -> str:
         """What differs from ``start``, in words ("precision fp32 -> amp-bf16; ..."), or
@@ -41,6 +52,8 @@ class Setting:
             parts.append(f"batch size {start.batch_size} -> {self.batch_size}")
         if self.gpus != start.gpus:
             parts.append(f"GPUs {start.gpus} -> {self.gpus}")
+        if self.cuda_graphs != start.cuda_graphs:
+            parts.append("CUDA graphs " + ("on" if self.cuda_graphs else "off"))
         if self.power_limit_w != start.power_limit_w:
             before = "default" if start.power_limit_w is None else f"{start.power_limit_w:.0f} W"
             after = "default" if self.power_limit_w is None else f"{self.power_limit_w:.0f} W"
