@@ -137,32 +137,45 @@ def refuse_links_in(folder: str | Path, names: Iterable[str], what: str) -> None
                 )
 
 
-def _new_temp(folder: Path, name: str) -> tuple[int, Path]:
-    """A new file beside the target: O_CREAT|O_EXCL|O_NOFOLLOW, mode 0666 & ~umask."""
+def _new_temp(folder: Path, name: str, mode: int = NEW_FILE_MODE) -> tuple[int, Path]:
+    """A new file beside the target: O_CREAT|O_EXCL|O_NOFOLLOW, a random name, mode
+    ``mode & ~umask``."""
     for _attempt in range(100):
         tmp = folder / f".{name}.{secrets.token_hex(6)}.tmp"
         try:
-            return os.open(tmp, _NEW_FILE_FLAGS, NEW_FILE_MODE), tmp
+            return os.open(tmp, _NEW_FILE_FLAGS, mode), tmp
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name for {name} in {folder}")
 
 
-def write_atomic(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
+def write_atomic(
+    path: str | Path,
+    write: Callable[[BinaryIO], object],
+    *,
+    mode: int = NEW_FILE_MODE,
+    replace_any: bool = False,
+) -> Path:
     """Call ``write(handle)`` on a new temporary file beside ``path`` (opened binary), then
     flush it to disk and rename it over ``path``.
 
     Never follows a link: the temporary file is created with O_EXCL|O_NOFOLLOW, a target or a
     folder that is a symbolic link is refused (ConfigError), and the rename replaces a name,
-    never a link's target. The file gets 0666 & ~umask, whatever the mode of the file it
-    replaces. The temporary file is removed when ``write`` fails."""
+    never a link's target. The file gets ``mode & ~umask`` (0666 & ~umask unless told; a cache
+    entry asks for 0644), whatever the mode of the file it replaces. The temporary file is
+    removed when ``write`` fails. ``replace_any`` (a cache entry, which is never an output a
+    person named) lets the rename replace a link, FIFO or device at the target instead of
+    refusing it; it is still never written through."""
     target = Path(path)
     folder = _folder(target)
     if not folder.is_dir():
         raise ConfigError(f"cannot write {target}: the folder {folder} does not exist.")
-    refuse_link_target(target)
+    if replace_any:
+        refuse_link_folder(folder, target)
+    else:
+        refuse_link_target(target)
     try:
-        fd, tmp = _new_temp(folder, target.name)
+        fd, tmp = _new_temp(folder, target.name, mode)
     except OSError as error:
         raise ConfigError(f"cannot write {target}: {error.strerror or error}.") from None
     try:
