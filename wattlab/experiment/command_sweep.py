@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from wattlab.errors import DataError, Interrupted
+from wattlab.experiment.command_meter import MeteredCommand
 from wattlab.experiment.command_spec import CommandPoint, CommandSweepSpec
 from wattlab.experiment.record import RunOutcome
 from wattlab.experiment.sweep import (
@@ -139,7 +140,7 @@ def run_point(point: CommandPoint, repetition: int, sweep: str, opts: CommandOpt
     """Claim, run, meter and store one run of the sweep. Raises Interrupted after storing the
     run as failed when a stop signal arrived while it ran."""
     from wattlab.experiment import command_record as record
-    from wattlab.experiment.command_meter import meter_command
+    from wattlab.experiment.command_meter import CommandNotStarted, meter_command
     from wattlab.experiment.pending import store_finished
     from wattlab.experiment.store import AlreadyStoredError, open_store
     from wattlab.jsonio import open_new_file
@@ -156,18 +157,25 @@ def run_point(point: CommandPoint, repetition: int, sweep: str, opts: CommandOpt
             open_new_file(stdout_path, replace_stale=True, error=DataError) as out,
             open_new_file(stderr_path, replace_stale=True, error=DataError) as err,
         ):
-            result = meter_command(
-                point.argv,
-                monitor,
-                stdout=out,
-                stderr=err,
-                cwd=point.cwd,
-                env=point.env,
-                grace_s=opts.grace_s,
-            )
-        row = record.finished_row(point, result, monitor, stdout_path, stderr_path)
-        ok = row["status"] == "ok"
-        windows, trace = record.windows_and_trace(result, monitor) if ok else ([], [])
+            result: MeteredCommand | None = None
+            try:
+                result = meter_command(
+                    point.argv,
+                    monitor,
+                    stdout=out,
+                    stderr=err,
+                    cwd=point.cwd,
+                    env=point.env,
+                    grace_s=opts.grace_s,
+                )
+            except CommandNotStarted as error:  # stored failed, never left 'running'
+                row = record.not_started_row(point, error, stdout_path, stderr_path)
+        windows: list[dict[str, Any]] = []
+        trace: list[tuple[float, str, float]] = []
+        if result is not None:
+            row = record.finished_row(point, result, monitor, stdout_path, stderr_path)
+            if row["status"] == "ok":
+                windows, trace = record.windows_and_trace(result, monitor)
     finally:
         monitor.stop()
     with open_store(opts.db_path, create=False) as store:
@@ -176,8 +184,8 @@ def run_point(point: CommandPoint, repetition: int, sweep: str, opts: CommandOpt
         except AlreadyStoredError as error:  # another process stored this run meanwhile
             row = record.refused_row(row, str(error))
             store.finish_run(run_id, row)
-    outcome = RunOutcome(run_id, row["status"], row.get("error"), exit_code=result.exit_code)
-    if result.interrupted_by is not None:
+    outcome = RunOutcome(run_id, row["status"], row.get("error"), exit_code=row.get("exit_code"))
+    if result is not None and result.interrupted_by is not None:
         raise Interrupted(result.interrupted_by)
     return outcome
 
