@@ -216,7 +216,11 @@ def _remove_stale(name: str, folder_fd: int, shown: Path, error: type[WattlabErr
 
 
 def open_new_file(
-    path: str | Path, *, replace_stale: bool = False, error: type[WattlabError] = ConfigError
+    path: str | Path,
+    *,
+    replace_stale: bool = False,
+    error: type[WattlabError] = ConfigError,
+    read_back: bool = False,
 ) -> BinaryIO:
     """A new file at ``path``, opened binary for streaming writes, never through a link.
 
@@ -224,7 +228,8 @@ def open_new_file(
     O_CREAT|O_EXCL|O_NOFOLLOW, mode 0666 & ~umask, so neither a folder nor a file that is (or
     becomes) a symbolic link is ever followed. ``replace_stale`` first removes a regular file
     already at ``path``; otherwise an existing file is refused. Every refusal is one
-    sentence, an ``error`` (ConfigError unless told)."""
+    sentence, an ``error`` (ConfigError unless told). ``read_back`` opens it read-write (its
+    descriptor can be read with ``os.pread``: a bounded output rewrites its own tail)."""
     target = Path(path)
     folder = _folder(target)
     refuse_link_folder(folder, target, error=error)
@@ -238,7 +243,8 @@ def open_new_file(
         if replace_stale:
             _remove_stale(target.name, folder_fd, target, error)
         try:
-            fd = os.open(target.name, _NEW_FILE_FLAGS, NEW_FILE_MODE, dir_fd=folder_fd)
+            flags = ((_NEW_FILE_FLAGS & ~os.O_WRONLY) | os.O_RDWR) if read_back else _NEW_FILE_FLAGS
+            fd = os.open(target.name, flags, NEW_FILE_MODE, dir_fd=folder_fd)
         except FileExistsError:
             if _is_link(target):
                 raise error(_link_target_sentence(target)) from None

@@ -8,7 +8,8 @@ in order with the cool-down between runs. Each run is claimed (a 'running' row),
 its guard in a process group of its own (``command_meter``), and is finished 'ok' or 'failed'
 (with its exit code and the end of its stderr); its stdout and stderr are kept in
 ``DB.runs/<run_id>.stdout`` and ``.stderr``, new files never opened through a link (a
-``DB.runs`` folder or an output file that is a symbolic link is refused). A stop signal
+``DB.runs`` folder or an output file that is a symbolic link is refused), each bounded to its
+last 16 MiB with a first line saying how much was dropped (``command_output``). A stop signal
 (Ctrl-C, SIGTERM) goes to the whole group; the run is stored failed and the sweep stops.
 SIGKILL of the sweep kills the guard's group (parent-death signal), so nothing outlives it.
 """
@@ -25,6 +26,7 @@ from typing import Any
 
 from wattlab.errors import DataError, Interrupted
 from wattlab.experiment.command_meter import MeteredCommand
+from wattlab.experiment.command_output import KEEP_OUTPUT_BYTES, KeptOutput
 from wattlab.experiment.command_spec import CommandPoint, CommandSweepSpec
 from wattlab.experiment.record import RunOutcome
 from wattlab.experiment.sweep import (
@@ -48,6 +50,7 @@ class CommandOptions:
     cpu_tdp_w: float | None = None
     ram_measure: str = "system"
     grace_s: float = 10.0  # after a forwarded stop signal, before the group is killed
+    keep_output_bytes: int = KEEP_OUTPUT_BYTES  # of each run's stdout and stderr: the tail
 
 
 def _expected_s(point: CommandPoint, history: Any) -> float | None:
@@ -154,22 +157,27 @@ def run_point(point: CommandPoint, repetition: int, sweep: str, opts: CommandOpt
     try:
         # a file left by an earlier database's run of the same id is replaced, a link refused
         with (
-            open_new_file(stdout_path, replace_stale=True, error=DataError) as out,
-            open_new_file(stderr_path, replace_stale=True, error=DataError) as err,
+            open_new_file(stdout_path, replace_stale=True, error=DataError, read_back=True) as out,
+            open_new_file(stderr_path, replace_stale=True, error=DataError, read_back=True) as err,
         ):
             result: MeteredCommand | None = None
+            kept_out = KeptOutput(out, opts.keep_output_bytes)  # bounded: the tail is kept
+            kept_err = KeptOutput(err, opts.keep_output_bytes)
             try:
                 result = meter_command(
                     point.argv,
                     monitor,
-                    stdout=out,
-                    stderr=err,
+                    stdout=kept_out.write_fd,
+                    stderr=kept_err.write_fd,
                     cwd=point.cwd,
                     env=point.env,
                     grace_s=opts.grace_s,
                 )
             except CommandNotStarted as error:  # stored failed, never left 'running'
                 row = record.not_started_row(point, error, stdout_path, stderr_path)
+            finally:
+                kept_out.close()
+                kept_err.close()
         windows: list[dict[str, Any]] = []
         trace: list[tuple[float, str, float]] = []
         if result is not None:
