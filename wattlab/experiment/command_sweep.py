@@ -139,17 +139,41 @@ def _runs_folder(db_path: str) -> Path:
     return folder
 
 
-def run_point(point: CommandPoint, repetition: int, sweep: str, opts: CommandOptions) -> RunOutcome:
+def run_point(
+    point: CommandPoint,
+    repetition: int,
+    sweep: str,
+    opts: CommandOptions,
+    identity: tuple[int, int] | None = None,
+) -> RunOutcome:
     """Claim, run, meter and store one run of the sweep. Raises Interrupted after storing the
-    run as failed when a stop signal arrived while it ran."""
+    run as failed when a stop signal arrived while it ran. ``identity``: the database file the
+    sweep opened (``store.file_identity``); WorkStopped, one sentence, when the file at the
+    path is another one, or is removed or replaced while the command runs."""
+    from wattlab.experiment.store import pinned
+
+    _runs_folder(opts.db_path)  # before the claim: a refused folder leaves no 'running' row
+    with pinned(Path(opts.db_path).expanduser()) as pin:  # no inode reuse while it runs
+        return _run_pinned(point, repetition, sweep, opts, identity or pin)
+
+
+def _run_pinned(
+    point: CommandPoint,
+    repetition: int,
+    sweep: str,
+    opts: CommandOptions,
+    identity: tuple[int, int] | None,
+) -> RunOutcome:
     from wattlab.experiment import command_record as record
     from wattlab.experiment.command_meter import CommandNotStarted, meter_command
     from wattlab.experiment.pending import store_finished
-    from wattlab.experiment.store import AlreadyStoredError, open_store
+    from wattlab.experiment.store import AlreadyStoredError, check_identity, open_store
     from wattlab.jsonio import open_new_file
 
-    _runs_folder(opts.db_path)  # before the claim: a refused folder leaves no 'running' row
+    check_identity(Path(opts.db_path).expanduser(), identity)
     with open_store(opts.db_path, create=False) as store:  # the sweep made it
+        store.identity = identity
+        store.require_sweep(sweep)
         run_id = store.claim_run(record.claim_row(point, sweep, repetition, _read_idle()))
     stdout_path, stderr_path = record.output_paths(opts.db_path, run_id)
     monitor = _monitor(opts)
@@ -186,7 +210,10 @@ def run_point(point: CommandPoint, repetition: int, sweep: str, opts: CommandOpt
                 windows, trace = record.windows_and_trace(result, monitor)
     finally:
         monitor.stop()
+    check_identity(Path(opts.db_path).expanduser(), identity)  # not removed nor replaced
     with open_store(opts.db_path, create=False) as store:
+        store.identity = identity  # and still checked before the write itself
+        store.require_sweep(sweep)
         try:
             store_finished(store, run_id, row, windows, trace)
         except AlreadyStoredError as error:  # another process stored this run meanwhile
@@ -224,12 +251,13 @@ def run_command_plan(
     on_finish: Callable[[PlanEntry, Any], None] | None = None,
 ) -> list[tuple[PlanEntry, RunOutcome]]:
     """Run the plan's 'run' entries in order, holding the sweep's lock (see the module)."""
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.store import open_store, pinned
     from wattlab.experiment.sweep_lock import SweepLock
 
-    with SweepLock(opts.db_path, plan.name):
+    with SweepLock(opts.db_path, plan.name), pinned(Path(opts.db_path).expanduser()) as pin:
         with open_store(opts.db_path) as store:
             abandoned = store.abandon_running(plan.name)
+            identity = pin or store.identity  # every later run must find this very file
         if abandoned:
             plan.notes.append(
                 f"{len(abandoned)} run(s) left running by a dead process marked abandoned "
@@ -242,7 +270,7 @@ def run_command_plan(
                 _warm_up(todo[0], opts)
         outcomes: list[tuple[PlanEntry, RunOutcome]] = []
         for i, entry in enumerate(todo):
-            check_still_there(opts.db_path)
+            check_still_there(opts.db_path, identity)
             with open_store(opts.db_path, create=False) as store:
                 if (entry.config_hash, entry.repetition) in store.completed_keys(plan.name):
                     continue  # stored ok since the plan was made
@@ -251,7 +279,7 @@ def run_command_plan(
             if on_start:
                 on_start(entry)
             point: CommandPoint = entry.config  # type: ignore[assignment]
-            outcome = run_point(point, entry.repetition, plan.name, opts)
+            outcome = run_point(point, entry.repetition, plan.name, opts, identity)
             outcomes.append((entry, outcome))
             if on_finish:
                 on_finish(entry, outcome)

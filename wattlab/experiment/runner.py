@@ -249,6 +249,12 @@ def run(
         restore_pending_limits(pynvml_module)
     # a sweep's run never creates the database: the sweep made it (it may have vanished)
     store = open_store(opts.db_path, create=opts.sweep is None) if node_rank == 0 else None
+    if store is not None:
+        try:
+            store.require_sweep(opts.sweep)  # not another database put in the sweep's place
+        except BaseException:
+            store.close()
+            raise
     try:
         return _run(
             store,
