@@ -136,13 +136,16 @@ def _power_session(cfg: RunConfig, pynvml_module: Any = None) -> Any:
     )
 
 
-def restore_pending_limits(pynvml_module: Any = None) -> list[Any]:
-    """Put back limits a killed run left behind (the journal), if there is a journal."""
-    from wattlab.power_limits import default_journal_path, restore_from_journal
+def restore_pending_limits(pynvml_module: Any = None, *, force: bool = False) -> list[Any]:
+    """Put back limits a killed run left behind on this host (its journal, and a legacy
+    shared one it wrote), if there is one. ``force``: even when the journal's pid is alive
+    (``wattlab power restore --force``, for a pid now held by another program)."""
+    from wattlab.power_limits import journals_here, restore_from_journal
 
-    if not default_journal_path().exists():
-        return []
-    return restore_from_journal(pynvml_module, default_journal_path())  # None: real NVML
+    restored: list[Any] = []
+    for path in journals_here():
+        restored += restore_from_journal(pynvml_module, path, force=force)  # None: real NVML
+    return restored
 
 
 def read_idle(cfg: RunConfig) -> dict[str, Any] | None:
