@@ -62,8 +62,9 @@ def report(
     ] = None,
 ) -> None:
     """Tables, figures and the operating region: report.md and a self-contained report.html."""
+    from wattlab.analysis.report_files import REPORT_FILES
     from wattlab.analysis.tradeoffs import parse_pareto_axes
-    from wattlab.jsonio import dump_json, output_folder
+    from wattlab.jsonio import dump_json, refuse_links_in, staged_folder
 
     axes = parse_pareto_axes(pareto_axes)
 
@@ -76,9 +77,10 @@ def report(
         profile = load_zeus_profile(import_profile)
         analysis = analyze_profile(profile, min_saving, max_penalty, baseline_w)
         if out is not None:
-            with output_folder(out):  # removed again if writing fails
-                paths = write_profile_report(profile, analysis, out)
-            print(f"report: {paths.html}")
+            refuse_links_in(out, REPORT_FILES, "report")
+            with staged_folder(out) as staging:  # moved into place whole, or not at all
+                paths = write_profile_report(profile, analysis, staging)
+            print(f"report: {Path(out) / paths.html.name}")
         if json_path:
             dump_json(analysis, json_path)
         elif out is not None:
@@ -98,12 +100,15 @@ def report(
     if sweep_name is not None and len(runs) == 0:
         raise WattlabError(f"the database {db} holds no runs of sweep {sweep_name!r}.")
     if out is not None:
-        with output_folder(out):  # created only now, and removed again if writing fails
+        refuse_links_in(out, REPORT_FILES, "report")  # before any work: a link is refused
+        # written into a private folder beside it, then moved into place: a killed report
+        # leaves no folder with some of its files, and no temporary file
+        with staged_folder(out) as staging:
             paths = write_report(
                 runs,
                 windows,
                 trace,
-                out,
+                staging,
                 sweep=sweep_name,
                 baseline=baseline,
                 min_saving=min_saving,
@@ -116,7 +121,9 @@ def report(
             )
         summary = paths.summary
         if json_path != "-":
-            print(f"report: {paths.html}\n        {paths.markdown}")
+            print(
+                f"report: {Path(out) / paths.html.name}\n        {Path(out) / paths.markdown.name}"
+            )
     else:
         _, summary = analyze_runs(
             runs,
