@@ -398,3 +398,52 @@ def test_a_sweep_stops_when_its_database_is_replaced_between_runs(tmp_path):
     assert str(db) in str(stopped.value)
     with open_store(db) as again:
         assert again.runs().empty, "a run of the sweep landed in the new database"
+
+
+# -- an ok run without a finite energy (issue 33; the report's wording is issue 28's) ------------
+
+
+def _db_with_energy(db: Path, value: float | None, *, others: bool = True) -> None:
+    from tests.experiment.test_store import WINDOWS, make_run
+
+    with open_store(db) as store:
+        for rep in range(3 if others else 1):
+            store.insert_run(make_run(config_hash="c", repetition=rep,
+                                      energy_total_j=1000.0 + rep), WINDOWS)  # fmt: skip
+    con = sqlite3.connect(db)
+    con.execute("UPDATE runs SET energy_total_j = ? WHERE id = 1", (value,))
+    con.commit()
+    con.close()
+
+
+@pytest.mark.slow  # the CLI in a subprocess
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf"), None],
+                         ids=["nan", "inf", "-inf", "null"])  # fmt: skip
+@pytest.mark.parametrize("output", [["--json", "-"], ["--out", "rep"]], ids=["json", "out"])
+def test_report_names_an_ok_run_without_a_finite_energy(tmp_path, value, output):
+    _db_with_energy(tmp_path / "e.db", value)
+    done = subprocess.run(
+        [sys.executable, "-m", "wattlab.cli", "report", "--db", "e.db", *output],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert done.returncode == 0, done.stderr[-3000:]
+    notes = [line for line in done.stderr.splitlines() if "run 1" in line]
+    assert len(notes) == 1 and "energy" in notes[0], done.stderr
+
+
+@pytest.mark.slow  # the CLI in a subprocess
+@pytest.mark.parametrize("value", [float("inf"), None], ids=["inf", "null"])
+def test_report_of_only_runs_without_energy_is_one_sentence(tmp_path, value):
+    _db_with_energy(tmp_path / "e.db", value, others=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "wattlab.cli", "report", "--db", "e.db", "--out", "rep"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert done.returncode == 2, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("wattlab: error:")]
+    assert len(errors) == 1, done.stderr
+    assert not (tmp_path / "rep").exists()

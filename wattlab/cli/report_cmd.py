@@ -3,6 +3,7 @@ figures) and its per-configuration table, or the analysis of a Zeus-style power-
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -87,7 +88,7 @@ def report(
             _print_profile(analysis)
         return
     from wattlab.analysis.report import analyze_runs, write_report
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.store import open_store, without_finite_energy
 
     if not Path(db).exists():
         raise WattlabError(f"no database at {db}; run `wattlab run` or `wattlab sweep` first.")
@@ -99,6 +100,16 @@ def report(
         spec = store.sweep_spec(sweep_name) if sweep_name is not None else None
     if sweep_name is not None and len(runs) == 0:
         raise WattlabError(f"the database {db} holds no runs of sweep {sweep_name!r}.")
+    runs, no_energy = without_finite_energy(runs)
+    if no_energy:  # an ok run without a finite energy cannot be compared: named, left out
+        shown = ", ".join(map(str, no_energy[:20])) + (" ..." if len(no_energy) > 20 else "")
+        print(
+            f"wattlab: run {shown} "
+            + ("is stored ok but holds" if len(no_energy) == 1 else "are stored ok but hold")
+            + " no finite energy (NULL, NaN or infinite in energy_total_j); left out of "
+            "this report.",
+            file=sys.stderr,
+        )
     if out is not None:
         refuse_links_in(out, REPORT_FILES, "report")  # before any work: a link is refused
         # written into a private folder beside it, then moved into place: a killed report

@@ -16,6 +16,7 @@ import contextlib
 import datetime as _dt
 import enum
 import json
+import math
 import os
 import secrets
 import sqlite3
@@ -1054,6 +1055,21 @@ class Store:
         with self._sql():
             frame = pd.read_sql_query(sql, self._conn, params=params)
         return frame.reindex(columns=list(self._columns[table]))
+
+
+def without_finite_energy(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[int]]:
+    """``runs`` less its 'ok' runs whose ``energy_total_j`` is missing, NaN or infinite (a
+    database edited by hand, or written by another tool), and those runs' ids. An ok run is
+    measured by definition; one without a finite energy cannot be compared, so a reader
+    leaves it out and says so rather than fail on it."""
+    if runs.empty or "energy_total_j" not in runs.columns or "status" not in runs.columns:
+        return runs, []
+    energy = pd.to_numeric(runs["energy_total_j"], errors="coerce")
+    bad = (runs["status"] == "ok") & ~energy.apply(
+        lambda v: isinstance(v, float) and math.isfinite(v)
+    )
+    ids = [int(v) for v in runs.loc[bad, "id"]] if "id" in runs.columns else []
+    return runs.loc[~bad], ids
 
 
 def window_row(name: str, epoch: int | None, m: Measurement, samples: int | None) -> dict:
