@@ -252,9 +252,10 @@ def run(
         restore_pending_limits(pynvml_module)
     # a sweep's run never creates the database: the sweep made it (it may have vanished)
     store = open_store(opts.db_path, create=opts.sweep is None) if node_rank == 0 else None
-    if store is not None:
+    if store is not None and opts.db_identity is not None:
+        store.identity = opts.db_identity  # the sweep's database: no write into another file
         try:
-            store.require_sweep(opts.sweep)  # not another database put in the sweep's place
+            store.check_same_file()
         except BaseException:
             store.close()
             raise

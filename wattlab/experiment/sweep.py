@@ -372,6 +372,7 @@ def run_plan(
                 sweep=plan.name,
                 repetition=entry.repetition,
                 eval_samples=SWEEP_EVAL_SAMPLES,
+                db_identity=identity,
             )
             outcome = launch(entry.config, run_opts)
             outcomes.append((entry, outcome))
