@@ -376,7 +376,7 @@ def _launch(
     rdzv_endpoint: str | None,
 ) -> RunOutcome:
     from wattlab.experiment.lifetime import ENV_PARENT_PID, preexec_pdeathsig, wait_stopping
-    from wattlab.train.distributed import torchrun_command
+    from wattlab.train.distributed import loopback_env, torchrun_command
 
     started_at = utc_now_iso()
     with tempfile.TemporaryDirectory(prefix="wattlab-run-") as tmp:
@@ -401,6 +401,8 @@ def _launch(
             rdzv_endpoint=rdzv_endpoint,
         )
         env = dict(os.environ)
+        if nnodes == 1 and rdzv_endpoint is None:  # one machine: listen on the loopback only
+            env = loopback_env(env)
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // cfg.world_size)))
         env[ENV_PARENT_PID] = str(os.getpid())  # the workers watch us too, not only torchrun
         ctx = replace(
