@@ -34,6 +34,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 ENV_BUDGET_SOCKET = "WATTLAB_BUDGET_SOCKET"
+MAX_SAMPLES = 2**63 - 1  # the most a database column (SQLite INTEGER) holds
 ACK_TIMEOUT_S = 30.0  # how long a mark waits for the meter to open or close its window
 MAX_MESSAGE_BYTES = 4096
 
@@ -99,6 +100,22 @@ class BudgetMark:
             self._conn = None
 
 
+def samples_problem(value: object) -> str | None:
+    """Why ``value`` is not a count of samples (a whole number from 0 to MAX_SAMPLES; a float
+    that is a whole number counts), as one phrase; None when it is one (or is None)."""
+    if value is None:
+        return None
+    whole = isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(value, float) and value == value and abs(value) != float("inf"):
+        whole = value == int(value)
+        value = int(value) if whole else value
+    if not whole or not 0 <= value <= MAX_SAMPLES:  # type: ignore[operator]
+        shown = repr(value)
+        shown = shown if len(shown) <= 40 else shown[:40] + "..."
+        return f"the budget mark's samples {shown} is not a whole number from 0 to {MAX_SAMPLES}"
+    return None
+
+
 def _warn(text: str) -> None:
     print(f"wattlab.budget: {text}.", file=sys.stderr, flush=True)
 
@@ -155,9 +172,11 @@ def close_budget_mark(mark: BudgetMark | None, samples: int | None = None) -> No
 
 __all__ = [
     "ENV_BUDGET_SOCKET",
+    "MAX_SAMPLES",
     "BudgetMark",
     "budget",
     "close_budget_mark",
     "open_budget_mark",
+    "samples_problem",
     "under_meter",
 ]

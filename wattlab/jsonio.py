@@ -12,6 +12,9 @@
   the same rules: ``O_CREAT|O_EXCL|O_NOFOLLOW``, mode ``0666 & ~umask``, no link followed.
 * ``check_writable`` / ``check_output_dir`` prove, before anything runs, that an output can be
   created where it will be written (they create and remove a probe file), and refuse links.
+* ``staged_folder`` writes a whole output folder (a report, an export) into a private folder
+  beside it and moves it into place at the end, so that ``kill -9`` leaves no partial folder
+  and no temporary file (a small cleaner process removes the private folder when wattlab dies).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import os
 import secrets
 import shutil
 import stat
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -137,32 +141,45 @@ def refuse_links_in(folder: str | Path, names: Iterable[str], what: str) -> None
                 )
 
 
-def _new_temp(folder: Path, name: str) -> tuple[int, Path]:
-    """A new file beside the target: O_CREAT|O_EXCL|O_NOFOLLOW, mode 0666 & ~umask."""
+def _new_temp(folder: Path, name: str, mode: int = NEW_FILE_MODE) -> tuple[int, Path]:
+    """A new file beside the target: O_CREAT|O_EXCL|O_NOFOLLOW, a random name, mode
+    ``mode & ~umask``."""
     for _attempt in range(100):
         tmp = folder / f".{name}.{secrets.token_hex(6)}.tmp"
         try:
-            return os.open(tmp, _NEW_FILE_FLAGS, NEW_FILE_MODE), tmp
+            return os.open(tmp, _NEW_FILE_FLAGS, mode), tmp
         except FileExistsError:
             continue
     raise FileExistsError(f"no free temporary name for {name} in {folder}")
 
 
-def write_atomic(path: str | Path, write: Callable[[BinaryIO], None]) -> Path:
+def write_atomic(
+    path: str | Path,
+    write: Callable[[BinaryIO], object],
+    *,
+    mode: int = NEW_FILE_MODE,
+    replace_any: bool = False,
+) -> Path:
     """Call ``write(handle)`` on a new temporary file beside ``path`` (opened binary), then
     flush it to disk and rename it over ``path``.
 
     Never follows a link: the temporary file is created with O_EXCL|O_NOFOLLOW, a target or a
     folder that is a symbolic link is refused (ConfigError), and the rename replaces a name,
-    never a link's target. The file gets 0666 & ~umask, whatever the mode of the file it
-    replaces. The temporary file is removed when ``write`` fails."""
+    never a link's target. The file gets ``mode & ~umask`` (0666 & ~umask unless told; a cache
+    entry asks for 0644), whatever the mode of the file it replaces. The temporary file is
+    removed when ``write`` fails. ``replace_any`` (a cache entry, which is never an output a
+    person named) lets the rename replace a link, FIFO or device at the target instead of
+    refusing it; it is still never written through."""
     target = Path(path)
     folder = _folder(target)
     if not folder.is_dir():
         raise ConfigError(f"cannot write {target}: the folder {folder} does not exist.")
-    refuse_link_target(target)
+    if replace_any:
+        refuse_link_folder(folder, target)
+    else:
+        refuse_link_target(target)
     try:
-        fd, tmp = _new_temp(folder, target.name)
+        fd, tmp = _new_temp(folder, target.name, mode)
     except OSError as error:
         raise ConfigError(f"cannot write {target}: {error.strerror or error}.") from None
     try:
@@ -203,7 +220,11 @@ def _remove_stale(name: str, folder_fd: int, shown: Path, error: type[WattlabErr
 
 
 def open_new_file(
-    path: str | Path, *, replace_stale: bool = False, error: type[WattlabError] = ConfigError
+    path: str | Path,
+    *,
+    replace_stale: bool = False,
+    error: type[WattlabError] = ConfigError,
+    read_back: bool = False,
 ) -> BinaryIO:
     """A new file at ``path``, opened binary for streaming writes, never through a link.
 
@@ -211,7 +232,8 @@ def open_new_file(
     O_CREAT|O_EXCL|O_NOFOLLOW, mode 0666 & ~umask, so neither a folder nor a file that is (or
     becomes) a symbolic link is ever followed. ``replace_stale`` first removes a regular file
     already at ``path``; otherwise an existing file is refused. Every refusal is one
-    sentence, an ``error`` (ConfigError unless told)."""
+    sentence, an ``error`` (ConfigError unless told). ``read_back`` opens it read-write (its
+    descriptor can be read with ``os.pread``: a bounded output rewrites its own tail)."""
     target = Path(path)
     folder = _folder(target)
     refuse_link_folder(folder, target, error=error)
@@ -225,7 +247,8 @@ def open_new_file(
         if replace_stale:
             _remove_stale(target.name, folder_fd, target, error)
         try:
-            fd = os.open(target.name, _NEW_FILE_FLAGS, NEW_FILE_MODE, dir_fd=folder_fd)
+            flags = ((_NEW_FILE_FLAGS & ~os.O_WRONLY) | os.O_RDWR) if read_back else _NEW_FILE_FLAGS
+            fd = os.open(target.name, flags, NEW_FILE_MODE, dir_fd=folder_fd)
         except FileExistsError:
             if _is_link(target):
                 raise error(_link_target_sentence(target)) from None
@@ -354,3 +377,114 @@ def output_folder(path: str | Path) -> Iterator[Path]:
         if first_new is not None:
             shutil.rmtree(first_new, ignore_errors=True)
         raise
+
+
+# Run by the cleaner: when wattlab ends without saying "done" (killed, even by SIGKILL: the
+# pipe closes), remove the private folder. Standard library only, no site: starts in ms.
+_CLEANER = (
+    "import shutil, sys\n"
+    "if sys.stdin.buffer.read() != b'done':\n"
+    "    shutil.rmtree(sys.argv[1], ignore_errors=True)\n"
+)
+
+
+class _Cleaner:
+    """A process that removes ``folder`` unless told ``done`` before this process ends."""
+
+    def __init__(self, folder: Path) -> None:
+        self._proc: subprocess.Popen[bytes] | None
+        try:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-I", "-S", "-c", _CLEANER, str(folder)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,  # a Ctrl-C at the terminal is wattlab's to handle
+                close_fds=True,
+            )
+        except OSError:
+            self._proc = None  # no cleaner: a kill -9 may then leave the private folder
+
+    def done(self) -> None:
+        if self._proc is None or self._proc.stdin is None:
+            return
+        try:
+            self._proc.stdin.write(b"done")
+            self._proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            self._proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _publish(staging: Path, target: Path) -> None:
+    """Move the finished files of ``staging`` into ``target``: the folder itself when
+    ``target`` does not exist (one rename: it appears whole), else file by file (each rename
+    replaces one whole file by another; the user's other files stay)."""
+    if not target.exists():
+        os.chmod(staging, 0o777 & ~_umask())  # a folder's usual mode, not mkdtemp's 0700
+        try:
+            os.rename(staging, target)
+            return
+        except OSError:  # made meanwhile: merge file by file
+            pass
+    refuse_link_folder(target)
+    for entry in sorted(staging.iterdir()):
+        os.replace(entry, target / entry.name)  # replaces a name, never follows a link
+    staging.rmdir()
+
+
+@contextmanager
+def staged_folder(path: str | Path) -> Iterator[Path]:
+    """Yield a private folder to write the output folder ``path`` into; when the block ends
+    well, move what it holds into ``path`` (``_publish``). The private folder
+    (``.NAME.wattlab-PID-RANDOM.tmp``, mode 0700) lies beside ``path``, on the same file
+    system, so the move is a rename. When the block fails, the private folder (and any
+    parent this call created) is removed; when the process is killed, even by SIGKILL, a
+    cleaner process removes it. So ``path`` is either absent, or whole (a new folder), or
+    holds whole files only (an existing folder: each file the old one or the new one)."""
+    target = Path(path)
+    refuse_link_folder(target)
+    if target.exists() and not target.is_dir():
+        raise ConfigError(f"--out {target} is an existing file, not a folder; give a folder.")
+    parent = _folder(target)
+    first_new = None
+    probe = parent
+    while not probe.exists():
+        first_new = probe
+        if probe.parent == probe:
+            break
+        probe = probe.parent
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(
+            tempfile.mkdtemp(prefix=f".{target.name}.wattlab-{os.getpid()}-", suffix=".tmp",
+                             dir=parent)
+        )  # fmt: skip
+    except OSError as error:
+        raise ConfigError(f"cannot create the folder {path}: {error.strerror or error}.") from None
+    cleaner = _Cleaner(staging)
+    try:
+        yield staging
+        try:
+            _publish(staging, target)
+        except OSError as error:
+            raise DataError(
+                f"cannot move the finished files into {target}: {error.strerror or error}."
+            ) from None
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        if first_new is not None:
+            shutil.rmtree(first_new, ignore_errors=True)
+        raise
+    finally:
+        cleaner.done()

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import threading
@@ -44,7 +45,7 @@ from wattlab.meters.nvml import (
     open_session,
     visible_gpus,
 )
-from wattlab.processes import TERMINATE_SIGNALS, pid_alive
+from wattlab.processes import TERMINATE_SIGNALS, process_started_unix, same_process_alive
 
 STATE_DIR_ENV = "WATTLAB_STATE_DIR"
 JOURNAL_NAME = "power-journal.json"
@@ -61,13 +62,48 @@ class TerminatedBySignal(SystemExit):
         self.signum = signum
 
 
-def default_journal_path(env: Mapping[str, str] | None = None) -> Path:
-    """$WATTLAB_STATE_DIR/power-journal.json, else ~/.local/state/wattlab/power-journal.json."""
-    env = os.environ if env is None else env
+def _state_dir(env: Mapping[str, str]) -> Path:
     state_dir = env.get(STATE_DIR_ENV)
     if state_dir:
-        return Path(state_dir) / JOURNAL_NAME
-    return Path.home() / ".local" / "state" / "wattlab" / JOURNAL_NAME
+        return Path(state_dir)
+    return Path.home() / ".local" / "state" / "wattlab"
+
+
+def journal_name(host: str | None = None) -> str:
+    """``power-journal-HOST.json``: one journal per host, so that hosts sharing a state folder
+    (a home directory on NFS) never take each other's journal for their own."""
+    host = socket.gethostname() if host is None else host
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", host).strip(".") or "unknown-host"
+    return f"power-journal-{safe}.json"
+
+
+def default_journal_path(env: Mapping[str, str] | None = None, host: str | None = None) -> Path:
+    """This host's journal: $WATTLAB_STATE_DIR/power-journal-HOST.json, else
+    ~/.local/state/wattlab/power-journal-HOST.json."""
+    env = os.environ if env is None else env
+    return _state_dir(env) / journal_name(host)
+
+
+def legacy_journal_path(env: Mapping[str, str] | None = None) -> Path:
+    """Where wattlab before 0.x kept the journal of every host (``power-journal.json``); still
+    read, and restored when this host wrote it."""
+    env = os.environ if env is None else env
+    return _state_dir(env) / JOURNAL_NAME
+
+
+def journals_here(env: Mapping[str, str] | None = None) -> list[Path]:
+    """The journals this host may restore: its own, and a legacy shared one that it wrote (or
+    that names no host). A legacy journal of another host is left to that host."""
+    paths = [default_journal_path(env)]
+    legacy = legacy_journal_path(env)
+    if legacy.exists():
+        try:
+            host = json.loads(legacy.read_text()).get("hostname")
+        except (OSError, ValueError, AttributeError):
+            host = None  # unreadable: restore_from_journal names it in one sentence
+        if not host or host == socket.gethostname():
+            paths.append(legacy)
+    return [p for p in paths if p.exists()]
 
 
 FORBID_ENV = "WATTLAB_FORBID_POWER_LIMITS"
@@ -186,12 +222,26 @@ def _keep_unapplied(path: Path, data: Mapping[str, Any], unapplied: list[Any]) -
 
 
 def _owner_alive(data: Mapping[str, Any]) -> bool:
-    """Whether the process that wrote a journal may still be running."""
+    """Whether the process that wrote a journal may still be running: its pid is alive and,
+    when the journal recorded the owner's start time, held by a process that started then (a
+    reused pid counts as gone)."""
     boot, now_boot = data.get("boot_id"), _boot_id()
     if boot and now_boot and boot != now_boot:
         return False  # written before a reboot
     pid = data.get("pid")
-    return isinstance(pid, int) and pid > 0 and pid_alive(pid)
+    started = data.get("pid_started_unix")
+    started = float(started) if isinstance(started, (int, float)) else None
+    return isinstance(pid, int) and pid > 0 and same_process_alive(pid, started)
+
+
+def _program_of(pid: int) -> str | None:
+    """The name of the program pid ``pid`` now runs, when it can be read."""
+    try:
+        import psutil
+
+        return str(psutil.Process(pid).name())
+    except Exception:
+        return None
 
 
 def _mw(limit_w: float) -> int:
@@ -216,9 +266,13 @@ def restore_from_journal(
     _check_host(data, path)
     pid = data.get("pid")
     if not force and pid != os.getpid() and _owner_alive(data):
+        assert isinstance(pid, int)
+        program = _program_of(pid)
+        now = f" (now {program!r})" if program else ""
         raise PowerLimitError(
-            f"the power-limit journal {path} belongs to process {pid}, which is still running; "
-            "stop it (its session restores the limits on exit) or pass force."
+            f"the power-limit journal {path} belongs to process {pid}{now}, which is still "
+            "running; stop it (its session restores the limits on exit), or, if that pid now "
+            "names another program, run `wattlab power restore --force`."
         )
     results: list[dict[str, object]] = []
     try:
@@ -423,6 +477,7 @@ class PowerLimitSession:
                 "version": JOURNAL_VERSION,
                 "pid": os.getpid(),
                 "hostname": socket.gethostname(),
+                "pid_started_unix": process_started_unix(os.getpid()),
                 "boot_id": _boot_id(),
                 "created_utc": datetime.now(timezone.utc).isoformat(),
                 "gpus": [
@@ -477,29 +532,38 @@ class PowerLimitSession:
         return f"{self.fraction:g} of the default"
 
     def _handle_existing_journal(self) -> None:
-        if not self.journal_path.exists():
+        """Restore what a session that did not finish left in this host's journal (and in a
+        legacy shared one this host wrote) before reading the originals."""
+        paths = [self.journal_path]
+        if self.journal_path == default_journal_path(self._env):
+            paths += [p for p in journals_here(self._env) if p != self.journal_path]
+        for path in paths:
+            self._restore_left_behind(path)
+
+    def _restore_left_behind(self, path: Path) -> None:
+        if not path.exists():
             return
-        data = _read_journal(self.journal_path)
-        _check_host(data, self.journal_path)
+        data = _read_journal(path)
+        _check_host(data, path)
         if _owner_alive(data):
             raise PowerLimitError(
                 f"another power-limit session (process {data.get('pid')}) holds the journal "
-                f"{self.journal_path}; wait for it to finish, or set the limits once for all "
+                f"{path}; wait for it to finish, or set the limits once for all "
                 "GPUs from one process."
             )
-        restored = restore_from_journal(self._pynvml, self.journal_path)
+        restored = restore_from_journal(self._pynvml, path)
         left = [r for r in restored if r.get("status") == "gpu not found"]
         if left:  # the journal still holds them: never overwrite the only record
             raise PowerLimitError(
-                f"the power-limit journal {self.journal_path} holds {len(left)} GPU limit(s) "
+                f"the power-limit journal {path} holds {len(left)} GPU limit(s) "
                 f"that could not be put back ({', '.join(str(r['uuid']) for r in left)} not "
                 "found here), so no new limit is set; restore them where those GPUs are, "
                 "or delete the file once their limits are checked."
             )
         warnings.warn(
-            f"found the power-limit journal {self.journal_path} of a session that did not "
+            f"found the power-limit journal {path} of a session that did not "
             f"finish, and restored {len(restored)} GPU limit(s) from it first.",
-            stacklevel=3,
+            stacklevel=4,
         )
 
     # -- tear-down --------------------------------------------------------------------------

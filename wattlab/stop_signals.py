@@ -4,19 +4,30 @@
 notes each signal in ``RECEIVED``; whatever a library then makes of that exception (an import
 half done, an error of another type), the command ends with ``exit_stopped``: one line on
 stderr and 130 (Ctrl-C) or 128 + N. ``wattlab/__init__.py`` installs them first thing when the
-process is the `wattlab` command (``is_the_command``), in a mode that exits at once (nothing
-has started yet), so a signal during the imports is one line too; the CLI's ``main`` then
-installs the raising handlers. Importing wattlab as a library changes no signal handler.
+process is the `wattlab` command (``is_the_command``), in a mode that leaves at once
+(``os._exit`` after the line: nothing has started yet, and an exception raised into an import
+can be turned by Python into another one, such as the RuntimeError of a class's
+``__set_name__``), so a signal during the imports is one line too; the app's ``main`` then
+installs the raising handlers, once the CLI is imported.
+
+Python itself exits by SIGINT (status -2, not 130) when a KeyboardInterrupt once went through
+an ``exec`` of a string (dataclasses and namedtuples do that while they are imported), even if
+it was caught afterwards. So after ``exit_stopped`` the process leaves with ``os._exit`` and its
+code from an exit hook registered first (it runs after every other exit hook).
+Importing wattlab as a library changes no signal handler.
 """
 
 from __future__ import annotations
 
 import _signal  # type: ignore[import-not-found]  # C module: imports at once (``signal`` is slow)
+import atexit
 import os
 import sys
 from types import FrameType
 
 RECEIVED: list[int] = []  # stop signals that arrived, in order
+_EXIT_CODE: list[int] = []  # the code exit_stopped chose: the last exit hook leaves with it
+_HOOKED: list[bool] = []
 
 
 def is_the_command() -> bool:
@@ -41,8 +52,27 @@ def _on_terminate(signum: int, _frame: FrameType | None) -> None:
 
 
 def _exit_at_start_up(signum: int, _frame: FrameType | None) -> None:
+    """Nothing has started yet (only imports): say the line and leave at once."""
     RECEIVED.append(signum)
-    exit_stopped(signum)  # SystemExit: Python leaves quietly, even from inside an import
+    ignore_more()
+    line, code = stopped_line(signum)
+    try:
+        os.write(2, (line + "\n").encode())
+    except OSError:
+        pass
+    os._exit(code)
+
+
+def _leave_with_code() -> None:
+    """The last exit hook: after ``exit_stopped``, leave with its code (see the module doc)."""
+    if not _EXIT_CODE:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    os._exit(_EXIT_CODE[0])
 
 
 def install(*, at_start_up: bool = False) -> None:
@@ -51,6 +81,9 @@ def install(*, at_start_up: bool = False) -> None:
     exits at once with its one line. Main thread only (elsewhere nothing changes)."""
     interrupt = _exit_at_start_up if at_start_up else _on_interrupt
     terminate = _exit_at_start_up if at_start_up else _on_terminate
+    if not _HOOKED:  # first: it runs after every exit hook registered later
+        atexit.register(_leave_with_code)
+        _HOOKED.append(True)
     try:
         _signal.signal(_signal.SIGINT, interrupt)
         for name in ("SIGTERM", "SIGHUP"):
@@ -85,6 +118,7 @@ def exit_stopped(signum: int) -> None:
     """Say in one line that ``signum`` stopped the command, and exit with its code."""
     ignore_more()
     line, code = stopped_line(signum)
+    _EXIT_CODE.append(code)
     try:
         print(line, file=sys.stderr, flush=True)
     finally:

@@ -740,7 +740,7 @@ def test_a_cache_that_cannot_be_written_means_no_cache(fake_models, tmp_path, mo
         def refuse(*args, **kwargs):
             raise PermissionError(30, "Read-only file system")
 
-        monkeypatch.setattr(pre_cache.tempfile, "mkstemp", refuse)
+        monkeypatch.setattr("wattlab.jsonio._new_temp", refuse)
     model, how = pre_cache.fit_cached(b"x", lambda: runs, directory=read_only, **options)
     assert model is not None and how == "fitted (not cached)"
     assert not list(read_only.iterdir())

@@ -226,7 +226,8 @@ def test_sigterm_stops_a_run_whose_other_node_never_comes(tmp_path):
         while agent is None and time.time() < deadline and runner.poll() is None:
             for process in psutil.Process(runner.pid).children(recursive=True):
                 try:
-                    if "torch.distributed.run" in " ".join(process.cmdline()):
+                    line = " ".join(process.cmdline())  # torchrun, or wattlab's launcher of it
+                    if "torch.distributed.run" in line or "local_rendezvous" in line:
                         agent = process.pid
                 except psutil.NoSuchProcess:
                     pass

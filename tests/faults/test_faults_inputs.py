@@ -725,3 +725,30 @@ def test_report_html_is_0644_under_umask_022(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     for path in (tmp_path / "rep").iterdir():
         assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
+
+
+# -- advise names only its own flags (issue 33) ------------------------------------------------
+
+
+@pytest.mark.parametrize("gpu_name", ["unknown", "A100"])  # unknown, and several matches
+def test_advise_on_an_unknown_gpu_names_no_flag_it_lacks(gpu_name: str) -> None:
+    from wattlab.estimate.advise.advisor import advise
+
+    with pytest.raises(ConfigError) as caught:
+        advise(model="resnet18", gpu_name=gpu_name, epochs=1)
+    message = str(caught.value)
+    assert "--gpu-tdp" not in message and "--gpu-name" in message, message
+    assert message.count(". ") == 0 and message.endswith("."), message
+
+
+def test_advise_from_a_run_on_an_unknown_gpu_names_no_flag_it_lacks() -> None:
+    import pandas as pd
+
+    from wattlab.estimate.advise.stored import advise_from_run
+
+    runs = pd.DataFrame([{"id": 1, "status": "ok", "device": "cuda", "duration_s": 10.0,
+                          "energy_total_j": 100.0, "gpu_name": "Voodoo 5"}])  # fmt: skip
+    with pytest.raises(DataError) as caught:
+        advise_from_run(runs, pd.DataFrame(), pd.DataFrame(), 1)
+    message = str(caught.value)
+    assert "--gpu-tdp" not in message and "'Voodoo 5'" in message, message

@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -90,3 +91,53 @@ def test_report_and_export_of_5000_runs_write_every_file(big_db, tmp_path):
     assert len(pd.read_csv(tmp_path / "exp" / "runs.csv")) == 5000
     assert len(pd.read_csv(tmp_path / "exp" / "trace.csv")) == 100000
     assert len(pd.read_csv(tmp_path / "exp" / "windows.csv")) == 25000
+
+
+# -- issue 33: one configuration with more than 1 023 runs -----------------------------------
+
+
+@pytest.mark.parametrize("n", [1024, 1100, 5000, 50_000])
+def test_the_median_interval_of_many_runs_is_computed(n):
+    """2.0**n overflowed past 1 023 runs of one configuration (a sweep of 1 100 repetitions,
+    a database of 50 000 runs of one configuration): a traceback instead of a report."""
+    import time
+
+    from wattlab.analysis.intervals import median_interval
+
+    values = np.random.default_rng(n).normal(100.0, 5.0, n)
+    started = time.perf_counter()
+    interval = median_interval(values)
+    assert time.perf_counter() - started < 5.0
+    assert interval.method == "order-statistic"
+    assert 0.95 <= interval.coverage < 0.96
+    ordered = np.sort(values)
+    # the normal approximation of the ranks: k = n/2 - 1.96 sqrt(n)/2, within a rank or two
+    k = int(np.searchsorted(ordered, interval.low)) + 1
+    assert abs(k - (n / 2 - 1.959964 * np.sqrt(n) / 2)) <= 2
+    assert interval.high == ordered[n - k]
+
+
+def test_the_median_interval_is_unchanged_for_few_runs():
+    from wattlab.analysis.intervals import median_interval, rank_coverage
+
+    for n in range(2, 120):
+        values = np.arange(n, dtype=float)
+        interval = median_interval(values)
+        ks = [k for k in range(1, (n + 1) // 2 + 1) if rank_coverage(n, k) >= 0.95]
+        if not ks:
+            assert interval.method == "range" and (interval.low, interval.high) == (0, n - 1)
+        else:
+            k = max(ks)
+            assert (interval.low, interval.high) == (k - 1, n - k)
+            assert interval.coverage == pytest.approx(rank_coverage(n, k), abs=1e-15)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("runs", [1100, 50_000])
+def test_report_of_one_configuration_with_many_runs_completes(tmp_path, runs):
+    db = tmp_path / "one.db"
+    _bench().build(db, runs=runs, configs=1, windows_per_run=1, trace_per_run=2)
+    done = wattlab("report", "--db", str(db), "--json", str(tmp_path / "s.json"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (config,) = json.loads((tmp_path / "s.json").read_text())["configurations"]
+    assert config["n"] == runs - runs // 50 and config["ci_method"] == "order-statistic"

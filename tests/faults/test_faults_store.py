@@ -281,3 +281,169 @@ def test_a_trained_run_outlasting_a_held_lock_is_not_lost(tmp_path, monkeypatch,
         assert runs["status"].tolist() == ["ok"] and runs["id"].tolist() == [outcome.run_id]
         assert "budget" in set(store.windows([outcome.run_id])["name"])
     assert pending_files(db) == []
+
+
+# -- a database removed or replaced while it is open (issue 33) ----------------------------------
+
+
+def _swap(db: Path, how: str) -> None:
+    """Take the database away: removed, or replaced by another (new, empty) wattlab database."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    if how == "replaced":
+        other = db.with_name("other.db")
+        open_store(other).close()
+        os.replace(other, db)
+
+
+@pytest.mark.parametrize("how", ["removed", "replaced"])
+def test_a_store_never_writes_into_a_database_that_was_removed_or_replaced(tmp_path, how):
+    from wattlab.errors import WorkStopped
+
+    db = tmp_path / "s.db"
+    store = open_store(db)
+    try:
+        run_id = store.claim_run(claim())
+        _swap(db, how)
+        with pytest.raises(WorkStopped) as stopped:
+            store_finished(store, run_id, {**claim(), "status": "ok", "energy_total_j": 1.0})
+        message = str(stopped.value)
+        assert str(db) in message and how in message and "\n" not in message, message
+        with pytest.raises(WorkStopped):
+            store.claim_run(claim(config_hash="h2"))
+    finally:
+        store.close()
+    if how == "replaced":
+        with open_store(db) as again:
+            assert again.runs().empty  # nothing landed in the new file
+    else:
+        assert not db.exists()  # nothing re-created it
+
+
+def _command_plan(tmp_path: Path, db: Path, command: list[str], n: int = 3):
+    from wattlab.experiment.command_spec import CommandSweepSpec
+    from wattlab.experiment.command_sweep import make_command_plan
+
+    spec = CommandSweepSpec.from_dict({
+        "name": "c", "command": [*command, "{i}"], "grid": {"i": list(range(n))},
+        "repetitions": 1, "order": "sequential", "warmup_runs": 0, "cooldown_s": 0,
+    })  # fmt: skip
+    with open_store(db) as store:
+        return make_command_plan(spec, store)
+
+
+@pytest.mark.parametrize("how", ["removed", "replaced"])
+@pytest.mark.parametrize("when", ["between-runs", "during-a-run"])
+def test_a_command_sweep_stops_when_its_database_is_removed_or_replaced(tmp_path, how, when):
+    from wattlab.errors import WorkStopped
+    from wattlab.experiment.command_sweep import CommandOptions, run_command_plan
+
+    db = tmp_path / "s.db"
+    swapper = textwrap.dedent(f"""
+        import os, sys
+        from pathlib import Path
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[2])!r})
+        from tests.faults.test_faults_store import _swap
+        if sys.argv[1] == "1":
+            _swap(Path({str(db)!r}), {how!r})
+    """)  # fmt: skip
+    (tmp_path / "swap.py").write_text(swapper)
+    command = [sys.executable, str(tmp_path / "swap.py")] if when == "during-a-run" else ["true"]
+    plan = _command_plan(tmp_path, db, command)
+    finished = []
+
+    def on_finish(entry, outcome):
+        finished.append(outcome)
+        if when == "between-runs" and len(finished) == 1:
+            _swap(db, how)
+
+    with pytest.raises(WorkStopped) as stopped:
+        run_command_plan(plan, CommandOptions(str(db), cpu_tdp_w=65.0), on_finish=on_finish)
+    message = str(stopped.value)
+    assert str(db) in message and "\n" not in message, message
+    if how == "replaced":
+        with open_store(db) as again:
+            assert again.runs().empty, "a run of the sweep landed in the new database"
+    else:
+        assert not db.exists(), "the sweep re-created its database"
+
+
+@pytest.mark.slow  # trains
+def test_a_sweep_stops_when_its_database_is_replaced_between_runs(tmp_path):
+    from wattlab.errors import WorkStopped
+    from wattlab.experiment.options import WorkerOptions
+    from wattlab.experiment.spec import SweepSpec
+    from wattlab.experiment.sweep import MachineFacts, make_plan, run_plan
+
+    db = tmp_path / "s.db"
+    spec = SweepSpec.from_dict({
+        "name": "v", "warmup_runs": 0, "cooldown_s": 0, "order": "sequential",
+        "base": {"model": "mobilenet_v3_small", "stem": "imagenet", "epochs": 1,
+                 "device": "cpu", "train_samples": 64, "test_samples": 32,
+                 "warmup_steps": 0},
+        "grid": {"batch_size": [16, 32]},
+    })  # fmt: skip
+    with open_store(db) as store:
+        plan = make_plan(spec, store, MachineFacts(cuda_gpus=0, can_set_power_limits=False))
+    started = []
+
+    def on_start(entry):
+        started.append(entry)
+        if len(started) == 2:
+            _swap(db, "replaced")
+
+    opts = WorkerOptions(db_path=str(db), progress=False, cpu_tdp_w=65.0)
+    with pytest.raises(WorkStopped) as stopped:
+        run_plan(plan, opts, on_start=on_start, warm=False)
+    assert str(db) in str(stopped.value)
+    with open_store(db) as again:
+        assert again.runs().empty, "a run of the sweep landed in the new database"
+
+
+# -- an ok run without a finite energy (issue 33; the report's wording is issue 28's) ------------
+
+
+def _db_with_energy(db: Path, value: float | None, *, others: bool = True) -> None:
+    from tests.experiment.test_store import WINDOWS, make_run
+
+    with open_store(db) as store:
+        for rep in range(3 if others else 1):
+            store.insert_run(make_run(config_hash="c", repetition=rep,
+                                      energy_total_j=1000.0 + rep), WINDOWS)  # fmt: skip
+    con = sqlite3.connect(db)
+    con.execute("UPDATE runs SET energy_total_j = ? WHERE id = 1", (value,))
+    con.commit()
+    con.close()
+
+
+@pytest.mark.slow  # the CLI in a subprocess
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), float("-inf"), None],
+                         ids=["nan", "inf", "-inf", "null"])  # fmt: skip
+@pytest.mark.parametrize("output", [["--json", "-"], ["--out", "rep"]], ids=["json", "out"])
+def test_report_names_an_ok_run_without_a_finite_energy(tmp_path, value, output):
+    _db_with_energy(tmp_path / "e.db", value)
+    done = subprocess.run(
+        [sys.executable, "-m", "wattlab.cli", "report", "--db", "e.db", *output],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert done.returncode == 0, done.stderr[-3000:]
+    notes = [line for line in done.stderr.splitlines() if "run 1" in line]
+    assert len(notes) == 1 and "energy" in notes[0], done.stderr
+
+
+@pytest.mark.slow  # the CLI in a subprocess
+@pytest.mark.parametrize("value", [float("inf"), None], ids=["inf", "null"])
+def test_report_of_only_runs_without_energy_is_one_sentence(tmp_path, value):
+    _db_with_energy(tmp_path / "e.db", value, others=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "wattlab.cli", "report", "--db", "e.db", "--out", "rep"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert done.returncode == 2, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("wattlab: error:")]
+    assert len(errors) == 1, done.stderr
+    assert not (tmp_path / "rep").exists()

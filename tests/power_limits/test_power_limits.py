@@ -270,15 +270,17 @@ def test_journal_of_a_live_process_is_not_touched(tmp_path):
 
 
 def test_default_journal_path(tmp_path):
-    assert default_journal_path({"WATTLAB_STATE_DIR": str(tmp_path)}) == (
-        tmp_path / "power-journal.json"
+    """One journal per host (hosts may share a state folder); odd host names stay one name."""
+    assert default_journal_path({"WATTLAB_STATE_DIR": str(tmp_path)}, host="gpu-01") == (
+        tmp_path / "power-journal-gpu-01.json"
     )
-    assert default_journal_path({}).parts[-4:] == (
+    assert default_journal_path({}, host="gpu-01").parts[-4:] == (
         ".local",
         "state",
         "wattlab",
-        "power-journal.json",
+        "power-journal-gpu-01.json",
     )
+    assert default_journal_path({}, host="../x/y").name == "power-journal-_x_y.json"
 
 
 def test_restore_without_permission_names_the_real_command(tmp_path):

@@ -62,11 +62,13 @@ def test_bad_devices_and_environments(no_torchrun_env, monkeypatch):
 
 def test_torchrun_command_line():
     one = torchrun_command("wattlab.worker", ["--x", "1"], nproc_per_node=4)
-    assert one[:3] == [sys.executable, "-m", "torch.distributed.run"]
-    assert "--standalone" in one and "--nproc-per-node=4" in one
+    # one node: torchrun through the launcher that binds its store to the loopback
+    assert one[:5] == [sys.executable, "-m", "wattlab.train.local_rendezvous",
+                       "--bind=127.0.0.1:0", "--nnodes=1"]  # fmt: skip
+    assert "--rdzv-backend=static" in one and "--nproc-per-node=4" in one
     assert one[-4:] == ["-m", "wattlab.worker", "--x", "1"]
     many = torchrun_command("m", [], 8, nnodes=2, node_rank=1, rdzv_endpoint="node0:29400")
-    assert "--standalone" not in many
+    assert many[:3] == [sys.executable, "-m", "torch.distributed.run"]
     for flag in ("--nnodes=2", "--node-rank=1", "--rdzv-backend=static"):
         assert flag in many
     assert "--rdzv-endpoint=node0:29400" in many and many[-2:] == ["-m", "m"]

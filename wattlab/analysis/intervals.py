@@ -50,7 +50,7 @@ def rank_coverage(n: int, k: int) -> float:
     ``1 - 2 * P(Binomial(n, 1/2) <= k - 1)`` (a fraction)."""
     if n < 1 or not 1 <= k <= (n + 1) // 2:
         raise ValueError(f"rank k must be in 1..{(n + 1) // 2} for n = {n}, got {k}.")
-    tail = sum(math.comb(n, i) for i in range(k)) / 2.0**n
+    tail = sum(math.comb(n, i) for i in range(k)) / 2**n  # whole numbers: no overflow
     return 1.0 - 2.0 * tail
 
 
@@ -77,15 +77,20 @@ def median_interval(values: object, level: float = CI_LEVEL) -> Interval:
     n = int(x.size)
     if n < 2:
         return NO_INTERVAL
-    best_k = 0
+    # the largest k whose coverage is >= level; the binomial tail is added up once, as
+    # whole numbers (exact for any n: 2.0**n overflows past 1 023 runs)
+    best_k, best_coverage = 0, math.nan
+    total, term, tail = 2**n, 1, 0  # term = C(n, k - 1), tail = sum of C(n, i) for i < k
     for k in range(1, (n + 1) // 2 + 1):
-        if rank_coverage(n, k) >= level:
-            best_k = k
-        else:
+        tail += term
+        coverage = 1.0 - 2.0 * (tail / total)
+        if coverage < level:
             break
+        best_k, best_coverage = k, coverage
+        term = term * (n - k + 1) // k
     if best_k == 0:
         return Interval(float(x[0]), float(x[-1]), rank_coverage(n, 1), "range")
-    return Interval(float(x[best_k - 1]), float(x[n - best_k]), rank_coverage(n, best_k),
+    return Interval(float(x[best_k - 1]), float(x[n - best_k]), best_coverage,
                     "order-statistic")  # fmt: skip
 
 

@@ -9,7 +9,8 @@ def main() -> None:
     see ``wattlab.stop_signals``."""
     from wattlab import stop_signals
 
-    stop_signals.install()
+    # the start-up handlers (installed by wattlab/__init__) stay while the app is imported: a
+    # signal there leaves at once with its line; the app's main installs the raising ones
     try:
         from wattlab.cli.app import main as _main
 

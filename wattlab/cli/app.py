@@ -8,6 +8,7 @@ paths while the command line is parsed; fixed choices are the enums of ``wattlab
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import typer
@@ -61,12 +62,6 @@ def _usage_error(error: Exception) -> str:
     return f"{message.rstrip('.')}; see `{path} --help`."
 
 
-def _ignore_more_stops() -> None:
-    from wattlab.stop_signals import ignore_more
-
-    ignore_more()
-
-
 def main() -> None:
     """Console entry point: WattlabError or a usage error -> one line on stderr, exit code 2;
     Ctrl-C -> 130, SIGTERM and SIGHUP -> 128 + N, one line each."""
@@ -86,21 +81,11 @@ def main() -> None:
         print(f"wattlab: error: {_usage_error(error)}", file=sys.stderr)
         sys.exit(getattr(error, "exit_code", 2))
     except typer.Abort:
-        _ignore_more_stops()
-        print("wattlab: interrupted", file=sys.stderr)
-        sys.exit(130)
+        stop_signals.exit_stopped(signal.SIGINT)  # the one line, 130
     except Interrupted as stop:
-        _ignore_more_stops()
-        print(
-            f"wattlab: stopped by signal {stop.signum}; a run cut short is stored as failed "
-            "(run the sweep again to resume).",
-            file=sys.stderr,
-        )
-        sys.exit(128 + stop.signum)
+        stop_signals.exit_stopped(stop.signum)  # the one line, 128 + N
     except KeyboardInterrupt:
-        _ignore_more_stops()
-        print("wattlab: interrupted", file=sys.stderr)
-        sys.exit(130)
+        stop_signals.exit_stopped(signal.SIGINT)
     except BaseException:
         from wattlab.stop_signals import RECEIVED, exit_stopped
 

@@ -176,7 +176,7 @@ def estimate_evaluate(
     from wattlab.errors import echo
     from wattlab.estimate.evaluate import evaluate_methods, evaluation_markdown, write_evaluation
     from wattlab.estimate.sources import measured_runs, measured_traces
-    from wattlab.jsonio import dump_json, output_folder
+    from wattlab.jsonio import dump_json, staged_folder
 
     if step_start == "fluss":
         stable_epoch = None
@@ -207,10 +207,10 @@ def estimate_evaluate(
             runs_df, windows_df, target=target, fractions=shares, traces_df=traces_df
         )
     if out is not None:
-        with output_folder(out):
-            paths = write_evaluation(result, out)
+        with staged_folder(out) as staging:  # moved into place whole, or not at all
+            paths = write_evaluation(result, staging)
         if json_path != "-":
-            print(f"evaluation: {paths['markdown']}")
+            print(f"evaluation: {Path(out) / paths['markdown'].name}")
     if json_path:
         dump_json(result.to_dict(), json_path)
     if json_path != "-":

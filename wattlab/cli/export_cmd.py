@@ -3,6 +3,7 @@ Parquet files, and/or each stored run as an MLflow run (``--mlflow``)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -40,9 +41,9 @@ def export(
 ) -> None:
     """Write the runs, windows, trace and sweeps tables as files for pandas users, and/or
     turn each stored run into an MLflow run (--mlflow)."""
-    from wattlab.experiment.export import export_tables
+    from wattlab.experiment.export import TABLES, export_tables
     from wattlab.experiment.store import open_store
-    from wattlab.jsonio import output_folder
+    from wattlab.jsonio import refuse_links_in, staged_folder
 
     if out is None and not mlflow:
         raise WattlabError("give --out DIR for the table files, or --mlflow, or both.")
@@ -63,7 +64,9 @@ def export(
         )
     if out is None:
         return
-    with open_store(db, readonly=True, merge_kept=True) as store, output_folder(out):
-        paths = export_tables(store, out, fmt, sweep=sweep_name)
+    refuse_links_in(out, [f"{name}.{str(fmt).lower()}" for name in TABLES], "export")
+    # written into a private folder beside it, then moved into place (see jsonio.staged_folder)
+    with open_store(db, readonly=True, merge_kept=True) as store, staged_folder(out) as staging:
+        paths = export_tables(store, staging, fmt, sweep=sweep_name)
     for path in paths:
-        print(path)
+        print(Path(out) / path.name)

@@ -3,6 +3,7 @@ figures) and its per-configuration table, or the analysis of a Zeus-style power-
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -108,8 +109,9 @@ def report(
 ) -> None:
     """Tables, figures and the operating region: report.md and a self-contained report.html;
     with --statement, the energy statement (statement.md)."""
+    from wattlab.analysis.report_files import REPORT_FILES
     from wattlab.analysis.tradeoffs import parse_pareto_axes
-    from wattlab.jsonio import dump_json, output_folder
+    from wattlab.jsonio import dump_json, refuse_links_in, staged_folder
 
     axes = parse_pareto_axes(pareto_axes)
     pricing = {
@@ -138,16 +140,17 @@ def report(
         profile = load_zeus_profile(import_profile)
         analysis = analyze_profile(profile, min_saving, max_penalty, baseline_w)
         if out is not None:
-            with output_folder(out):  # removed again if writing fails
-                paths = write_profile_report(profile, analysis, out)
-            print(f"report: {paths.html}")
+            refuse_links_in(out, REPORT_FILES, "report")
+            with staged_folder(out) as staging:  # moved into place whole, or not at all
+                paths = write_profile_report(profile, analysis, staging)
+            print(f"report: {Path(out) / paths.html.name}")
         if json_path:
             dump_json(analysis, json_path)
         elif out is not None:
             _print_profile(analysis)
         return
     from wattlab.analysis.report import analyze_runs, write_report
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.store import open_store, without_finite_energy
 
     if not Path(db).exists():
         raise WattlabError(f"no database at {db}; run `wattlab run` or `wattlab sweep` first.")
@@ -159,6 +162,16 @@ def report(
         spec = store.sweep_spec(sweep_name) if sweep_name is not None else None
     if sweep_name is not None and len(runs) == 0:
         raise WattlabError(f"the database {db} holds no runs of sweep {sweep_name!r}.")
+    _, no_energy = without_finite_energy(runs)  # the analysis leaves them out and names them
+    if no_energy:  # an ok run without a finite energy cannot be compared: named, left out
+        shown = ", ".join(map(str, no_energy[:20])) + (" ..." if len(no_energy) > 20 else "")
+        print(
+            f"wattlab: run {shown} "
+            + ("is stored ok but holds" if len(no_energy) == 1 else "are stored ok but hold")
+            + " no finite energy (NULL, NaN or infinite in energy_total_j); left out of "
+            "this report.",
+            file=sys.stderr,
+        )
     if config is not None:
         from wattlab.analysis.baseline import select_config
 
@@ -177,12 +190,15 @@ def report(
     if run_id is not None:
         runs = _one_run(runs, run_id, db)
     if out is not None:
-        with output_folder(out):  # created only now, and removed again if writing fails
+        refuse_links_in(out, REPORT_FILES, "report")  # before any work: a link is refused
+        # written into a private folder beside it, then moved into place: a killed report
+        # leaves no folder with some of its files, and no temporary file
+        with staged_folder(out) as staging:
             paths = write_report(
                 runs,
                 windows,
                 trace,
-                out,
+                staging,
                 sweep=sweep_name,
                 baseline=baseline,
                 min_saving=min_saving,
@@ -195,7 +211,9 @@ def report(
             )
         summary = paths.summary
         if json_path != "-":
-            print(f"report: {paths.html}\n        {paths.markdown}")
+            print(
+                f"report: {Path(out) / paths.html.name}\n        {Path(out) / paths.markdown.name}"
+            )
     else:
         _, summary = analyze_runs(
             runs,

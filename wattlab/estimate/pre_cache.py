@@ -13,9 +13,12 @@ coefficients; ridge coefficients; kernel ridge's training matrix and dual coeffi
 target scaler), so a cache hit loads neither scikit-learn nor scipy. Gradient boosting (not a
 default candidate) is not kept: it is refitted.
 
-Robustness: files are written to a temporary file in the same folder and renamed into place
-(no half-written cache after a crash); a corrupt, unreadable or foreign file is ignored and
-refitted; a folder that cannot be written means no cache, not an error.
+Robustness: files are written to a new temporary file (random name, never through a link) in
+the same folder and renamed into place (no half-written cache after a crash); a file that is
+not the user's own, damaged (too deep, too large, a non-finite number), a FIFO or a device is
+not read: it is refitted and replaced, and one line on stderr says why
+(``wattlab.cache_files``). Pruning removes only fits this cache wrote (their name and header).
+A folder that cannot be written means no cache, not an error.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import hashlib
 import json
 import math
 import os
-import tempfile
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from functools import lru_cache
@@ -42,9 +45,13 @@ if TYPE_CHECKING:
 CACHE_FORMAT = 2  # bump when the JSON layout changes (2: the roofline time model, issue 29)
 ENV_DIR = "WATTLAB_CACHE_DIR"
 KEEP_FILES = 16  # older cached fits beyond this many are removed when a new one is written
+MAX_FILE_BYTES = 64 * 2**20  # a larger file is not a fit of ours (the reference's is ~160 kB)
+_NAME = re.compile(r"pre-([0-9a-f]{40})\.json")
 # package files whose source shapes a fitted PRE (features, physics, fit, specs, model building)
 CODE_FILES = (
     "estimate/pre.py",
+    "estimate/roofline.py",
+    "estimate/pre_distance.py",
     "estimate/pre_cache.py",
     "estimate/features.py",
     "estimate/families.py",
@@ -209,9 +216,23 @@ class PlainRegressor:
 
 
 def _number(value: Any) -> float:
+    """A finite number (a NaN or infinite coefficient is damage, never a prediction)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise CacheFormatError(f"expected a number, got {type(value).__name__}")
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        raise CacheFormatError("a number too large") from None
+    if not math.isfinite(number):
+        raise CacheFormatError("a number that is not finite")
+    return number
+
+
+def _whole(value: Any, high: int = 2**32 - 1) -> int:
+    """A whole number from 0 to ``high`` (a seed, a count)."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= high:
+        raise CacheFormatError(f"expected a whole number from 0 to {high}")
+    return value
 
 
 def _vector(value: Any) -> np.ndarray:
@@ -450,7 +471,7 @@ def from_json(doc: Mapping[str, Any]) -> PreModel:
     medians = {str(k): _number(v) for k, v in dict(c["medians"]).items()}
     time_family = (str(c["time_family"][0]), dict(c["time_family"][1]))
     power_family = (str(c["power_family"][0]), dict(c["power_family"][1]))
-    seed = int(c["seed"])
+    seed = _whole(c["seed"])
     chain = _Chain(time_family, power_family, seed, medians)
     chain.design = design
     chain.time = _TimeModel(time_family[0], time_family[1], seed, _regressor_from(c["time"]))
@@ -496,8 +517,8 @@ def from_json(doc: Mapping[str, Any]) -> PreModel:
         energy=parts["energy"],
         coverage=coverage,
         widening=widening,
-        n_runs=int(doc["n_runs"]),
-        n_configs=int(doc["n_configs"]),
+        n_runs=_whole(doc["n_runs"]),
+        n_configs=_whole(doc["n_configs"]),
         interval=interval,
         cv_table=pd.DataFrame(list(doc["cv_table"])),
         excluded={_tupled(k): str(v) for k, v in doc["excluded"]},
@@ -527,60 +548,80 @@ def _resolved(directory: Path | None) -> Path | None:
         return None
 
 
+def _read(path: Path, key: str) -> tuple[PreModel | None, str | None]:
+    """The fit in ``path`` with this key, or None and why it was not used (None: no file)."""
+    import wattlab.cache_files as cache_files
+
+    try:
+        data = cache_files.read_entry(path, MAX_FILE_BYTES)
+    except cache_files.Untrusted as error:
+        return None, str(error)
+    if data is None:
+        return None, None
+    try:
+        doc = json.loads(data.decode("utf-8"))
+        if not isinstance(doc, dict) or doc.get("key") != key:
+            return None, "it holds another fit"
+        return from_json(doc["model"]), None
+    except RecursionError:
+        return None, "it is nested too deeply to be a fit"
+    except CacheFormatError as error:
+        return None, f"it is damaged ({error})"
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, OverflowError):
+        return None, "it is damaged (not a fit of this form)"
+
+
 def load(key: str, directory: Path | None = None) -> PreModel | None:
-    """The cached fit with this key, or None (absent, unreadable, corrupt or not ours)."""
+    """The cached fit with this key, or None (absent, unreadable, corrupt, not ours or not
+    this user's own: see ``wattlab.cache_files``)."""
     folder = _resolved(directory)
     if folder is None:
         return None
-    path = _path(folder, key)
-    try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(doc, dict) or doc.get("key") != key:
-            return None
-        return from_json(doc["model"])
-    except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError):
-        return None
+    return _read(_path(folder, key), key)[0]
 
 
 def save(model: PreModel, key: str, directory: Path | None = None) -> Path | None:
-    """Write the fit atomically (temporary file, then rename); the path, or None when it
-    cannot be kept (a regressor not kept as numbers, a folder that cannot be written)."""
+    """Write the fit atomically (a new temporary file, never through a link, then a rename;
+    writable by its owner only); the path, or None when it cannot be kept (a regressor not
+    kept as numbers, a folder that cannot be written or is a link)."""
+    import wattlab.cache_files as cache_files
+
     folder = _resolved(directory)
     doc = to_json(model)
     if doc is None or folder is None:
         return None
-    directory = folder
     try:
         text = json.dumps({"key": key, "model": doc}, default=_json_default)
     except (TypeError, ValueError):
         return None
-    path = _path(directory, key)
-    temporary = None
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(prefix=".pre-", suffix=".tmp", dir=directory)
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(temporary, path)
-        temporary = None
-    except OSError:
-        return None
-    finally:
-        if temporary is not None:
-            try:
-                os.unlink(temporary)
-            except OSError:
-                pass
-    _prune(directory, keep=path)
+    data = text.encode("utf-8")
+    path = cache_files.write_entry(_path(folder, key), lambda handle: handle.write(data))
+    if path is not None:
+        _prune(folder, keep=path)
     return path
 
 
+def _own_fit(path: Path) -> bool:
+    """Whether ``path`` is a fit this cache wrote: its name (``pre-<40 hex>.json``), a regular
+    file of this user's, and the header ``save`` writes, naming the same key."""
+    match = _NAME.fullmatch(path.name)
+    if match is None:
+        return False
+    import wattlab.cache_files as cache_files
+
+    header = f'{{"key": "{match.group(1)}", "model": {{"format": '.encode()
+    return cache_files.head_of(path, len(header)) == header
+
+
 def _prune(directory: Path, keep: Path) -> None:
-    """Remove all but the KEEP_FILES newest cached fits (never ``keep``)."""
+    """Remove all but the KEEP_FILES newest fits this cache wrote (never ``keep``, never a
+    file it did not write: see ``_own_fit``)."""
     try:
-        cached = sorted(directory.glob("pre-*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+        cached = sorted(
+            (p for p in directory.glob("pre-*.json") if _own_fit(p)),
+            key=lambda p: p.stat().st_mtime,
+            reverse=True,
+        )
         for old in cached[KEEP_FILES:]:
             if old != keep:
                 old.unlink()
@@ -607,10 +648,16 @@ def fit_cached(
     from wattlab.estimate.pre import fit_pre
 
     key = fit_key(data, options)
-    if use_cache:
-        model = load(key, directory)
+    folder = _resolved(directory)
+    if use_cache and folder is not None:
+        path = _path(folder, key)
+        model, why = _read(path, key)
         if model is not None:
             return model, "cached"
+        if why is not None:
+            from wattlab.cache_files import note
+
+            note(path, why, "PRE is fitted again")
     table = runs()
     try:
         model = fit_pre(table, **options)

@@ -156,8 +156,17 @@ def _names(spec: GpuSpec) -> tuple[str, ...]:
     return (spec.name, *spec.aliases)
 
 
-def lookup_gpu(name: str, specs: tuple[GpuSpec, ...] | None = None) -> GpuSpec:
-    """The spec for a GPU name (typed or as NVML reports it); ConfigError when unknown."""
+TDP_WAY_OUT = "or give the GPU's maximum power with --gpu-tdp W"
+NAME_WAY_OUT = "or give a known GPU with --gpu-name"
+
+
+def lookup_gpu(
+    name: str, specs: tuple[GpuSpec, ...] | None = None, *, way_out: str = TDP_WAY_OUT
+) -> GpuSpec:
+    """The spec for a GPU name (typed or as NVML reports it); ConfigError when unknown.
+
+    ``way_out`` ends the sentence of an unknown name: the flag the calling command offers
+    instead (``--gpu-tdp`` for estimate; ``NAME_WAY_OUT`` for advise, which has no TDP flag)."""
     specs = gpu_specs() if specs is None else specs
     words = _words(name or "")
     if words:
@@ -182,11 +191,11 @@ def lookup_gpu(name: str, specs: tuple[GpuSpec, ...] | None = None) -> GpuSpec:
             several = sorted(exact or best)
             raise ConfigError(
                 f"GPU name {name!r} matches several entries ({', '.join(several)}); give the "
-                "full name, or the GPU's maximum power with --gpu-tdp W."
+                f"full name, {way_out}."
             )
     raise ConfigError(
         f"unknown GPU {name!r}{_close_matches_text(name, specs)}; use a name from "
-        "wattlab/estimate/gpu_specs.csv, or give the GPU's maximum power with --gpu-tdp W."
+        f"wattlab/estimate/gpu_specs.csv, {way_out}."
     )
 
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from wattlab.budget_marks import ENV_BUDGET_SOCKET, MAX_MESSAGE_BYTES
+from wattlab.budget_marks import ENV_BUDGET_SOCKET, MAX_MESSAGE_BYTES, MAX_SAMPLES, samples_problem
 from wattlab.errors import WattlabError
 from wattlab.meters.base import weakest
 from wattlab.monitor import EnergyMonitor, Measurement
@@ -106,6 +106,8 @@ def start_command(command: list[str], **popen: Any) -> subprocess.Popen[bytes]:
         raise CommandNotStarted(f"{command[0]}: permission denied", 126) from None
     except OSError as error:
         raise CommandNotStarted(f"{command[0]}: {error.strerror or error}", 126) from None
+    except ValueError as error:  # an argument or variable holding a null byte
+        raise CommandNotStarted(f"{command[0]}: {error}", 126) from None
 
 
 @contextlib.contextmanager
@@ -212,6 +214,7 @@ class BudgetServer:
         self.path = str(Path(folder) / "budget.sock")
         self.segments: list[BudgetSegment] = []
         self.errors: list[str] = []
+        self.samples_errors: list[str] = []  # samples a mark gave that no run can keep
         self._depth = 0
         self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self._listener.bind(self.path)
@@ -291,7 +294,9 @@ class BudgetServer:
             if kind == "begin":
                 self._begin(message)
             elif kind == "end":
-                self._end(message)
+                problem = self._end(message)
+                if problem is not None:  # the window is closed; the run will be failed
+                    return f"error: {problem}"
             else:
                 self.errors.append(f"an unknown budget mark {kind!r}")
                 return f"error: unknown mark {kind!r}"
@@ -307,19 +312,25 @@ class BudgetServer:
             self.monitor.begin_window(f"{BUDGET_WINDOW}:{index}", sync=False)
             self.segments.append(BudgetSegment(begin=message))
 
-    def _end(self, message: dict[str, Any], *, closing: bool = False) -> None:
+    def _end(self, message: dict[str, Any], *, closing: bool = False) -> str | None:
+        """Close the block (the window when it is the outermost); the phrase saying why its
+        samples cannot be kept (``samples_problem``), also kept in ``samples_errors``."""
         if self._depth == 0:
             self.errors.append("a budget end mark without a begin mark")
-            return
+            return None
         self._depth -= 1
         segment = self.segments[-1]
-        if message.get("samples") is not None:
-            with contextlib.suppress(TypeError, ValueError):
-                segment.samples = (segment.samples or 0) + int(message["samples"])
+        samples = message.get("samples")
+        problem = samples_problem(samples)
+        if problem is not None:
+            self.samples_errors.append(problem)
+        elif samples is not None:
+            segment.samples = (segment.samples or 0) + int(samples)
         if self._depth == 0:
             name = f"{BUDGET_WINDOW}:{len(self.segments)}"
             segment.measurement = self.monitor.end_window(name, sync=False)
             segment.end = None if closing else message
+        return problem
 
 
 # --- one metered command ---------------------------------------------------------------------
@@ -341,11 +352,23 @@ class MeteredCommand:
     interrupted_by: int | None = None
     meter_error: str | None = None
     channel_errors: list[str] = field(default_factory=list)
+    samples_errors: list[str] = field(default_factory=list)
 
     @property
     def samples(self) -> int | None:
         counts = [s.samples for s in self.segments if s.samples is not None]
         return sum(counts) if counts else None
+
+    @property
+    def samples_error(self) -> str | None:
+        """Why the marks' samples cannot be kept (one given out of range, or a sum beyond
+        MAX_SAMPLES); None when they can."""
+        if self.samples_errors:
+            return self.samples_errors[0]
+        total = self.samples
+        if total is not None and total > MAX_SAMPLES:
+            return f"the budget marks' samples add up to {total}, more than {MAX_SAMPLES}"
+        return None
 
 
 def guarded(command: list[str]) -> list[str]:
@@ -426,4 +449,5 @@ def meter_command(
         interrupted_by=received[0] if received else None,
         meter_error=meter_error or (server.errors[0] if server.errors and not measured else None),
         channel_errors=list(server.errors),
+        samples_errors=list(server.samples_errors),
     )

@@ -17,7 +17,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from wattlab.experiment.command_meter import MeteredCommand
+from wattlab.experiment.command_meter import CommandNotStarted, MeteredCommand
 from wattlab.experiment.command_spec import CommandPoint
 from wattlab.experiment.record import (
     ClaimColumns,
@@ -159,6 +159,25 @@ def finished_row(
     return row_of([end, GpuColumns.of(gpu_details), energy, measured, phases])
 
 
+def not_started_row(
+    point: CommandPoint, error: CommandNotStarted, stdout_path: Path, stderr_path: Path
+) -> dict[str, Any]:
+    """The 'failed' row of a run whose command could not be started (a null byte, an argument
+    list too long for the system, a program gone): one sentence and a shell's exit code."""
+    reason = " ".join(str(error).split())
+    end = CommandColumns(
+        status="failed",
+        finished_at=utc_now_iso(),
+        wall_s=0.0,
+        exit_code=error.exit_code,
+        stdout_path=str(stdout_path),
+        stderr_path=str(stderr_path),
+        budget_window=None,
+        command_json=_command(point),
+    )
+    return row_of([end, _failure(f"the command could not be started: {reason}.")])
+
+
 def refused_row(row: dict[str, Any], error: str) -> dict[str, Any]:
     """``row`` turned 'failed' with ``error`` (another process stored this run meanwhile)."""
     return row_of([row, _failure(error)])
@@ -177,6 +196,8 @@ def failure_text(result: MeteredCommand, stderr_path: Path) -> str | None:
         )
     if result.run is None or result.budget is None:
         return f"the energy could not be measured: {result.meter_error}"
+    if result.samples_error is not None:
+        return f"{result.samples_error}, so the run cannot be stored."
     return None
 
 

@@ -49,6 +49,7 @@ from wattlab.experiment.spec import (
     _unknown_key,
     check_baseline,
 )
+from wattlab.processes import argv_problem
 
 _AXIS_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 Scalar = str | int | float | bool
@@ -104,6 +105,11 @@ def _fields(text: str, where: str) -> list[str]:
             )
         names.append(name)
     return names
+
+
+def _short_point(axes: dict[str, Scalar]) -> str:
+    """``(axis=value, ...)`` with each value cut short and escaped, for an error message."""
+    return "(" + ", ".join(f"{k}={echo(v, 40)}" for k, v in axes.items()) + ")"
 
 
 def _render(value: Scalar) -> str:
@@ -341,6 +347,12 @@ class CommandSweepSpec(BaseModel):
                     f"{_point_text(point.axes)} give the same command; remove one value."
                 )
             seen[point.config_hash] = point
+            problem = argv_problem(point.argv, point.env)
+            if problem is not None:  # found here, before any run is claimed
+                raise ConfigError(
+                    f"the command of grid point {_short_point(point.axes)} cannot be "
+                    f"started: {problem}; pass such a value in a file instead."
+                )
         rng = random.Random(seed)
         plan: list[tuple[CommandPoint, int]] = []
         for rep in range(self.repetitions):

@@ -8,7 +8,8 @@ in order with the cool-down between runs. Each run is claimed (a 'running' row),
 its guard in a process group of its own (``command_meter``), and is finished 'ok' or 'failed'
 (with its exit code and the end of its stderr); its stdout and stderr are kept in
 ``DB.runs/<run_id>.stdout`` and ``.stderr``, new files never opened through a link (a
-``DB.runs`` folder or an output file that is a symbolic link is refused). A stop signal
+``DB.runs`` folder or an output file that is a symbolic link is refused), each bounded to its
+last 16 MiB with a first line saying how much was dropped (``command_output``). A stop signal
 (Ctrl-C, SIGTERM) goes to the whole group; the run is stored failed and the sweep stops.
 SIGKILL of the sweep kills the guard's group (parent-death signal), so nothing outlives it.
 """
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from wattlab.errors import DataError, Interrupted
+from wattlab.experiment.command_meter import MeteredCommand
+from wattlab.experiment.command_output import KEEP_OUTPUT_BYTES, KeptOutput
 from wattlab.experiment.command_spec import CommandPoint, CommandSweepSpec
 from wattlab.experiment.record import RunOutcome
 from wattlab.experiment.sweep import (
@@ -47,6 +50,7 @@ class CommandOptions:
     cpu_tdp_w: float | None = None
     ram_measure: str = "system"
     grace_s: float = 10.0  # after a forwarded stop signal, before the group is killed
+    keep_output_bytes: int = KEEP_OUTPUT_BYTES  # of each run's stdout and stderr: the tail
 
 
 def _expected_s(point: CommandPoint, history: Any) -> float | None:
@@ -135,17 +139,41 @@ def _runs_folder(db_path: str) -> Path:
     return folder
 
 
-def run_point(point: CommandPoint, repetition: int, sweep: str, opts: CommandOptions) -> RunOutcome:
+def run_point(
+    point: CommandPoint,
+    repetition: int,
+    sweep: str,
+    opts: CommandOptions,
+    identity: tuple[int, int] | None = None,
+) -> RunOutcome:
     """Claim, run, meter and store one run of the sweep. Raises Interrupted after storing the
-    run as failed when a stop signal arrived while it ran."""
-    from wattlab.experiment import command_record as record
-    from wattlab.experiment.command_meter import meter_command
-    from wattlab.experiment.pending import store_finished
-    from wattlab.experiment.store import AlreadyStoredError, open_store
-    from wattlab.jsonio import open_new_file
+    run as failed when a stop signal arrived while it ran. ``identity``: the database file the
+    sweep opened (``store.file_identity``); WorkStopped, one sentence, when the file at the
+    path is another one, or is removed or replaced while the command runs."""
+    from wattlab.experiment.store import pinned
 
     _runs_folder(opts.db_path)  # before the claim: a refused folder leaves no 'running' row
+    with pinned(Path(opts.db_path).expanduser()) as pin:  # no inode reuse while it runs
+        return _run_pinned(point, repetition, sweep, opts, identity or pin)
+
+
+def _run_pinned(
+    point: CommandPoint,
+    repetition: int,
+    sweep: str,
+    opts: CommandOptions,
+    identity: tuple[int, int] | None,
+) -> RunOutcome:
+    from wattlab.experiment import command_record as record
+    from wattlab.experiment.command_meter import CommandNotStarted, meter_command
+    from wattlab.experiment.pending import store_finished
+    from wattlab.experiment.store import AlreadyStoredError, check_identity, open_store
+    from wattlab.jsonio import open_new_file
+
+    check_identity(Path(opts.db_path).expanduser(), identity)
     with open_store(opts.db_path, create=False) as store:  # the sweep made it
+        store.identity = identity
+        store.require_sweep(sweep)
         run_id = store.claim_run(record.claim_row(point, sweep, repetition, _read_idle()))
     stdout_path, stderr_path = record.output_paths(opts.db_path, run_id)
     monitor = _monitor(opts)
@@ -153,31 +181,46 @@ def run_point(point: CommandPoint, repetition: int, sweep: str, opts: CommandOpt
     try:
         # a file left by an earlier database's run of the same id is replaced, a link refused
         with (
-            open_new_file(stdout_path, replace_stale=True, error=DataError) as out,
-            open_new_file(stderr_path, replace_stale=True, error=DataError) as err,
+            open_new_file(stdout_path, replace_stale=True, error=DataError, read_back=True) as out,
+            open_new_file(stderr_path, replace_stale=True, error=DataError, read_back=True) as err,
         ):
-            result = meter_command(
-                point.argv,
-                monitor,
-                stdout=out,
-                stderr=err,
-                cwd=point.cwd,
-                env=point.env,
-                grace_s=opts.grace_s,
-            )
-        row = record.finished_row(point, result, monitor, stdout_path, stderr_path)
-        ok = row["status"] == "ok"
-        windows, trace = record.windows_and_trace(result, monitor) if ok else ([], [])
+            result: MeteredCommand | None = None
+            kept_out = KeptOutput(out, opts.keep_output_bytes)  # bounded: the tail is kept
+            kept_err = KeptOutput(err, opts.keep_output_bytes)
+            try:
+                result = meter_command(
+                    point.argv,
+                    monitor,
+                    stdout=kept_out.write_fd,
+                    stderr=kept_err.write_fd,
+                    cwd=point.cwd,
+                    env=point.env,
+                    grace_s=opts.grace_s,
+                )
+            except CommandNotStarted as error:  # stored failed, never left 'running'
+                row = record.not_started_row(point, error, stdout_path, stderr_path)
+            finally:
+                kept_out.close()
+                kept_err.close()
+        windows: list[dict[str, Any]] = []
+        trace: list[tuple[float, str, float]] = []
+        if result is not None:
+            row = record.finished_row(point, result, monitor, stdout_path, stderr_path)
+            if row["status"] == "ok":
+                windows, trace = record.windows_and_trace(result, monitor)
     finally:
         monitor.stop()
+    check_identity(Path(opts.db_path).expanduser(), identity)  # not removed nor replaced
     with open_store(opts.db_path, create=False) as store:
+        store.identity = identity  # and still checked before the write itself
+        store.require_sweep(sweep)
         try:
             store_finished(store, run_id, row, windows, trace)
         except AlreadyStoredError as error:  # another process stored this run meanwhile
             row = record.refused_row(row, str(error))
             store.finish_run(run_id, row)
-    outcome = RunOutcome(run_id, row["status"], row.get("error"), exit_code=result.exit_code)
-    if result.interrupted_by is not None:
+    outcome = RunOutcome(run_id, row["status"], row.get("error"), exit_code=row.get("exit_code"))
+    if result is not None and result.interrupted_by is not None:
         raise Interrupted(result.interrupted_by)
     return outcome
 
@@ -208,12 +251,13 @@ def run_command_plan(
     on_finish: Callable[[PlanEntry, Any], None] | None = None,
 ) -> list[tuple[PlanEntry, RunOutcome]]:
     """Run the plan's 'run' entries in order, holding the sweep's lock (see the module)."""
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.store import open_store, pinned
     from wattlab.experiment.sweep_lock import SweepLock
 
-    with SweepLock(opts.db_path, plan.name):
+    with SweepLock(opts.db_path, plan.name), pinned(Path(opts.db_path).expanduser()) as pin:
         with open_store(opts.db_path) as store:
             abandoned = store.abandon_running(plan.name)
+            identity = pin or store.identity  # every later run must find this very file
         if abandoned:
             plan.notes.append(
                 f"{len(abandoned)} run(s) left running by a dead process marked abandoned "
@@ -226,7 +270,7 @@ def run_command_plan(
                 _warm_up(todo[0], opts)
         outcomes: list[tuple[PlanEntry, RunOutcome]] = []
         for i, entry in enumerate(todo):
-            check_still_there(opts.db_path)
+            check_still_there(opts.db_path, identity)
             with open_store(opts.db_path, create=False) as store:
                 if (entry.config_hash, entry.repetition) in store.completed_keys(plan.name):
                     continue  # stored ok since the plan was made
@@ -235,7 +279,7 @@ def run_command_plan(
             if on_start:
                 on_start(entry)
             point: CommandPoint = entry.config  # type: ignore[assignment]
-            outcome = run_point(point, entry.repetition, plan.name, opts)
+            outcome = run_point(point, entry.repetition, plan.name, opts, identity)
             outcomes.append((entry, outcome))
             if on_finish:
                 on_finish(entry, outcome)

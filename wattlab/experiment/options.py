@@ -30,10 +30,13 @@ class WorkerOptions:
     progress: bool = True
     codecarbon_country: str = "USA"
     eval_samples: int | None = None  # evaluate on the first N test images only (sweeps)
+    # (device, inode) of the database file the sweep opened: a run stores into no other file
+    db_identity: tuple[int, int] | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["carbon"] = self.carbon.to_dict()
+        data["db_identity"] = None if self.db_identity is None else list(self.db_identity)
         return data
 
     @classmethod
@@ -42,6 +45,8 @@ class WorkerOptions:
         names = {f.name for f in fields(cls)}
         kept = {k: v for k, v in data.items() if k in names}
         kept["carbon"] = CarbonSettings(**data["carbon"])
+        identity = kept.get("db_identity")
+        kept["db_identity"] = None if identity is None else (int(identity[0]), int(identity[1]))
         return cls(**kept)
 
 

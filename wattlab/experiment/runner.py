@@ -136,13 +136,16 @@ def _power_session(cfg: RunConfig, pynvml_module: Any = None) -> Any:
     )
 
 
-def restore_pending_limits(pynvml_module: Any = None) -> list[Any]:
-    """Put back limits a killed run left behind (the journal), if there is a journal."""
-    from wattlab.power_limits import default_journal_path, restore_from_journal
+def restore_pending_limits(pynvml_module: Any = None, *, force: bool = False) -> list[Any]:
+    """Put back limits a killed run left behind on this host (its journal, and a legacy
+    shared one it wrote), if there is one. ``force``: even when the journal's pid is alive
+    (``wattlab power restore --force``, for a pid now held by another program)."""
+    from wattlab.power_limits import journals_here, restore_from_journal
 
-    if not default_journal_path().exists():
-        return []
-    return restore_from_journal(pynvml_module, default_journal_path())  # None: real NVML
+    restored: list[Any] = []
+    for path in journals_here():
+        restored += restore_from_journal(pynvml_module, path, force=force)  # None: real NVML
+    return restored
 
 
 def read_idle(cfg: RunConfig) -> dict[str, Any] | None:
@@ -249,6 +252,13 @@ def run(
         restore_pending_limits(pynvml_module)
     # a sweep's run never creates the database: the sweep made it (it may have vanished)
     store = open_store(opts.db_path, create=opts.sweep is None) if node_rank == 0 else None
+    if store is not None and opts.db_identity is not None:
+        store.identity = opts.db_identity  # the sweep's database: no write into another file
+        try:
+            store.check_same_file()
+        except BaseException:
+            store.close()
+            raise
     try:
         return _run(
             store,
@@ -366,7 +376,7 @@ def _launch(
     rdzv_endpoint: str | None,
 ) -> RunOutcome:
     from wattlab.experiment.lifetime import ENV_PARENT_PID, preexec_pdeathsig, wait_stopping
-    from wattlab.train.distributed import torchrun_command
+    from wattlab.train.distributed import loopback_env, torchrun_command
 
     started_at = utc_now_iso()
     with tempfile.TemporaryDirectory(prefix="wattlab-run-") as tmp:
@@ -391,6 +401,8 @@ def _launch(
             rdzv_endpoint=rdzv_endpoint,
         )
         env = dict(os.environ)
+        if nnodes == 1 and rdzv_endpoint is None:  # one machine: listen on the loopback only
+            env = loopback_env(env)
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // cfg.world_size)))
         env[ENV_PARENT_PID] = str(os.getpid())  # the workers watch us too, not only torchrun
         ctx = replace(

@@ -16,6 +16,7 @@ import contextlib
 import datetime as _dt
 import enum
 import json
+import math
 import os
 import secrets
 import sqlite3
@@ -184,6 +185,51 @@ def _merge_kept_runs(store: Store, *, readonly: bool, merge: bool) -> None:
         return
     for line in lines:
         sys.stderr.write(line + "\n")
+
+
+def file_identity(path: str | Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path``, None when there is none."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+@contextmanager
+def pinned(path: str | Path) -> Iterator[tuple[int, int] | None]:
+    """The ``file_identity`` of the database at ``path``, with the file held open (read-only)
+    for the block, so that its inode cannot be reused by a file put in its place (a removed
+    file's inode number is free again once nothing holds it). Close the block only when this
+    process holds no transaction on the file (closing a descriptor drops POSIX locks)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        yield None
+        return
+    try:
+        st = os.fstat(fd)
+        yield st.st_dev, st.st_ino
+    finally:
+        os.close(fd)
+
+
+def check_identity(path: str | Path, identity: tuple[int, int] | None) -> None:
+    """WorkStopped (one sentence, exit 1) when the database at ``path`` is gone or is not the
+    file of ``identity`` (from ``file_identity`` when it was opened)."""
+    from wattlab.errors import WorkStopped
+
+    if identity is None:
+        return
+    now = file_identity(path)
+    if now == identity:
+        return
+    how = "removed (or moved)" if now is None else "replaced by another file"
+    raise WorkStopped(
+        f"the database {path} was {how} while wattlab was using it, so nothing more is "
+        "written to that path (a new file there holds none of this work); put the database "
+        "back and run the command again to resume."
+    )
 
 
 def _connect(path: Path, *, readonly: bool) -> sqlite3.Connection:
@@ -452,6 +498,7 @@ class Store:
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self._conn = conn
         self.path = path
+        self.identity = file_identity(path)  # the file opened: checked before every write
         self._intact = False  # set once quick_check passed (before the first write)
         with self._sql():
             self._columns = {
@@ -494,6 +541,29 @@ class Store:
                 sqlite3.DatabaseError(f"PRAGMA quick_check: {first}, {len(problems)} problem(s)"),
             )
         self._intact = True
+
+    def check_same_file(self) -> None:
+        """WorkStopped (one sentence) when the file at ``path`` is no longer the one this store
+        opened: removed (SQLite would write into the unlinked file, lost at close) or replaced
+        by another (which holds none of this sweep: its runs would land beside nothing)."""
+        check_identity(self.path, self.identity)
+
+    def require_sweep(self, sweep: str | None) -> None:
+        """Before a sweep's run is claimed: WorkStopped (one sentence) unless this database
+        holds the sweep (another database was put in the place of the sweep's)."""
+        if sweep is not None and self.sweep_record(sweep) is None:
+            from wattlab.errors import WorkStopped
+
+            raise WorkStopped(
+                f"the database {self.path} holds no sweep {sweep!r}: it was replaced during "
+                "the sweep, so no run of it is stored there; put the sweep's database back "
+                "and run the sweep again to resume."
+            )
+
+    def _begin_write(self) -> None:
+        """BEGIN IMMEDIATE, once the file is known to be the one opened."""
+        self.check_same_file()
+        self._conn.execute("BEGIN IMMEDIATE")
 
     # -- lifecycle -------------------------------------------------------------------------
     def close(self) -> None:
@@ -555,7 +625,7 @@ class Store:
         job_cols: Sequence[str] = (),
     ) -> int:
         conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
+        self._begin_write()
         try:
             placeholders = ", ".join("?" for _ in run_cols)
             cursor = conn.execute(
@@ -599,7 +669,7 @@ class Store:
         cols = self._checked_columns("runs", row, forbidden=("id",))
         conn = self._conn
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            self._begin_write()
         except sqlite3.OperationalError as error:
             raise DataError(
                 f"cannot write to the database {self.path} ({error}); check that the file "
@@ -658,7 +728,7 @@ class Store:
         statuses: tuple[str, ...] = ("running",),
     ) -> int:
         conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
+        self._begin_write()
         try:
             cursor = conn.execute(
                 f"UPDATE runs SET {', '.join(f'{c} = ?' for c in cols)} "
@@ -757,7 +827,7 @@ class Store:
         pid now belongs to another process, see ``running_lone_claims``).
         """
         conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
+        self._begin_write()
         try:
             params: list[object]
             if sweep is not None:
@@ -847,7 +917,7 @@ class Store:
         self, name: str, spec_json: dict[str, Any], spec_hash: str, order_seed: int | None
     ) -> int | None:
         conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
+        self._begin_write()
         try:
             row = conn.execute(
                 "SELECT spec_hash, order_seed FROM sweeps WHERE name = ?", (name,)
@@ -985,6 +1055,21 @@ class Store:
         with self._sql():
             frame = pd.read_sql_query(sql, self._conn, params=params)
         return frame.reindex(columns=list(self._columns[table]))
+
+
+def without_finite_energy(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[int]]:
+    """``runs`` less its 'ok' runs whose ``energy_total_j`` is missing, NaN or infinite (a
+    database edited by hand, or written by another tool), and those runs' ids. An ok run is
+    measured by definition; one without a finite energy cannot be compared, so a reader
+    leaves it out and says so rather than fail on it."""
+    if runs.empty or "energy_total_j" not in runs.columns or "status" not in runs.columns:
+        return runs, []
+    energy = pd.to_numeric(runs["energy_total_j"], errors="coerce")
+    bad = (runs["status"] == "ok") & ~energy.apply(
+        lambda v: isinstance(v, float) and math.isfinite(v)
+    )
+    ids = [int(v) for v in runs.loc[bad, "id"]] if "id" in runs.columns else []
+    return runs.loc[~bad], ids
 
 
 def window_row(name: str, epoch: int | None, m: Measurement, samples: int | None) -> dict:

@@ -295,16 +295,19 @@ def cool_down(
     return clock() - start
 
 
-def check_still_there(db_path: str | Path) -> None:
-    """Between a sweep's runs: the database is still there (a sweep never silently starts a
-    new one when its database was removed or moved meanwhile)."""
+def check_still_there(db_path: str | Path, identity: tuple[int, int] | None = None) -> None:
+    """Between a sweep's runs: the database is still there, and (given its ``identity``,
+    ``store.file_identity`` when the sweep opened it) still the same file: a sweep never
+    silently starts a new database, nor goes on in another file put in its place."""
     from wattlab.errors import WorkStopped
+    from wattlab.experiment.store import check_identity
 
     if not Path(db_path).expanduser().is_file():
         raise WorkStopped(
             f"the database {db_path} vanished during the sweep (removed or moved), so the "
             "sweep stops here; put it back and run the sweep again to resume."
         )
+    check_identity(Path(db_path).expanduser(), identity)
 
 
 def run_plan(
@@ -322,13 +325,15 @@ def run_plan(
     the engine before the warm worker). ``launch`` replaces the launcher (tests).
     """
     from wattlab.experiment.runner import run as run_one
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.store import open_store, pinned
     from wattlab.experiment.sweep_lock import SweepLock
     from wattlab.experiment.warm import WarmWorker
 
-    with SweepLock(opts.db_path, plan.name), WarmWorker() as worker:
+    db = Path(opts.db_path).expanduser()
+    with SweepLock(opts.db_path, plan.name), pinned(db) as pin, WarmWorker() as worker:
         with open_store(opts.db_path) as store:
             abandoned = store.abandon_running(plan.name)
+            identity = pin or store.identity  # every later run must find this very file
         if abandoned:
             plan.notes.append(
                 f"{len(abandoned)} run(s) left running by a dead process marked abandoned "
@@ -354,7 +359,7 @@ def run_plan(
                     )
                     launch(todo[0].config, warm_opts)
         for i, entry in enumerate(todo):
-            check_still_there(opts.db_path)
+            check_still_there(opts.db_path, identity)
             with open_store(opts.db_path, create=False) as store:
                 if (entry.config_hash, entry.repetition) in store.completed_keys(plan.name):
                     continue  # stored ok since the plan was made
@@ -367,6 +372,7 @@ def run_plan(
                 sweep=plan.name,
                 repetition=entry.repetition,
                 eval_samples=SWEEP_EVAL_SAMPLES,
+                db_identity=identity,
             )
             outcome = launch(entry.config, run_opts)
             outcomes.append((entry, outcome))

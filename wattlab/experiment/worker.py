@@ -104,6 +104,9 @@ def execute(
         if is_main:
             if store is None:
                 store = open_store(opts.db_path, create=opts.sweep is None)
+                if opts.db_identity is not None:  # the sweep's database: no write elsewhere
+                    store.identity = opts.db_identity
+                    store.check_same_file()
             if run_id is None and claim:
                 run_id = store.claim_run(claim_row(cfg, opts, ctx, started_at))
         from wattlab.meters.discover import discover_meters

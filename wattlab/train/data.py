@@ -29,7 +29,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import numpy as np
 import torch
@@ -526,14 +526,30 @@ def _disk_cache_path(cache_dir: Path, seed: int, split: str, version: int) -> Pa
     return cache_dir / f"wattlab-synthetic-task{version}-g{_TASK2_GENERATOR}-{seed}-{split}.pt"
 
 
+MAX_CACHE_FILE_BYTES = 1 << 30  # a split's file is ~160 MB; anything larger is not ours
+
+
 def _load_disk_cache(cache_dir: Path, seed: int, version: int) -> None:
+    """Read each split's cache file into memory, when it is this user's own (a regular file,
+    owned by the user, writable by nobody else: ``wattlab.cache_files``); a file that is not,
+    or that is broken, is said in one line and regenerated."""
+    import wattlab.cache_files as cache_files
+
     for split in ("train", "test"):
         key = (version, seed, split)
         path = _disk_cache_path(cache_dir, seed, split, version)
-        if key in _memory_cache or not path.is_file():
+        if key in _memory_cache:
             continue
         try:
-            blob = torch.load(path, weights_only=True)
+            handle = cache_files.open_entry(path, MAX_CACHE_FILE_BYTES)
+        except cache_files.Untrusted as error:
+            cache_files.note(path, str(error), "the data is generated again")
+            continue
+        if handle is None:
+            continue
+        try:
+            with handle:
+                blob = torch.load(handle, weights_only=True)
             x, y = blob["x"], blob["y"]
         except Exception:
             continue  # a broken cache file is regenerated and overwritten
@@ -544,27 +560,24 @@ def _load_disk_cache(cache_dir: Path, seed: int, version: int) -> None:
 
 
 def _save_disk_cache(cache_dir: Path, seed: int, version: int) -> None:
-    """Write each split that grew beyond what is on disk (atomically; a failure is ignored,
-    the cache is a convenience)."""
-    import os
+    """Write each split that grew beyond what is on disk (``cache_files.write_entry``: a new
+    temporary file with a random name, never through a link, renamed into place; a failure is
+    ignored, the cache is a convenience)."""
+    import wattlab.cache_files as cache_files
 
-    try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return
     for split in ("train", "test"):
         key = (version, seed, split)
         x, y = _memory_cache[key]
         path = _disk_cache_path(cache_dir, seed, split, version)
         if len(x) <= _saved_len.get(key, 0):
             continue
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        try:
-            torch.save({"x": x, "y": y}, tmp)
-            tmp.replace(path)
+        blob = {"x": x, "y": y}
+
+        def write(handle: BinaryIO, blob: dict[str, torch.Tensor] = blob) -> None:
+            torch.save(blob, handle)
+
+        if cache_files.write_entry(path, write) is not None:
             _saved_len[key] = len(x)
-        except OSError:
-            tmp.unlink(missing_ok=True)
 
 
 def clear_memory_cache() -> None:

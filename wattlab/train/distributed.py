@@ -129,6 +129,10 @@ def broadcast_object(obj: T, dist: DistContext, src: int = 0) -> T:
     return cast(T, box[0])  # rank src's obj, now on every rank
 
 
+LOOPBACK = "127.0.0.1"
+LOCAL_RENDEZVOUS = "wattlab.train.local_rendezvous"
+
+
 def torchrun_command(
     module: str,
     args: list[str],
@@ -139,11 +143,12 @@ def torchrun_command(
 ) -> list[str]:
     """The argv that runs ``python -m module *args`` in ``nproc_per_node`` processes per node.
 
-    One node without an endpoint: ``--standalone`` (a local c10d rendezvous on a free port).
-    Several nodes (or an explicit endpoint): a static rendezvous at ``rdzv_endpoint``
-    (``host:port`` of node 0), the same command on every node with its own ``node_rank``.
-    Static, so that ``node_rank`` 0 really holds global rank 0, the process that stores the run
-    (c10d hands out node ranks in arrival order and would ignore it).
+    A static rendezvous (so that ``node_rank`` 0 really holds global rank 0, the process that
+    stores the run: c10d hands out node ranks in arrival order and would ignore it). One node
+    without an endpoint: its store listens on 127.0.0.1 only, on a free port; node 0 of
+    several: at the host of ``rdzv_endpoint`` (``host:port``), the same command on every node
+    with its own ``node_rank``. Node 0 runs torchrun through ``wattlab.train.local_rendezvous``,
+    which binds the store where it is told (torch's own would listen on every interface).
     """
     if nproc_per_node < 1:
         raise ConfigError(f"nproc_per_node must be at least 1, got {nproc_per_node}.")
@@ -151,24 +156,52 @@ def torchrun_command(
         raise ConfigError(f"nnodes must be at least 1, got {nnodes}.")
     if not 0 <= node_rank < nnodes:
         raise ConfigError(f"node_rank must be in 0..{nnodes - 1}, got {node_rank}.")
-    cmd = [sys.executable, "-m", "torch.distributed.run"]
+    rendezvous = [
+        f"--nnodes={nnodes}",
+        f"--node-rank={node_rank}",
+        "--rdzv-backend=static",
+        "--rdzv-id=wattlab",
+    ]
+    worker = [f"--nproc-per-node={nproc_per_node}", "-m", module, *args]
     if rdzv_endpoint is None:
         if nnodes > 1:
             raise ConfigError(
                 f"{nnodes} nodes need a rendezvous endpoint host:port reachable from every node."
             )
-        cmd += ["--standalone", "--nnodes=1"]
-    else:
-        from wattlab.launch_args import parse_endpoint
+        bind = f"--bind={LOOPBACK}:0"
+        return [sys.executable, "-m", LOCAL_RENDEZVOUS, bind, "--nnodes=1", "--", *rendezvous,
+                *worker]  # fmt: skip
+    from wattlab.launch_args import parse_endpoint
 
-        host, port = parse_endpoint("--rdzv-endpoint", rdzv_endpoint)
-        rdzv_endpoint = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        cmd += [
-            f"--nnodes={nnodes}",
-            f"--node-rank={node_rank}",
-            "--rdzv-backend=static",
-            f"--rdzv-endpoint={rdzv_endpoint}",
-            "--rdzv-id=wattlab",
-        ]
-    cmd += [f"--nproc-per-node={nproc_per_node}", "-m", module, *args]
-    return cmd
+    host, port = parse_endpoint("--rdzv-endpoint", rdzv_endpoint)
+    rdzv_endpoint = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if node_rank == 0:  # serves the store: bound at the endpoint's host
+        return [sys.executable, "-m", LOCAL_RENDEZVOUS, f"--bind={rdzv_endpoint}",
+                f"--nnodes={nnodes}", "--", *rendezvous, *worker]  # fmt: skip
+    return [sys.executable, "-m", "torch.distributed.run", *rendezvous,
+            f"--rdzv-endpoint={rdzv_endpoint}", *worker]  # fmt: skip
+
+
+def _loopback_interface() -> str:
+    """The name of the interface holding 127.0.0.1 (``lo`` on Linux)."""
+    try:
+        import psutil
+
+        for name, addresses in psutil.net_if_addrs().items():
+            if any(a.address == LOOPBACK for a in addresses):
+                return str(name)
+    except Exception:  # no psutil, no interfaces: the usual name
+        pass
+    return "lo"
+
+
+def loopback_env(env: dict[str, str]) -> dict[str, str]:
+    """``env`` for a one-machine multi-process run: the workers' store at 127.0.0.1, and gloo,
+    TensorPipe and NCCL's sockets on the loopback interface (where the user has not named
+    one), so that nothing listens where the network can reach it."""
+    out = dict(env)
+    out["MASTER_ADDR"] = LOOPBACK
+    interface = _loopback_interface()
+    for name in ("GLOO_SOCKET_IFNAME", "TP_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
+        out.setdefault(name, interface)
+    return out

@@ -5,6 +5,18 @@ The callable is called as ``FUNC(num_classes=N)`` and must return a freshly init
 so every rank of a distributed run builds the same weights). A relative FILE is resolved against
 the current directory. Every way a factory can be wrong (a missing file, a missing function, a
 function that raises, something that is not a Module) is a one-sentence ``ConfigError``.
+
+The user's code (importing the module, calling the function) runs under ``_user_code``:
+
+* **A time limit**: ``$WATTLAB_FACTORY_TIMEOUT_S`` seconds (default 120) for the import and
+  again for the call; after ``NOTE_AFTER_S`` one line on stderr says what wattlab is waiting
+  for. The limit is a SIGALRM timer, so it holds in the main thread (where the CLI and the
+  worker build the model); a module that loops forever (or sleeps) is then stopped with one
+  sentence. Elsewhere only the line is said.
+* **sys.exit** in the user's code (at import or in the call) is a one-sentence ConfigError,
+  never a silent exit of wattlab with the code the module chose.
+* **stdout**: what the user's code prints, from Python or C (file descriptor 1), goes to
+  stderr, so that ``--json -`` stays the JSON alone.
 """
 
 from __future__ import annotations
@@ -12,15 +24,125 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import math
+import os
+import signal
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, redirect_stdout
 from pathlib import Path
+from typing import Any
 
 from torch import nn
 
-from wattlab.errors import ConfigError
+from wattlab.errors import ConfigError, echo
 
 REASON_CHARS = 200  # of a factory's own error message, quoted in ours
+ENV_TIMEOUT = "WATTLAB_FACTORY_TIMEOUT_S"
+DEFAULT_TIMEOUT_S = 120.0
+MAX_TIMEOUT_S = 86_400.0
+NOTE_AFTER_S = 2.0  # a slower import or call is said in one line while it runs
+
+
+class _TimedOut(BaseException):
+    """Raised into the user's code by the time limit (BaseException: a bare ``except
+    Exception`` there does not swallow it)."""
+
+
+def timeout_s() -> float:
+    """The time limit for a factory's import (and its call): ``$WATTLAB_FACTORY_TIMEOUT_S``, a
+    number of seconds > 0 and <= 86 400; ConfigError (one sentence) for anything else."""
+    raw = os.environ.get(ENV_TIMEOUT, "").strip()
+    if not raw:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= MAX_TIMEOUT_S):
+        raise ConfigError(
+            f"{ENV_TIMEOUT} must be a number of seconds > 0 and <= {MAX_TIMEOUT_S:g}, got "
+            f"{raw[:40]!r}."
+        )
+    return value
+
+
+@contextmanager
+def _stdout_to_stderr() -> Iterator[None]:
+    """File descriptor 1 (and ``sys.stdout``) point at stderr for the block."""
+    try:
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except (OSError, ValueError, AttributeError):  # no real stdout: nothing to protect
+        yield
+        return
+    try:
+        os.dup2(2, 1)
+        with redirect_stdout(sys.stderr):  # sys.stdout may be other than fd 1 (a capture)
+            yield
+    finally:
+        try:
+            sys.stdout.flush()  # what the user's code buffered goes to stderr, not after it
+        except (OSError, ValueError):
+            pass
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+@contextmanager
+def _time_limit(what: str, limit_s: float) -> Iterator[None]:
+    """Say after NOTE_AFTER_S that ``what`` is still running, and raise _TimedOut into it
+    after ``limit_s`` (SIGALRM: main thread only)."""
+    note = threading.Timer(
+        NOTE_AFTER_S,
+        lambda: print(
+            f"wattlab: {what} (still running after {NOTE_AFTER_S:g} s; stopped after "
+            f"{limit_s:g} s, see {ENV_TIMEOUT})",
+            file=sys.stderr,
+            flush=True,
+        ),
+    )
+    note.daemon = True
+    armed = threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGALRM")
+    previous: Any = None
+    if armed:
+
+        def expire(_signum: int, _frame: object) -> None:
+            raise _TimedOut()
+
+        previous = signal.signal(signal.SIGALRM, expire)
+        signal.setitimer(signal.ITIMER_REAL, limit_s)
+    note.start()
+    try:
+        yield
+    finally:
+        note.cancel()
+        if armed:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
+
+
+@contextmanager
+def _user_code(what: str, shown: str) -> Iterator[None]:
+    """Run the user's code: its stdout to stderr, a time limit, sys.exit as one sentence.
+    ``what``: what is running (for the line said while it runs); ``shown``: how a sentence
+    names it."""
+    limit = timeout_s()
+    try:
+        with _stdout_to_stderr(), _time_limit(what, limit):
+            yield
+    except _TimedOut:
+        raise ConfigError(
+            f"{shown} did not finish within {limit:g} s, so it was stopped; make it finish "
+            f"(a module should only define its factory), or allow it more time with "
+            f"{ENV_TIMEOUT}."
+        ) from None
+    except SystemExit as exit_:
+        raise ConfigError(
+            f"{shown} called sys.exit({echo(exit_.code, 40)}); a model factory must return a "
+            "model, and its module must only define it, never exit."
+        ) from None
 
 
 def is_factory(name: str) -> bool:
@@ -59,7 +181,13 @@ def _import_file(target: str) -> object:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # so that classes defined there can be pickled and inspected
     try:
-        spec.loader.exec_module(module)
+        with _user_code(
+            f"importing the model factory file {path}", f"importing model factory file {target!r}"
+        ):
+            spec.loader.exec_module(module)
+    except ConfigError:
+        sys.modules.pop(name, None)
+        raise
     except Exception as error:  # noqa: BLE001 - any failure is the user's file
         sys.modules.pop(name, None)
         raise ConfigError(
@@ -70,7 +198,13 @@ def _import_file(target: str) -> object:
 
 def _import_module(target: str) -> object:
     try:
-        return importlib.import_module(target)
+        with _user_code(
+            f"importing the model factory module {target}",
+            f"importing model factory module {target!r}",
+        ):
+            return importlib.import_module(target)
+    except ConfigError:
+        raise
     except ModuleNotFoundError as error:
         raise ConfigError(
             f"model factory module {target!r} cannot be found ({_reason(error)}); give an "
@@ -101,7 +235,13 @@ def build_from_factory(ref: str, *, num_classes: int) -> nn.Module:
     """``FUNC(num_classes=num_classes)``, checked to be an ``nn.Module``."""
     factory = load_factory(ref)
     try:
-        model = factory(num_classes=num_classes)
+        with _user_code(
+            f"calling the model factory {ref}(num_classes={num_classes})",
+            f"model factory {ref!r}",
+        ):
+            model = factory(num_classes=num_classes)
+    except ConfigError:
+        raise
     except Exception as error:  # noqa: BLE001 - the user's function
         raise ConfigError(
             f"model factory {ref!r} raised {_reason(error)} when called with "

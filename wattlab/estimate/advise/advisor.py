@@ -24,7 +24,7 @@ from wattlab.estimate.advise.knobs import knob_notes, parse_allow
 from wattlab.estimate.advise.ranking import Limit, Option, Setting, advice_sentence, rank
 from wattlab.estimate.features import CIFAR_TRAIN_SIZE, DEFAULT_IMAGE_SIZE, default_samples
 from wattlab.estimate.pre import PreModel
-from wattlab.estimate.specs import PRECISIONS, lookup_gpu
+from wattlab.estimate.specs import NAME_WAY_OUT, PRECISIONS, lookup_gpu
 from wattlab.monitor.carbon import CarbonSettings, co2e
 
 # median energy_gpu_j / energy_total_j over the 168 H200 reference runs of the 7 models (0.916
@@ -148,7 +148,7 @@ def advise(
         raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}.")
     if epochs is None and samples is None:
         raise ConfigError("give the training length: --epochs N.")
-    spec = lookup_gpu(gpu_name)
+    spec = lookup_gpu(gpu_name, way_out=NAME_WAY_OUT)
     if ":" in name:  # a factory: the same checks as wattlab run makes before training
         from wattlab.train.models import check_model
 

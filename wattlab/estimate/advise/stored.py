@@ -84,7 +84,14 @@ def advise_from_run(
     gpu_name = _text(run.get("gpu_name"))
     if gpu_name is None:
         raise DataError(f"run {run_id} does not name its GPU, so no GPU's specs can be used.")
-    spec = lookup_gpu(gpu_name.split(",")[0])
+    try:
+        spec = lookup_gpu(gpu_name.split(",")[0])
+    except ConfigError:
+        raise DataError(
+            f"run {run_id} ran on {gpu_name!r}, a GPU not in wattlab/estimate/gpu_specs.csv, so "
+            "advise has no specs to start from; give --model, --gpu-name (a known GPU) and "
+            "--epochs instead."
+        ) from None
     try:
         uncapped = power_caps.run_from_store(runs, windows, trace, run_id)
     except DataError:
