@@ -8,6 +8,7 @@ never a traceback, a hang or a crash.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import stat
@@ -90,8 +91,8 @@ def _damage(kind: str, path: Path, good: str) -> None:
         path.write_text(re.sub(r'"seed": \d+', '"seed": 1e999', good))
     elif kind == "nan-coefficients":
         doc = json.loads(good)
-        doc["model"]["physics_time"]["pooled"] = [float("nan")] * len(
-            doc["model"]["physics_time"]["pooled"]
+        doc["model"]["physics_time"]["log"] = [float("nan")] * len(
+            doc["model"]["physics_time"]["log"]
         )
         doc["model"]["chain"]["medians"] = {
             k: float("inf") for k in doc["model"]["chain"]["medians"]
@@ -178,13 +179,12 @@ def test_a_planted_fit_is_not_used(
     honest, how, _ = _fit(cache)
     path = _entry(cache)
     doc = json.loads(path.read_text())
+    x100 = math.log(100)  # the roofline's coefficients are kept as logs: every one x100
     physics = doc["model"]["physics_time"]
-    physics["pooled"] = [100 * v for v in physics["pooled"]]
-    physics["split"] = [100 * v for v in physics["split"]]
+    physics["log"] = [v + x100 for v in physics["log"]]
     chain = doc["model"]["chain"]
-    if chain["time"]["kind"] == "physics":
-        chain["time"]["pooled"] = [100 * v for v in chain["time"]["pooled"]]
-        chain["time"]["split"] = [100 * v for v in chain["time"]["split"]]
+    if chain["time"]["kind"] == "roofline":
+        chain["time"]["log"] = [v + x100 for v in chain["time"]["log"]]
     path.write_text(json.dumps(doc))
     _untrusted(kind, path)
     capsys.readouterr()
