@@ -1,6 +1,6 @@
 """`wattlab sweep --executor slurm`: every planned run is one task of a SLURM job array.
 
-The array is submitted through ``submitit`` (``pip install 'wattlab[slurm]'``). A task runs its
+The array is submitted through ``submitit`` (the ``slurm`` extra). A task runs its
 configuration exactly as a local sweep would (``runner.run`` under torchrun, warm-up runs
 first), but into a private SQLite file on the node; then it writes the run to its own result
 file in the sweep folder (``result_files.export_result``, atomic). The submitting process never
