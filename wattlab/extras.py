@@ -170,6 +170,13 @@ def require(module: str, extra: str, what: str, *, instead: str | None = None) -
         raise MissingExtraError(missing_sentence(what, module, extra, instead=instead)) from None
 
 
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # hidden on purpose, or a broken install
+        return False
+
+
 def missing_extra_module(error: BaseException) -> str | None:
     """The top-level module of an extra that ``error`` (or an error it came from) says is not
     installed, or None: how the command line tells a missing extra from any other error."""
@@ -179,7 +186,7 @@ def missing_extra_module(error: BaseException) -> str | None:
         seen.add(id(current))
         if isinstance(current, ModuleNotFoundError) and current.name:
             top = current.name.split(".")[0]
-            if top in EXTRA_OF_MODULE and importlib.util.find_spec(top) is None:
+            if top in EXTRA_OF_MODULE and not _installed(top):
                 return top
         current = current.__cause__ or current.__context__
     return None
