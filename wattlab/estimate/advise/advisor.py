@@ -162,7 +162,8 @@ def advise(
             )
     if epochs is None:
         epochs = float(samples) / train_size
-    _check_counting(name, stem, int(image_size))
+    if pre_model is None:  # PRE is to be fitted (or read from its cache)
+        _check_counting(name, stem, int(image_size))
     pre = _pre(pre_model, pre_fit)
     assert pre.seen is not None
     carbon = carbon or CarbonSettings()
