@@ -44,7 +44,7 @@ def check_devices(cfg: RunConfig) -> None:
     """Refuse a configuration this machine cannot run, in one sentence."""
     if cfg.device != "cuda":
         return
-    torch = require("torch", "train", "--device cuda")
+    torch = require("torch", "train", "--device cuda", instead="use --device cpu")
     available = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if available == 0:
         raise ConfigError("no CUDA GPU is visible here; use --device cpu (or check the driver).")
