@@ -1,33 +1,59 @@
-# make demo: install into .venv, run a small sweep on whatever hardware is here, write its report.
-# make test: install into .venv, run ruff, mypy and the whole test suite (no GPU needed; what CI runs);
-#   it fails when SLOW_BUDGET_S cut the slow tests short.
+# make demo: install what the demo needs into .venv (.[train,codecarbon]), run a small sweep on
+#   whatever hardware is here, write its report.
+# make test: install the dev set into .venv (.[train,codecarbon,parquet,dev]), run ruff, mypy, the
+#   fast tests, the floors job (test-floors) and the slow tests (no GPU needed; what CI runs); it
+#   fails when SLOW_BUDGET_S cut the slow tests short.
 # make test-fast: ruff, mypy and every test not marked slow (nothing that trains, sweeps or spawns
-#   torchrun/gloo), for developers: under a minute on 2 cores (pytest-xdist, one worker per core).
+#   torchrun/gloo), for developers: pytest-xdist, one worker per core.
+# make test-floors: the package alone at the lowest versions pyproject.toml allows
+#   (uv's --resolution lowest-direct) in .venv-floor, no extra: the CLI's smoke tests and every
+#   fast test that needs no extra (the others are skipped there, each naming its extra).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 # The torch build to install. These are the versions CI uses; override for another CUDA build.
 TORCH_SPEC ?= torch==2.14.1 torchvision==0.29.1
-STAMP := $(VENV)/.wattlab-installed
+# Two install stamps: the demo's set, and the dev set (which holds the demo's).
+DEMO_STAMP := $(VENV)/.wattlab-demo-installed
+STAMP := $(VENV)/.wattlab-dev-installed
+FLOOR_VENV ?= .venv-floor
+FLOOR_STAMP := $(FLOOR_VENV)/.wattlab-installed
+# The direct dependencies taken as wheels in the floors job: on a Python newer than a floor's
+# wheels (numpy 1.24 has none for 3.12) uv takes the lowest version that has one.
+FLOOR_WHEELS := numpy pandas matplotlib scikit-learn scipy pydantic pyyaml rich psutil
 DEMO_DB ?= demo-out/wattlab.db
 DEMO_OUT ?= demo-out/report
 DEMO_SPEC ?=
 
-.PHONY: install demo test test-fast lint format clean
+.PHONY: install demo test test-fast test-floors lint format clean
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml Makefile
+$(DEMO_STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q $(TORCH_SPEC)
+	$(BIN)/python -m pip install -q -e ".[train,codecarbon]"
+	touch $(DEMO_STAMP)
+
+$(STAMP): $(DEMO_STAMP)
 	$(BIN)/python -m pip install -q -e ".[train,codecarbon,parquet,dev]"
 	touch $(STAMP)
 
+# uv (from the dev set) makes .venv-floor with this Python and installs the package at the
+# floors (each direct dependency at the lowest version its range allows), pytest and xdist
+$(FLOOR_STAMP): $(STAMP)
+	rm -rf $(FLOOR_VENV)
+	$(BIN)/uv venv -q --python $(BIN)/python $(FLOOR_VENV)
+	$(BIN)/uv pip install -q --python $(FLOOR_VENV)/bin/python --resolution lowest-direct \
+	  $(foreach p,$(FLOOR_WHEELS),--only-binary $(p)) -e . "pytest>=8" "pytest-xdist>=3.5"
+	touch $(FLOOR_STAMP)
+
 # The demo's grid depends on the hardware: demo-gpu (ResNet-18, fp32 vs bf16 autocast) where
-# torch sees a CUDA GPU, else demo-cpu (sized for 2 CPU cores, about 3 minutes). DEMO_SPEC=...
+# torch sees a CUDA GPU, else demo-cpu (sized for 2 CPU cores, about 3 minutes idle; measured
+# 22 minutes on a loaded 2-core VM, docs/engine.md "The demo"). DEMO_SPEC=...
 # picks another preset or spec file.
-demo: $(STAMP)
+demo: $(DEMO_STAMP)
 	mkdir -p demo-out
 	$(BIN)/wattlab devices
 	@spec="$(DEMO_SPEC)"; \
@@ -53,6 +79,7 @@ lint: $(STAMP)
 SLOW_BUDGET_S ?= 3600
 test: lint
 	$(BIN)/python -m pytest -q -m "not slow" -n auto tests
+	$(MAKE) --no-print-directory test-floors
 	@log=$$(mktemp); \
 	timeout --signal=INT $(SLOW_BUDGET_S) $(BIN)/python -m pytest -q -m slow --durations=15 \
 	  tests 2>&1 | tee $$log; code=$${PIPESTATUS[0]}; \
@@ -64,9 +91,18 @@ test: lint
 test-fast: lint
 	$(BIN)/python -m pytest -q -m "not slow" -n auto tests
 
+# --without-extras: a test that needs an extra not installed here is skipped and names it
+# (tests/conftest.py); any other failure fails the job. The versions it ran with come first.
+test-floors: $(FLOOR_STAMP)
+	@$(BIN)/uv pip list --python $(FLOOR_VENV)/bin/python 2>/dev/null | \
+	  grep -iE "^(numpy|pandas|matplotlib|scikit-learn|scipy|pydantic|pyyaml|typer|click|rich|nvidia-ml-py|psutil) " | \
+	  tr -s " " | tr "\n" " "; echo
+	$(FLOOR_VENV)/bin/python -m pytest -q -m "not slow" -n auto --without-extras tests
+	$(FLOOR_VENV)/bin/python -m pytest -q -m slow --without-extras -rs tests/cli/test_cli_smoke.py
+
 format: $(STAMP)
 	$(BIN)/ruff format wattlab tests bench
 	$(BIN)/ruff check --fix wattlab tests bench
 
 clean:
-	rm -rf $(VENV) demo-out .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(FLOOR_VENV) demo-out .pytest_cache .ruff_cache

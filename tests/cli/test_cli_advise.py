@@ -63,6 +63,7 @@ def test_a_missing_database_or_half_a_stored_run_is_refused(tmp_path: Path, cach
 
 
 @pytest.mark.slow  # fits PRE on the reference set (once per module), imports torch
+@pytest.mark.extra("train")  # counts the model's cost
 def test_the_table_the_sentence_and_json(tmp_path: Path, cache: Path) -> None:
     done = wattlab(*BEFORE, "--max-slowdown", "5", "--json", "advice.json", cwd=tmp_path,
                    cache=cache)  # fmt: skip
@@ -92,6 +93,7 @@ def test_the_table_the_sentence_and_json(tmp_path: Path, cache: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.extra("train")  # counts the model's cost
 def test_allow_batch_says_so_and_a_deadline_below_the_fastest_is_exit_2(
     tmp_path: Path, cache: Path
 ) -> None:
@@ -131,6 +133,7 @@ def _stored_run(db: Path) -> int:
 
 
 @pytest.mark.slow
+@pytest.mark.extra("train")  # counts the model's cost
 def test_advice_from_a_stored_run(tmp_path: Path, cache: Path) -> None:
     db = tmp_path / "runs.db"
     run_id = _stored_run(db)
@@ -174,6 +177,7 @@ def test_evaluate_one_held_out_model_writes_its_scores(tmp_path: Path, cache: Pa
 
 
 @pytest.mark.slow
+@pytest.mark.extra("train")  # counts the model's cost
 def test_report_with_advice_has_the_section_in_markdown_html_and_json(
     tmp_path: Path, cache: Path
 ) -> None:

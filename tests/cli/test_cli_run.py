@@ -99,7 +99,11 @@ def test_export_round_trips(run_db, tmp_path):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--model", "resnet9000", "--epochs", "1"], "model"),
+        pytest.param(
+            ["--model", "resnet9000", "--epochs", "1"],
+            "resnet9000",
+            marks=pytest.mark.extra("train"),
+        ),
         (["--precision", "fp8", "--epochs", "1"], "precision"),
         (["--budget-samples", "0"], "--budget-samples"),
         pytest.param(

@@ -9,6 +9,8 @@ GPUs, and say when it extrapolates.
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -658,6 +660,37 @@ def test_fit_cached_hits_and_is_invalidated_by_the_data_and_options(fake_models,
     assert how == "fitted and cached" and len(calls) == 2  # other options: another key
     assert len(list(tmp_path.glob("pre-*.json"))) == 3
     assert not list(tmp_path.glob(".pre-*"))  # no temporary file left behind
+
+
+def test_a_fit_says_it_is_fitting_first_and_a_hit_says_nothing(
+    fake_models, tmp_path, capsys
+) -> None:
+    from wattlab.estimate.pre_cache import FIRST_FIT_S, fit_cached
+
+    runs = synthetic_runs(models=("r18", "r50", "vgg"), batches=(256, 512), reps=1)
+    options = {"search_iter": 1, "families": ("physics",)}
+    fit_cached(b"data", lambda: runs, directory=tmp_path, **options)
+    line = capsys.readouterr().err.strip()
+    assert line == (
+        f"wattlab: fitting PRE on {len(runs)} runs (usually ~{FIRST_FIT_S} s on 2 cores for the "
+        "183 shipped ones; cached afterwards)"
+    )
+    assert fit_cached(b"data", lambda: runs, directory=tmp_path, **options)[1] == "cached"
+    assert capsys.readouterr().err == ""  # a hit is quick: nothing to say
+    fit_cached(b"data", lambda: runs, directory=tmp_path, use_cache=False, **options)
+    assert capsys.readouterr().err.strip().endswith("; not cached)")
+
+
+def test_the_stated_first_fit_figures_are_the_measured_ones() -> None:
+    from wattlab.estimate.pre_cache import FIRST_FIT_RUNS, FIRST_FIT_S
+    from wattlab.estimate.reference import default_reference_path, load_reference_csv
+
+    assert len(load_reference_csv(default_reference_path())[0]) == FIRST_FIT_RUNS
+    measured = Path(__file__).resolve().parents[2] / "docs/measured"
+    text = (measured / "cpu-estimate-speed-idle-2026-12-04.txt").read_text()
+    cold = float(re.search(r"estimate, cold cache \| 1 +\| ([\d.]+)", text).group(1))
+    warm = float(re.search(r"estimate, warm cache \| 3 +\| ([\d.]+)", text).group(1))
+    assert round(cold - warm) == FIRST_FIT_S
 
 
 def test_a_changed_reference_csv_is_refitted(fake_models, tmp_path) -> None:

@@ -215,3 +215,13 @@ def test_blocks_in_sequence_add_up() -> None:
     assert total.total_energy_j == pytest.approx(40.0)
     assert total.uncertainty_j["cpu:0"] == pytest.approx(4.0)
     assert total.provenance["cpu:0"] is Provenance.SAMPLED
+
+
+def test_the_default_cool_down_is_10_s_and_keeps_the_hash_of_sweeps_begun_before() -> None:
+    default = spec()
+    assert "cooldown_s" not in default.model_fields_set and default.cooldown_s == 10.0
+    assert default.warmup_runs == 1
+    # before the default became 10 s it was 60: a spec that leaves it out keeps that hash, so
+    # a sweep begun then resumes as the same sweep
+    assert default.spec_hash() == spec(cooldown_s=60.0).spec_hash()
+    assert spec(cooldown_s=10.0).spec_hash() != default.spec_hash()

@@ -53,6 +53,7 @@ def test_bad_input_is_refused_before_anything_is_written(tmp_path, args, message
     assert not (tmp_path / "x.db").exists()
 
 
+@pytest.mark.extra("train")
 def test_codecarbon_asked_for_but_missing_is_bad_input(monkeypatch):
     import importlib.util
 
@@ -73,6 +74,7 @@ def _tiny_cfg(**overrides):
     return make_run_config(**values)
 
 
+@pytest.mark.extra("train")
 def test_a_failure_in_meter_discovery_is_stored_as_failed_with_its_id(tmp_path, monkeypatch):
     import wattlab.meters.discover as discover
 

@@ -57,6 +57,7 @@ def test_budget_window_is_its_epochs_and_phases_are_recorded(tmp_path, codecarbo
         assert "codecarbon" not in names
 
 
+@pytest.mark.extra("train")
 def test_warmup_stops_once_step_times_are_steady():
     from wattlab.train.loop import steady
 

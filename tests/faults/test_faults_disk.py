@@ -248,6 +248,7 @@ def test_a_read_only_wal_database_with_its_log_is_read_whole(tmp_path):
 
 
 # -- a database that vanishes mid-sweep ------------------------------------------------------
+@pytest.mark.extra("train")
 def test_a_database_removed_mid_sweep_stops_the_sweep_and_is_not_recreated(tmp_path):
     from wattlab.experiment.options import WorkerOptions
     from wattlab.experiment.spec import SweepSpec

@@ -70,6 +70,7 @@ def cifar_folder(root: Path, *, evil: str | None = None, truncated: str | None =
     return folder
 
 
+@pytest.mark.extra("train")
 def test_real_shaped_cifar_batches_load(tmp_path: Path) -> None:
     from wattlab.train.data import check_cifar10_dir, load_cifar10
 
@@ -81,6 +82,7 @@ def test_real_shaped_cifar_batches_load(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("batch", ["data_batch_1", "data_batch_4", "test_batch"])
+@pytest.mark.extra("train")
 def test_a_batch_that_runs_code_is_refused_and_never_runs(tmp_path: Path, batch: str) -> None:
     from wattlab.train.data import UnsafePickleError, check_cifar10_dir, load_cifar10
 
@@ -92,6 +94,7 @@ def test_a_batch_that_runs_code_is_refused_and_never_runs(tmp_path: Path, batch:
     assert not (tmp_path / MARKER).exists()
 
 
+@pytest.mark.extra("train")
 def test_other_globals_are_refused(tmp_path: Path) -> None:
     """A subclass of ndarray or a builtin is refused as well: only plain data is built."""
     from wattlab.train.data import UnsafePickleError, load_data_pickle
@@ -105,6 +108,7 @@ def test_other_globals_are_refused(tmp_path: Path) -> None:
         load_data_pickle(path)
 
 
+@pytest.mark.extra("train")
 def test_every_batch_is_checked_before_training(tmp_path: Path) -> None:
     from wattlab.experiment.runner import check_inputs
     from wattlab.train.config import RunConfig
@@ -122,6 +126,7 @@ def test_every_batch_is_checked_before_training(tmp_path: Path) -> None:
         check_inputs(cfg)
 
 
+@pytest.mark.extra("train")
 def test_a_dry_run_opens_no_data_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import wattlab.train.data as data
     from wattlab.experiment.runner import check_inputs
@@ -321,6 +326,7 @@ def test_values_for_sbatch_are_refused_before_any_script(
     ["junk", "node1:", ":29500", "node1:99999", "node1:0", "a b:1", "node1:29500\n", "::1:5",
      "[::1]", "host:12x", "-rf:1", "x" * 300 + ":1"],
 )  # fmt: skip
+@pytest.mark.extra("train")
 def test_a_junk_rendezvous_endpoint_is_refused(endpoint: str) -> None:
     from wattlab.train.distributed import torchrun_command
 
@@ -336,6 +342,7 @@ def test_a_junk_rendezvous_endpoint_is_refused(endpoint: str) -> None:
         ("[::1]:29500", "[::1]:29500"),
     ],
 )
+@pytest.mark.extra("train")
 def test_good_rendezvous_endpoints_pass(endpoint: str, expected: str) -> None:
     from wattlab.train.distributed import torchrun_command
 

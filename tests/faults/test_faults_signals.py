@@ -301,6 +301,7 @@ def test_a_signal_during_a_sweep_run_is_128_plus_n_and_stores_it_failed(tmp_path
 
 
 @pytest.mark.parametrize("stop", [KeyboardInterrupt(), "interrupted"])
+@pytest.mark.extra("train")
 def test_a_stop_after_the_claim_before_signals_are_forwarded_stores_the_run_failed(tmp_path, stop):
     """The window between the claim and the launcher's forwarding handler: the stop still
     finishes the claim as failed, naming the signal; nothing stays 'running'."""

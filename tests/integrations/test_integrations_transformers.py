@@ -45,7 +45,7 @@ def accuracy(pred) -> dict[str, float]:
     return {"accuracy": float((pred.predictions.argmax(-1) == pred.label_ids).mean())}
 
 
-def make_trainer(tmp_path, **overrides) -> Trainer:
+def make_trainer(tmp_path, callbacks=None, **overrides) -> Trainer:
     torch.manual_seed(0)
     config = BertConfig(
         vocab_size=32,
@@ -76,14 +76,31 @@ def make_trainer(tmp_path, **overrides) -> Trainer:
         train_dataset=TinyText(32, 0),
         eval_dataset=TinyText(16, 1),
         compute_metrics=accuracy,
+        callbacks=callbacks,
     )
 
 
-def test_trainer_logs_energy_per_window_and_stores_the_run(tmp_path):
+def wired(way: str, tmp_path, callback: WattlabCallback) -> Trainer:
+    """A Trainer with ``callback``, given the way a user gives it."""
+    if way == "callbacks":  # how every Hugging Face example adds a callback
+        return make_trainer(tmp_path, callbacks=[callback])
     trainer = make_trainer(tmp_path)
+    if way == "add_callback":
+        trainer.add_callback(callback)
+    else:
+        callback.attach(trainer)
+    return trainer
+
+
+@pytest.mark.parametrize("way", ["callbacks", "add_callback", "attach"])
+def test_trainer_logs_energy_per_window_and_stores_the_run(tmp_path, way):
     db = tmp_path / "wattlab.db"
-    callback = WattlabCallback(db=db, interval_s=0.02).attach(trainer)
+    callback = WattlabCallback(db=db, interval_s=0.02)
+    trainer = wired(way, tmp_path, callback)
     trainer.train()
+    # first among the callbacks: the reporting ones are still open for the training totals
+    assert trainer.callback_handler.callbacks[0] is callback and callback.trainer is trainer
+    assert trainer.callback_handler.callbacks.count(callback) == 1
 
     history = trainer.state.log_history
     epochs = [h for h in history if "wattlab/epoch/energy_j" in h]
@@ -133,11 +150,32 @@ def test_evaluate_alone_is_metered_and_logged(tmp_path):
     assert len(logged) == 1 and logged[0]["wattlab/eval/energy_j"] > 0
 
 
-def test_callback_without_attach_says_how(tmp_path):
-    trainer = make_trainer(tmp_path, max_steps=1)
-    trainer.add_callback(WattlabCallback())
+def test_every_callback_still_runs_once_per_event_after_it_moves_itself_first(tmp_path):
+    from transformers import TrainerCallback
+
+    class Count(TrainerCallback):
+        def __init__(self) -> None:
+            self.calls: dict[str, int] = {}
+
+        def on_init_end(self, *a, **k):
+            self.calls["init"] = self.calls.get("init", 0) + 1
+
+        def on_train_begin(self, *a, **k):
+            self.calls["train"] = self.calls.get("train", 0) + 1
+
+    before, after = Count(), Count()
+    callback = WattlabCallback(interval_s=0.02)
+    trainer = make_trainer(tmp_path, callbacks=[before, callback, after], max_steps=1)
+    trainer.train()
+    assert before.calls == after.calls == {"init": 1, "train": 1}
+    assert trainer.callback_handler.callbacks[0] is callback
+
+
+def test_a_hook_called_outside_a_trainer_says_how(tmp_path):
+    trainer = make_trainer(tmp_path)
+    callback = WattlabCallback()  # its hooks called by hand, as no Trainer calls them
     with pytest.raises(WattlabError, match=r"attach\(trainer\)"):
-        trainer.train()
+        callback.on_train_begin(trainer.args, trainer.state, trainer.control)
 
 
 def test_precision_names():

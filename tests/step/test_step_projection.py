@@ -332,6 +332,7 @@ def test_marks_must_be_ordered_and_settings_checked() -> None:
 # -- the loop's mark hook and the worker's live marks ---------------------------------------
 
 
+@pytest.mark.extra("train")
 def test_the_loop_marks_samples_without_changing_training() -> None:
     from torch import nn
 

@@ -62,6 +62,30 @@ def _usage_error(error: Exception) -> str:
     return f"{message.rstrip('.')}; see `{path} --help`."
 
 
+def _command_path(argv: list[str]) -> str:
+    """The command being run (``wattlab estimate power-limits``), read from the command line."""
+    command: object = typer.main.get_command(app)  # a click Group (typer may vendor click)
+    words = ["wattlab"]
+    for word in argv:
+        commands = getattr(command, "commands", None)
+        if not isinstance(commands, dict) or word not in commands:
+            break
+        words.append(word)
+        command = commands[word]
+    return " ".join(words)
+
+
+def _missing_extra(error: BaseException) -> str | None:
+    """One sentence for an error that comes from an optional extra not being installed (the
+    commands check their extras first; this catches any import they did not foresee)."""
+    from wattlab.extras import missing_extra_module, missing_sentence
+
+    module = missing_extra_module(error)
+    if module is None:
+        return None
+    return missing_sentence(_command_path(sys.argv[1:]), module)
+
+
 def main() -> None:
     """Console entry point: WattlabError or a usage error -> one line on stderr, exit code 2;
     Ctrl-C -> 130, SIGTERM and SIGHUP -> 128 + N, one line each."""
@@ -91,6 +115,10 @@ def main() -> None:
 
         if RECEIVED:  # a library turned the interrupt into another error: still one line
             exit_stopped(RECEIVED[0])
+        said = _missing_extra(sys.exc_info()[1] or BaseException())
+        if said is not None:
+            print(f"wattlab: error: {said}", file=sys.stderr)
+            sys.exit(2)
         raise
     if stop_signals.RECEIVED:  # typer turns a KeyboardInterrupt into a quiet Exit(130)
         stop_signals.exit_stopped(stop_signals.RECEIVED[0])

@@ -53,6 +53,30 @@ def print_plan(plan: SweepPlan, dry_run: bool) -> None:
         console.print(f"note: {note}")
 
 
+def cool_down_line(plan: SweepPlan) -> str | None:
+    """What the sweep says before it pauses between two runs (None: it does not pause)."""
+    if plan.cooldown_s <= 0:
+        return None
+    why = "so that every run starts from an idle GPU"
+    if plan.cooldown_until_c is not None:
+        return (
+            f"cooling down for up to {plan.cooldown_s:g} s, until every GPU is at or below "
+            f"{plan.cooldown_until_c:g} C, {why} (cooldown_s, cooldown_until_c in the spec)"
+        )
+    return f"cooling down {plan.cooldown_s:g} s before the next run, {why} (cooldown_s in the spec)"
+
+
+def warm_up_line(plan: SweepPlan) -> str | None:
+    """What the sweep says before its untimed warm-up runs (None: it runs none)."""
+    if plan.warmup_runs <= 0 or not plan.to_run:
+        return None
+    runs = "run" if plan.warmup_runs == 1 else "runs"
+    return (
+        f"warm-up: {plan.warmup_runs} untimed {runs} of {plan.to_run[0].label} first, not "
+        "stored (warmup_runs in the spec)"
+    )
+
+
 def run_with_progress(
     plan: SweepPlan,
     opts: WorkerOptions | CommandOptions,
@@ -69,6 +93,10 @@ def run_with_progress(
 
     console = make_console(file=sys.stderr if not sys.stdout.isatty() else sys.stdout)
     todo = plan.to_run
+    pause = cool_down_line(plan)
+    warm_up = warm_up_line(plan)
+    if warm_up is not None:
+        console.print(warm_up)
     started = time.perf_counter()
     finished: list[float] = []
 
@@ -102,5 +130,7 @@ def run_with_progress(
             bar.console.print(f"[{done}/{len(todo)}] rep {entry.repetition} {line}")
             if after_run is not None and outcome.run_id is not None:
                 after_run(outcome.run_id)
+            if pause is not None and done < len(todo):  # run_plan pauses before every run but
+                bar.console.print(pause)  # the first, on and off a terminal alike
 
         return run(plan, opts, on_start=on_start, on_finish=on_finish)

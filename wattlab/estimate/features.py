@@ -35,6 +35,7 @@ import pandas as pd
 
 from wattlab.errors import ConfigError, WattlabError
 from wattlab.estimate.specs import PRECISIONS, GpuSpec, lookup_gpu, peak_flops
+from wattlab.extras import MissingExtraError, missing_sentence
 
 NUMERIC_FEATURES = (
     "gflops_per_sample",  # forward pass, GFLOP per image
@@ -108,9 +109,14 @@ def _models_module() -> Any:
     try:
         return importlib.import_module("wattlab.train.models")
     except ImportError as error:
-        raise ConfigError(
-            f"counting a model's cost needs torch and wattlab.train.models ({error}); install "
-            "wattlab[train] or record model_gflops_per_sample."
+        name = getattr(error, "name", None) or "torch"
+        raise MissingExtraError(
+            missing_sentence(
+                "counting a model's cost",
+                name,
+                "train",
+                instead="record model_gflops_per_sample in the data",
+            )
         ) from None
 
 

@@ -28,6 +28,7 @@ import json
 import math
 import os
 import re
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import fields
 from functools import lru_cache
@@ -629,18 +630,38 @@ def _prune(directory: Path, keep: Path) -> None:
         pass
 
 
+# A first fit on the shipped reference (183 runs): the cold-cache estimate less the warm-cache
+# one, 11.7 s - 5.4 s, on 2 idle cores (docs/measured/cpu-estimate-speed-idle-2026-12-04.txt);
+# counting the models' features is most of it. Slower on a loaded machine.
+FIRST_FIT_S = 6
+FIRST_FIT_RUNS = 222
+
+
+def say_fitting(runs: int, cached: bool) -> None:
+    """The line a fit that is not cached yet prints first, on stderr (a fit is a silent wait)."""
+    then = "cached afterwards" if cached else "not cached"
+    print(
+        f"wattlab: fitting PRE on {runs} runs (usually ~{FIRST_FIT_S} s on 2 cores for the "
+        f"{FIRST_FIT_RUNS} shipped ones; {then})",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def fit_cached(
     data: bytes,
     runs: Callable[[], pd.DataFrame],
     *,
     directory: Path | None = None,
     use_cache: bool = True,
+    on_fit: Callable[[int, bool], None] | None = say_fitting,
     **options: Any,
 ) -> tuple[PreModel | None, str]:
     """PRE fitted on ``runs()`` (called only on a miss), kept under ``fit_key(data, options)``.
 
     ``data``: the bytes the runs come from (the CSV file, or ``frame_bytes`` of a table).
-    ``options``: ``fit_pre``'s keywords. Returns the model and how it was got: "cached",
+    ``options``: ``fit_pre``'s keywords. ``on_fit(number of runs, use_cache)`` is called before a
+    fit (default: one line on stderr). Returns the model and how it was got: "cached",
     "fitted and cached" or "fitted (not cached)"; or None and the reason when PRE cannot be
     fitted on these runs (too few configurations ...). Errors of ``runs()`` pass through.
     """
@@ -659,6 +680,8 @@ def fit_cached(
 
             note(path, why, "PRE is fitted again")
     table = runs()
+    if on_fit is not None:
+        on_fit(len(table), use_cache)
     try:
         model = fit_pre(table, **options)
     except DataError as error:
@@ -673,6 +696,7 @@ def fit_reference(
     *,
     directory: Path | None = None,
     use_cache: bool = True,
+    on_fit: Callable[[int, bool], None] | None = say_fitting,
     **options: Any,
 ) -> tuple[PreModel | None, str]:
     """``fit_cached`` on a reference CSV (default: the shipped H200 one), keyed by the file's
@@ -700,6 +724,7 @@ def fit_reference(
         lambda: load_reference_csv(source)[0],
         directory=directory,
         use_cache=use_cache,
+        on_fit=on_fit,
         **options,
     )
 
@@ -709,6 +734,7 @@ def fit_runs(
     *,
     directory: Path | None = None,
     use_cache: bool = True,
+    on_fit: Callable[[int, bool], None] | None = say_fitting,
     **options: Any,
 ) -> tuple[PreModel | None, str]:
     """``fit_cached`` on a runs table (a database's), keyed by its content."""
@@ -717,6 +743,7 @@ def fit_runs(
         lambda: runs_df,
         directory=directory,
         use_cache=use_cache,
+        on_fit=on_fit,
         **options,
     )
 
@@ -736,5 +763,6 @@ __all__ = [
     "from_json",
     "load",
     "save",
+    "say_fitting",
     "to_json",
 ]

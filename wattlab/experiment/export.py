@@ -8,7 +8,6 @@ sees half a file; they get the mode a plain open() would give (the umask is hono
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
@@ -17,6 +16,7 @@ import pandas as pd
 
 from wattlab.errors import ConfigError, DataError
 from wattlab.experiment.store import Store
+from wattlab.extras import require
 from wattlab.jsonio import refuse_links_in, text_handle, write_atomic
 
 FORMATS = ("csv", "parquet", "json")
@@ -54,12 +54,7 @@ def export_tables(
 
 
 def _require_pyarrow() -> None:
-    try:
-        importlib.import_module("pyarrow")
-    except ImportError:
-        raise ConfigError(
-            "parquet export needs pyarrow; pip install wattlab[parquet], or use csv or json."
-        ) from None
+    require("pyarrow", "parquet", "parquet export", instead="use csv or json")
 
 
 def _tables(store: Store, sweep: str | None) -> dict[str, pd.DataFrame]:

@@ -29,6 +29,7 @@ from wattlab.errors import ConfigError, Interrupted
 from wattlab.experiment.options import RunContext, WorkerOptions
 from wattlab.experiment.record import RunOutcome, claim_row, failed_row
 from wattlab.experiment.worker import execute
+from wattlab.extras import MissingExtraError, missing_sentence, require
 from wattlab.monitor import utc_now_iso
 from wattlab.processes import STOP_SIGNALS, TERMINATE_SIGNALS
 from wattlab.train.config import RunConfig
@@ -43,12 +44,7 @@ def check_devices(cfg: RunConfig) -> None:
     """Refuse a configuration this machine cannot run, in one sentence."""
     if cfg.device != "cuda":
         return
-    try:
-        import torch
-    except ImportError:
-        raise ConfigError(
-            "--device cuda needs PyTorch: pip install 'wattlab[train]'; or use --device cpu."
-        ) from None
+    torch = require("torch", "train", "--device cuda", instead="use --device cpu")
     available = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if available == 0:
         raise ConfigError("no CUDA GPU is visible here; use --device cpu (or check the driver).")
@@ -78,9 +74,12 @@ def check_budget(cfg: RunConfig) -> None:
 
 def check_codecarbon(cfg: RunConfig) -> None:
     if cfg.codecarbon and importlib.util.find_spec("codecarbon") is None:
-        raise ConfigError(
-            "CodeCarbon was asked for (--codecarbon or codecarbon: true) but is not installed; "
-            "pip install 'wattlab[codecarbon]', or turn it off."
+        raise MissingExtraError(
+            missing_sentence(
+                "CodeCarbon was asked for (--codecarbon or codecarbon: true) and",
+                "codecarbon",
+                instead="turn it off",
+            )
         )
 
 
@@ -107,6 +106,7 @@ def check_inputs(cfg: RunConfig, *, open_files: bool = True) -> None:
         raise ConfigError("precision 'amp-fp16' needs a CUDA GPU; on the CPU use fp32 or amp-bf16.")
     check_codecarbon(cfg)
     check_budget(cfg)
+    require("torch", "train", "training a model")  # one sentence before anything imports it
     check_model(cfg)
     check_dataset(cfg, open_files=open_files)
 

@@ -4,7 +4,7 @@ Each integration is an optional extra and is imported on its own, so ``import wa
 needs transformers, Lightning or MLflow:
 
 - ``wattlab.integrations.transformers.WattlabCallback``: Hugging Face ``Trainer`` callback
-  (``pip install 'wattlab[transformers]'``);
+  (the ``transformers`` extra);
 - ``wattlab.integrations.lightning.WattlabCallback``: PyTorch Lightning callback
   (``wattlab[lightning]``);
 - ``wattlab.integrations.mlflow``: stored runs (or live runs) as MLflow runs (``wattlab[mlflow]``).

@@ -1,4 +1,4 @@
-"""Energy of a PyTorch Lightning fit (``pip install 'wattlab[lightning]'``).
+"""Energy of a PyTorch Lightning fit (the ``lightning`` extra).
 
     from wattlab.integrations.lightning import WattlabCallback
 

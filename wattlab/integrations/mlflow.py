@@ -1,4 +1,4 @@
-"""Stored wattlab runs as MLflow runs (``pip install 'wattlab[mlflow]'``).
+"""Stored wattlab runs as MLflow runs (the ``mlflow`` extra).
 
     wattlab export --mlflow --tracking-uri sqlite:///mlflow.db --experiment energy
     wattlab run --model resnet18 --epochs 1 --mlflow          # each run as it is stored

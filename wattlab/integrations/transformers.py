@@ -1,10 +1,13 @@
-"""Energy of a Hugging Face ``Trainer`` run (``pip install 'wattlab[transformers]'``).
+"""Energy of a Hugging Face ``Trainer`` run (the ``transformers`` extra).
 
     from wattlab.integrations.transformers import WattlabCallback
 
-    trainer = Trainer(model=model, args=args, train_dataset=train, eval_dataset=test)
-    WattlabCallback(db="wattlab.db").attach(trainer)
+    trainer = Trainer(model=model, args=args, train_dataset=train, eval_dataset=test,
+                      callbacks=[WattlabCallback(db="wattlab.db")])
     trainer.train()
+
+(``trainer.add_callback(WattlabCallback(...))`` and ``WattlabCallback(...).attach(trainer)`` do
+the same.)
 
 Windows: ``train`` (all of ``trainer.train()``, evaluations during it included), one per epoch
 and one per evaluation. At the end of each, the numbers of ``window_metrics`` (energy per
@@ -15,14 +18,23 @@ With ``db=``, the run is stored in a wattlab database with ``TrainingArguments``
 
 Under accelerate / torchrun DDP every process meters its own GPU, the first process of each
 machine meters the host, windows are combined on the main process, and only it logs and
-writes. Give ``attach`` the Trainer: a callback alone cannot reach ``trainer.log``.
+writes.
+
+A callback's hooks are not given their Trainer, and ``trainer.log`` is what reaches the
+``report_to`` integrations. So a WattlabCallback passed in ``callbacks=[...]`` (or
+``add_callback``) finds the Trainer that calls it, on the call stack of its first hook
+(``on_init_end``, or ``on_train_begin`` when it was added later), and attaches itself to it as
+``attach`` does: first among the callbacks (the reporting ones are still open when the training
+totals arrive), its evaluations metered.
 """
 
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from wattlab.errors import WattlabError
@@ -125,8 +137,28 @@ def rank_of(args: _Args) -> RankInfo:
     )
 
 
+_STACK_DEPTH = 12  # frames between a hook and the Trainer method that fired it (4 today)
+
+
+def calling_trainer(callback: object) -> _Trainer | None:
+    """The ``transformers.Trainer`` whose callback handler is calling ``callback``'s hook now
+    (Trainer.__init__ or train -> CallbackHandler.call_event -> the hook), or None."""
+    trainer_class = _transformers.Trainer
+    frame: FrameType | None = sys._getframe(1)
+    for _ in range(_STACK_DEPTH):
+        if frame is None:
+            break
+        owner = frame.f_locals.get("self")
+        handler = getattr(owner, "callback_handler", None)
+        if isinstance(owner, trainer_class) and callback in getattr(handler, "callbacks", ()):
+            return owner
+        frame = frame.f_back
+    return None
+
+
 class WattlabCallback(TrainerCallback, CallbackSettings):
     """Meter a Trainer's training, epochs and evaluations; log them through ``trainer.log``.
+    Pass it in ``Trainer(callbacks=[...])``, to ``trainer.add_callback``, or ``.attach(trainer)``.
 
     Args: those of ``wattlab.integrations.session.CallbackSettings`` (db, carbon, interval_s,
     powercap_root, cpu_tdp_w, ram_measure, prometheus_port, meters, gather, sweep).
@@ -177,12 +209,25 @@ class WattlabCallback(TrainerCallback, CallbackSettings):
             self._log(window_metrics(m, prefix))
         return m
 
+    def _attach_to_caller(self) -> None:
+        """Passed in ``callbacks=[...]``: attach to the Trainer calling this hook. (``attach``
+        moves this callback to the front of the list the handler is walking: the walk goes on
+        with the callback after this one, none skipped or called twice.)"""
+        if self.trainer is None:
+            trainer = calling_trainer(self)
+            if trainer is not None:
+                self.attach(trainer)
+
     # --- Trainer events ----------------------------------------------------------------------
+    def on_init_end(self, args: _Args, state: _State, control: object, **kwargs: Any) -> None:
+        self._attach_to_caller()
+
     def on_train_begin(self, args: _Args, state: _State, control: object, **kwargs: Any) -> None:
+        self._attach_to_caller()
         if self.trainer is None:
             raise WattlabError(
-                "WattlabCallback needs its Trainer to log: use "
-                "WattlabCallback(...).attach(trainer) instead of Trainer(callbacks=[...])."
+                "WattlabCallback did not find the transformers Trainer calling it (it logs "
+                "through trainer.log); attach it by hand: WattlabCallback(...).attach(trainer)."
             )
         if self.meter is not None:  # a train() that raised left its meters open
             self.meter.stop()

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, TypedDict
 import numpy as np
 
 from wattlab.errors import ConfigError, DataError
+from wattlab.extras import require
 from wattlab.step.result import Floats
 
 if TYPE_CHECKING:
@@ -167,12 +168,7 @@ def fluss_regime_change(
             f"excl_factor={excl_factor} needs more than {2 * L * excl_factor + m - 1}."
         )
     if engine == "stumpy":
-        try:
-            import stumpy
-        except ImportError:
-            raise ConfigError(
-                "the stumpy engine needs the stumpy package: pip install 'wattlab[step]'."
-            ) from None
+        stumpy = require("stumpy", "step", "the stumpy engine")
         _, locations = stumpy.fluss(index, L, n_regimes=2, excl_factor=excl_factor)
         return int(locations[0])
     positions = np.arange(k)

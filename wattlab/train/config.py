@@ -78,7 +78,9 @@ class RunConfig(BaseModel):
     step time (a measured window of a chosen length: ``advise --probe``).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # protected_namespaces=(): the field model_factory is ours; pydantic before 2.10 warns on
+    # every field named model_* unless told (pyproject's floor is 2.5)
+    model_config = ConfigDict(extra="forbid", frozen=True, protected_namespaces=())
 
     # a torchvision classification constructor, or (set from model_factory) a factory ref
     model: str = "resnet18"

@@ -162,6 +162,8 @@ def advise(
             )
     if epochs is None:
         epochs = float(samples) / train_size
+    if pre_model is None:  # PRE is to be fitted (or read from its cache)
+        _check_counting(name, stem, int(image_size))
     pre = _pre(pre_model, pre_fit)
     assert pre.seen is not None
     carbon = carbon or CarbonSettings()
@@ -235,6 +237,22 @@ def advise(
         notes=notes,
         carbon=carbon,
     )
+
+
+def _check_counting(model: str, stem: str, image_size: int) -> None:
+    """Before PRE's fit: without the train extra no model's cost can be counted, which is one
+    sentence now rather than after a fit. (The cost is cached for the prediction; a model that
+    cannot be built is left to PRE, which imputes a stored run's recorded cost.)"""
+    from wattlab.errors import WattlabError
+    from wattlab.estimate import features
+    from wattlab.extras import MissingExtraError
+
+    try:
+        features.model_cost(model, stem=stem, image_size=image_size)
+    except MissingExtraError:
+        raise
+    except WattlabError:
+        pass
 
 
 def _pre(

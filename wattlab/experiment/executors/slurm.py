@@ -1,6 +1,6 @@
 """`wattlab sweep --executor slurm`: every planned run is one task of a SLURM job array.
 
-The array is submitted through ``submitit`` (``pip install 'wattlab[slurm]'``). A task runs its
+The array is submitted through ``submitit`` (the ``slurm`` extra). A task runs its
 configuration exactly as a local sweep would (``runner.run`` under torchrun, warm-up runs
 first), but into a private SQLite file on the node; then it writes the run to its own result
 file in the sweep folder (``result_files.export_result``, atomic). The submitting process never
@@ -46,6 +46,7 @@ from wattlab.experiment.result_files import (
     new_result_id,
     read_result,
 )
+from wattlab.extras import require
 from wattlab.jsonio import dump_json
 from wattlab.launch_args import check_plain_text, check_slurm_name
 from wattlab.processes import STOP_SIGNALS
@@ -363,13 +364,7 @@ def _save_jobs(path: Path, tasks: list[TaskRecord]) -> None:
 
 
 def _submitit() -> Any:
-    try:
-        import submitit
-    except ImportError:
-        raise ConfigError(
-            "--executor slurm needs submitit: pip install 'wattlab[slurm]'."
-        ) from None
-    return submitit
+    return require("submitit", "slurm", "--executor slurm")
 
 
 def check_slurm_here() -> None:
