@@ -47,7 +47,13 @@ def _entry(folder: Path, data: bytes = b"data") -> Path:
 
 
 def _one_note(err: str, name: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
+    """The one line about the cache file (a refit then says it is fitting, on a line of its
+    own: issue 31's line for a silent wait)."""
+    lines = [
+        line
+        for line in err.splitlines()
+        if line.strip() and not line.startswith("wattlab: fitting PRE on")
+    ]
     assert len(lines) == 1, err
     assert lines[0].startswith("wattlab: ") and name in lines[0], err
     return lines[0]

@@ -549,6 +549,7 @@ class PreModel:
     excluded: dict[Any, str] = field(default_factory=dict, repr=False)  # run index -> reason
     chain: _Chain | None = field(default=None, repr=False)
     physics_time: _TimeModel | None = field(default=None, repr=False)  # for GPU transfer
+    physics_power: _PowerModel | None = field(default=None, repr=False)  # an unseen precision
     residuals: dict[str, dict[str, np.ndarray]] = field(default_factory=dict, repr=False)
     seen: _Seen | None = field(default=None, repr=False)
     selection_groups: str = "configuration"
@@ -711,8 +712,9 @@ class PreModel:
             time_ps, power_w, transfer_note = self._transfer(table, str(gpu))
             notes.append(transfer_note)
         else:
-            t, p = self.chain.predict(self.chain.rows(table))
-            time_ps, power_w = float(t[0]), float(p[0])
+            time_ps, power_w, physics_note = self._predict_inside(table, str(row["precision"]))
+            if physics_note:
+                notes.append(physics_note)
         basis, bounds = self._interval_for(outside)
         if (
             any(protocol == "family" for protocol, _ in outside)
@@ -763,6 +765,37 @@ class PreModel:
             "interval_basis": basis,
             "notes": "; ".join(notes),
         }
+
+    def _predict_inside(self, table: pd.DataFrame, precision: str) -> tuple[float, float, str]:
+        """(time per sample, power, note) from the chosen chain; for a precision no training
+        run used, a learned (ridge, kernel ridge) time or power model is replaced by the
+        physics one: a learned model has no column for a category it never saw, so its answer
+        there is arbitrary (fp32 held out: a kernel-ridge power model was off by 42 %)."""
+        assert self.chain is not None and self.seen is not None
+        rows = self.chain.rows(table)
+        time_ps, power_w = (float(v[0]) for v in self.chain.predict(rows))
+        if precision in self.seen.precisions:
+            return time_ps, power_w, ""
+        replaced = []
+        assert self.chain.design is not None and self.chain.time is not None
+        assert self.chain.power is not None
+        if self.chain.time.family != "physics" and self.physics_time is not None:
+            time_ps = float(self.physics_time.predict(self.chain.design, rows)[0])
+            replaced.append("time")
+        if self.chain.power.family != "physics" and self.physics_power is not None:
+            power_w = float(
+                self.physics_power.predict(self.chain.design, rows, np.array([time_ps]))[0]
+                * rows.tdp_w[0]
+            )
+            replaced.append("power")
+        if not replaced:
+            return time_ps, power_w, ""
+        return (
+            time_ps,
+            power_w,
+            f"{' and '.join(replaced)} from the physics model: precision {precision} has no "
+            "training run, and a learned model cannot extrapolate to a category it never saw",
+        )
 
     def _transfer(self, table: pd.DataFrame, gpu: str) -> tuple[float, float, str]:
         """Predict on the reference GPU, then scale by spec ratios (see the module doc)."""
@@ -1077,6 +1110,9 @@ def fit_pre(
     chain = _Chain(time_family, power_family, seed, medians).fit(every, time_s, power_w)
     assert chain.design is not None
     physics_time = _TimeModel("physics", {"fit": "relative"}, seed).fit(chain.design, every, time_s)
+    physics_power = _PowerModel("physics", {"fit": "relative"}, seed).fit(
+        chain.design, every, time_s, power_w / every.tdp_w
+    )
     conf = residuals["configuration"]
     t_low, t_high = _quantiles(conf["time"], interval)
     e_low, e_high = _quantiles(conf["energy"], interval)
@@ -1122,6 +1158,7 @@ def fit_pre(
         excluded=excluded,
         chain=chain,
         physics_time=physics_time,
+        physics_power=physics_power,
         residuals=residuals,
         seen=seen,
         selection_groups=selection_name,

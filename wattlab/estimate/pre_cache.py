@@ -332,7 +332,9 @@ def to_json(model: PreModel) -> dict[str, Any] | None:
     time_model = _regressor_json(chain.time.model)
     power_model = _regressor_json(chain.power.model)
     physics = _regressor_json(model.physics_time.model)
-    if time_model is None or power_model is None or physics is None:
+    assert model.physics_power is not None
+    physics_power = _regressor_json(model.physics_power.model)
+    if time_model is None or power_model is None or physics is None or physics_power is None:
         return None
     design = chain.design
     fitted = {
@@ -372,6 +374,7 @@ def to_json(model: PreModel) -> dict[str, Any] | None:
             "power": power_model,
         },
         "physics_time": physics,
+        "physics_power": physics_power,
         "residuals": {
             protocol: {target: values.tolist() for target, values in parts.items()}
             for protocol, parts in model.residuals.items()
@@ -482,6 +485,11 @@ def from_json(doc: Mapping[str, Any]) -> PreModel:
     ) != (c["power"]["kind"] == "physics"):
         raise CacheFormatError("regressor kinds do not match their families")
     physics = _TimeModel("physics", {"fit": "relative"}, seed, _roofline_from(doc["physics_time"]))
+    if doc["physics_power"].get("kind") != "physics":
+        raise CacheFormatError("the physics power model is not one")
+    physics_power = _PowerModel(
+        "physics", {"fit": "relative"}, seed, _physics_from(doc["physics_power"])
+    )
     residuals = {
         str(protocol): {str(target): _vector(values) for target, values in parts.items()}
         for protocol, parts in dict(doc["residuals"]).items()
@@ -525,6 +533,7 @@ def from_json(doc: Mapping[str, Any]) -> PreModel:
         excluded={_tupled(k): str(v) for k, v in doc["excluded"]},
         chain=chain,
         physics_time=physics,
+        physics_power=physics_power,
         residuals=residuals,
         seen=seen,
         selection_groups=str(doc["selection_groups"]),
