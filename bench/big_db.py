@@ -92,7 +92,7 @@ def run_row(run_id: int, k: int, rep: int, rng: random.Random) -> dict[str, Any]
 
 def build(db: Path, runs: int, configs: int, windows_per_run: int, trace_per_run: int) -> dict:
     """Create the database through the store (its schema), then fill it in one transaction."""
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.db.store import open_store
 
     for suffix in ("", "-wal", "-shm"):
         Path(str(db) + suffix).unlink(missing_ok=True)

@@ -30,7 +30,15 @@ LAYERS: dict[str, float] = {
     # which of the two settings a run projects after: plain checks any layer may use (RunConfig)
     "wattlab.step.schedule": BASE,
     "wattlab.train": 1,
-    "wattlab.experiment": 2,  # joins the two pillars
+    "wattlab.experiment": 2,  # joins the two pillars; its shared leaves: options, hosts
+    # experiment's rooms, each above the ones it uses (docs/layout.md): what a sweep measures,
+    # the store, the run kinds, the one sweep driver, the SLURM executor, what --json writes
+    "wattlab.experiment.specs": 2.1,
+    "wattlab.experiment.db": 2.2,
+    "wattlab.experiment.runs": 2.3,
+    "wattlab.experiment.sweep": 2.4,
+    "wattlab.experiment.executors": 2.5,
+    "wattlab.experiment.result_json": 2.6,
     "wattlab.analysis": 3,
     "wattlab.estimate": 3,
     "wattlab.integrations": 3.5,  # may import anything below cli
@@ -150,7 +158,7 @@ def test_pillar_of():
     assert pillar_of("wattlab") == MEASURE
     assert pillar_of("wattlab.train.loop") == WORKLOAD
     assert pillar_of("wattlab.trainer") is None  # a prefix must end at a dot
-    assert pillar_of("wattlab.experiment.worker") is None
+    assert pillar_of("wattlab.experiment.runs.worker") is None
     assert pillar_of("wattlab.errors") is None
 
 

@@ -17,7 +17,7 @@ from wattlab.analysis.intervals import (
 )
 from wattlab.analysis.summary import short_configurations, summarize
 from wattlab.analysis.summary_json import summary_to_json
-from wattlab.experiment.spec import load_spec
+from wattlab.experiment.specs.trainer import load_spec
 
 
 def test_rank_coverage_by_hand():

@@ -21,7 +21,7 @@ from wattlab.analysis import (
     summary_to_json,
 )
 from wattlab.analysis.report import write_report
-from wattlab.experiment.store import open_store
+from wattlab.experiment.db.store import open_store
 
 # (label, gpus, precision, limit W, time s, energy J); by hand, against the own 300 W twin:
 # fp32 250 W:   960 / 1000 - 1 = -4.0 %  energy, 101 / 100 - 1 = +1.0 % time  -> in

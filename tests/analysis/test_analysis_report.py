@@ -274,7 +274,7 @@ def _spec(baseline: dict | None) -> dict:
 
 
 def test_a_sweep_specs_baseline_is_the_reports_baseline_and_says_so():
-    from wattlab.experiment.spec import SweepSpec
+    from wattlab.experiment.specs.trainer import SweepSpec
 
     runs = make_runs()
     # stored runs of another wattlab version: config hashes that the spec does not reproduce,

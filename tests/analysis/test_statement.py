@@ -17,7 +17,7 @@ import yaml
 
 from wattlab.analysis.statement import energy_statement, write_statement
 from wattlab.errors import DataError
-from wattlab.experiment.store import open_store
+from wattlab.experiment.db.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 H200_DB = ROOT / "docs" / "measured" / "h200-reference-2026-12-03-main.db.gz"
@@ -129,9 +129,9 @@ def test_runs_stored_by_the_callbacks(tmp_path: Path) -> None:
 def test_a_command_sweeps_runs(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
-    from wattlab.experiment import command_record
-    from wattlab.experiment.command_meter import BudgetSegment, MeteredCommand
-    from wattlab.experiment.command_spec import CommandSweepSpec
+    from wattlab.experiment.runs import command_record
+    from wattlab.experiment.runs.command_meter import BudgetSegment, MeteredCommand
+    from wattlab.experiment.specs.command import CommandSweepSpec
     from wattlab.meters.base import Provenance
     from wattlab.monitor import Measurement
 

@@ -58,7 +58,7 @@ def test_written_caps_are_the_computed_ones_and_the_spec_is_a_valid_sweep(tmp_pa
     for model in collect.WIDE_MODELS:
         assert collect.wide_batch_cap(model) == collect.WIDE_BATCH_CAP.get(model, 2048), model
     from wattlab.estimate.reference import load_reference_csv
-    from wattlab.experiment.spec import load_spec
+    from wattlab.experiment.specs.trainer import load_spec
 
     shipped, _ = load_reference_csv(collect.SHIPPED_CSV)
     points = collect.wide_points()[:40]

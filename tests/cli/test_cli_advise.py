@@ -113,7 +113,7 @@ def test_allow_batch_says_so_and_a_deadline_below_the_fastest_is_exit_2(
 
 
 def _stored_run(db: Path) -> int:
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.db.store import open_store
 
     trace_w = [560.0, 640.0] * 5
     with open_store(db) as store:

@@ -13,8 +13,8 @@ from wattlab.cli.choices import choice_callback, values
 def test_each_choice_is_the_librarys_own_list() -> None:
     from wattlab.estimate import specs
     from wattlab.estimate.evaluate import PROTOCOLS, STEP_METHODS, TARGETS
+    from wattlab.experiment.db.export import FORMATS
     from wattlab.experiment.executors import EXECUTORS
-    from wattlab.experiment.export import FORMATS
     from wattlab.meters.modelled import RAM_MEASURES
     from wattlab.train import config
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from wattlab.cli.sweep_view import cool_down_line, warm_up_line
-from wattlab.experiment.command_spec import CommandSweepSpec
-from wattlab.experiment.sweep import SweepPlan
+from wattlab.experiment.specs.command import CommandSweepSpec
+from wattlab.experiment.sweep.plan import SweepPlan
 
 pytestmark = pytest.mark.slow  # command sweeps
 
@@ -94,7 +94,7 @@ def test_on_a_terminal_the_same_lines_show(tmp_path: Path) -> None:
 def test_what_the_lines_say_follows_the_plan() -> None:
     def plan(**changes: object) -> SweepPlan:
         spec = {"name": "w", "command": ["true", "{n}"], "grid": {"n": [1, 2]}, **changes}
-        from wattlab.experiment.command_sweep import make_command_plan
+        from wattlab.experiment.sweep.command_plan import make_command_plan
 
         return make_command_plan(CommandSweepSpec.from_dict(spec), None, register=False)
 

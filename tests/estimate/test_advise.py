@@ -301,7 +301,7 @@ def test_advisor_refuses_bad_input() -> None:
 
 # --- from a stored run ---------------------------------------------------------------------
 def _store(tmp_path: Path, **overrides: object) -> tuple[Path, int]:
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.db.store import open_store
 
     db = tmp_path / "runs.db"
     trace_w = [550.0, 650.0] * 10  # one sample a second in the budget
@@ -326,7 +326,7 @@ def _store(tmp_path: Path, **overrides: object) -> tuple[Path, int]:
 
 
 def _tables(db: Path, run_id: int):
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.db.store import open_store
 
     with open_store(db, create=False) as store:
         return store.runs(), store.windows([run_id]), store.trace([run_id])

@@ -85,7 +85,7 @@ def test_region_thresholds_are_flags() -> None:
 
 
 def _store_run(tmp_path: Path, trace_w: list[float]) -> tuple[Path, int]:
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.db.store import open_store
 
     db = tmp_path / "caps.db"
     duration = float(len(trace_w))  # one sample per second, the budget from t=2 s
@@ -116,7 +116,7 @@ def _store_run(tmp_path: Path, trace_w: list[float]) -> tuple[Path, int]:
 
 
 def test_a_stored_run_uses_its_budget_trace(tmp_path: Path) -> None:
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.db.store import open_store
 
     db, run_id = _store_run(tmp_path, [200.0, 600.0] * 10)  # mean 400 W, peaks 600 W
     with open_store(db, create=False) as store:

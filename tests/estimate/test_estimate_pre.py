@@ -364,7 +364,7 @@ def test_collect_reference_writes_specs_from_the_template(tmp_path) -> None:
     assert spec["grid"]["precision"] == ["fp32", "tf32", "amp-bf16", "amp-fp16"]
     assert spec["grid"]["batch_size"] == [128, 256, 512] and spec["grid"]["gpus"] == [1]
     assert collect.FULL_GRID == 84
-    from wattlab.experiment.spec import load_spec
+    from wattlab.experiment.specs.trainer import load_spec
 
     path = tmp_path / "part.yaml"
     path.write_text(collect.yaml.safe_dump(spec))
@@ -818,8 +818,9 @@ def test_an_unseen_precision_is_predicted_by_the_physics_models(fake_models) -> 
     assert learned.time.family == "ridge" and learned.power.family == "ridge"
     row = run_features(synthetic_runs(models=("r50",), precisions=("fp32",), reps=1)).iloc[:1]
     prediction = learned.predict(row).iloc[0]
-    assert "time and power from the physics model: precision fp32 has no training run" in (
-        prediction["notes"]
+    assert (
+        "time and power from the physics model: precision fp32 has no training run"
+        in (prediction["notes"])
     )
     design, rows = learned.chain.design, learned.chain.rows(row)
     assert prediction["time_per_sample_s"] == pytest.approx(

@@ -9,7 +9,7 @@ import pytest
 from wattlab.errors import ConfigError, DataError
 from wattlab.estimate.reference import default_reference_path, load_reference_csv
 from wattlab.estimate.sources import measured_runs, measured_traces, pre_fit
-from wattlab.experiment.store import open_store
+from wattlab.experiment.db.store import open_store
 
 
 def test_no_source_is_the_shipped_reference() -> None:

@@ -14,9 +14,9 @@ import pytest
 import wattlab
 from wattlab.budget_marks import ENV_BUDGET_SOCKET, budget
 from wattlab.errors import ConfigError
-from wattlab.experiment.command_meter import BudgetServer, sum_in_sequence
-from wattlab.experiment.command_spec import CommandSweepSpec, program_name
-from wattlab.experiment.spec import load_spec, load_sweep_spec
+from wattlab.experiment.runs.command_meter import BudgetServer, sum_in_sequence
+from wattlab.experiment.specs.command import CommandSweepSpec, program_name
+from wattlab.experiment.specs.trainer import load_spec, load_sweep_spec
 from wattlab.meters.base import Provenance
 from wattlab.monitor import EnergyMonitor, Measurement
 
@@ -108,7 +108,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_a_dry_run_plan_holds_each_argv_and_needs_no_database(tmp_path: Path) -> None:
-    from wattlab.experiment.command_sweep import make_command_plan
+    from wattlab.experiment.sweep.command_plan import make_command_plan
 
     mine = spec(command=[sys.executable, "{batch_size}", "{precision}"])
     plan = make_command_plan(mine, None, register=False)

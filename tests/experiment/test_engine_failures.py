@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from wattlab.errors import ConfigError
-from wattlab.experiment import runner
-from wattlab.experiment.store import open_store
-from wattlab.experiment.worker import WorkerOptions, execute
+from wattlab.experiment.db.store import open_store
+from wattlab.experiment.runs import runner
+from wattlab.experiment.runs.worker import WorkerOptions, execute
 from wattlab.train.config import make_run_config
 
 WATTLAB = [sys.executable, "-m", "wattlab.cli"]
@@ -95,7 +95,7 @@ def test_a_failure_in_meter_discovery_is_stored_as_failed_with_its_id(tmp_path, 
 
 def test_a_failure_that_could_not_be_stored_says_so(tmp_path, monkeypatch):
     import wattlab.meters.discover as discover
-    from wattlab.experiment.store import Store
+    from wattlab.experiment.db.store import Store
 
     monkeypatch.setattr(discover, "discover_meters", lambda **_: 1 / 0)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tests.fakes.fake_gpu import FakeNvmlBackend, make_devices
-from wattlab.experiment.record import idle_columns
+from wattlab.experiment.db.record import idle_columns
 from wattlab.meters.idle import read_gpu_idle
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from wattlab.errors import ConfigError
-from wattlab.experiment.sweep_lock import SweepLock
+from wattlab.experiment.sweep.lock import SweepLock
 
 HOLD = """
 import sys, time
-from wattlab.experiment.sweep_lock import SweepLock
+from wattlab.experiment.sweep.lock import SweepLock
 lock = SweepLock(sys.argv[1], "s").acquire()
 print("held", flush=True)
 time.sleep(120)
@@ -50,9 +50,9 @@ def test_a_live_holder_refuses_a_second_sweep_and_a_dead_one_is_taken_over(tmp_p
 
 CHILD_OF_CHILD = """
 import subprocess, sys, time
-from wattlab.experiment.lifetime import preexec_pdeathsig
+from wattlab.experiment.runs.lifetime import preexec_pdeathsig
 code = (
-    "from wattlab.experiment.lifetime import die_with_parent; import time; "
+    "from wattlab.experiment.runs.lifetime import die_with_parent; import time; "
     "die_with_parent(); time.sleep(120)"
 )
 grandchild = subprocess.Popen([sys.executable, "-c", code], preexec_fn=preexec_pdeathsig)
@@ -167,7 +167,7 @@ time.sleep(600)
 
 
 def test_a_child_that_ignores_a_forwarded_stop_is_killed_with_its_group_after_the_grace():
-    from wattlab.experiment.lifetime import wait_stopping
+    from wattlab.experiment.runs.lifetime import wait_stopping
 
     child = subprocess.Popen(
         [sys.executable, "-c", IGNORES_SIGTERM],

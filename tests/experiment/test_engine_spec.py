@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from wattlab.errors import ConfigError
-from wattlab.experiment.spec import SweepSpec
+from wattlab.experiment.specs.trainer import SweepSpec
 
 BASE = {
     "name": "c",

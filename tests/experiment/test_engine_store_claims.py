@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from wattlab.errors import DataError
-from wattlab.experiment.store import SCHEMA_VERSION, open_store
+from wattlab.experiment.db.store import SCHEMA_VERSION, open_store
 
 
 def claim(**overrides):

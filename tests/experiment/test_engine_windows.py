@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from wattlab.experiment.runner import run
-from wattlab.experiment.store import open_store
-from wattlab.experiment.worker import WorkerOptions
+from wattlab.experiment.db.store import open_store
+from wattlab.experiment.runs.runner import run
+from wattlab.experiment.runs.worker import WorkerOptions
 from wattlab.train.config import make_run_config
 
 PHASES = ("launch", "setup", "data", "warmup", "budget", "eval", "teardown")
@@ -68,7 +68,7 @@ def test_warmup_stops_once_step_times_are_steady():
 
 
 def test_cooldown_waits_for_the_temperature_or_the_longest_pause():
-    from wattlab.experiment.sweep import cool_down
+    from wattlab.experiment.sweep.plan import cool_down
 
     now = [0.0]
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from wattlab.experiment.record import RunOutcome
+from wattlab.experiment.db.record import RunOutcome
 from wattlab.experiment.result_json import run_result, sweep_result, sweep_results
-from wattlab.experiment.sweep import MachineFacts, PlanEntry, SweepPlan
+from wattlab.experiment.sweep.plan import MachineFacts, PlanEntry, SweepPlan
 from wattlab.train.config import RunConfig
 
 

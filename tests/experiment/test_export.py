@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from wattlab.errors import ConfigError, DataError
-from wattlab.experiment.export import export_tables
-from wattlab.experiment.store import Store, open_store
+from wattlab.experiment.db.export import export_tables
+from wattlab.experiment.db.store import Store, open_store
 from wattlab.jsonio import write_atomic
 
 

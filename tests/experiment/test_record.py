@@ -8,15 +8,15 @@ from dataclasses import fields
 
 import pytest
 
-from wattlab.experiment import store as store_module
-from wattlab.experiment.record import (
+from wattlab.experiment.db import store as store_module
+from wattlab.experiment.db.record import (
     COLUMN_GROUPS,
     RUN_COLUMN_NAMES,
     RUN_COLUMNS,
     added_in,
     run_columns,
 )
-from wattlab.experiment.store import SCHEMA_VERSION, open_store, schema_sql
+from wattlab.experiment.db.store import SCHEMA_VERSION, open_store, schema_sql
 
 
 def _schema_run_columns() -> list[tuple[str, str]]:
@@ -93,8 +93,8 @@ def test_an_undeclared_column_name_is_refused():
 
 
 def test_the_worker_and_the_callbacks_build_rows_the_store_takes(tmp_path):
+    from wattlab.experiment.db.record import claim_row, failed_row
     from wattlab.experiment.options import RunContext, WorkerOptions
-    from wattlab.experiment.record import claim_row, failed_row
     from wattlab.integrations.session import run_row
     from wattlab.meters.base import Provenance
     from wattlab.monitor import Measurement
@@ -158,9 +158,9 @@ def test_a_command_sweep_builds_its_rows_from_the_column_groups(tmp_path):
 
     import pandas as pd
 
-    from wattlab.experiment import command_record
-    from wattlab.experiment.command_meter import BudgetSegment, MeteredCommand
-    from wattlab.experiment.command_spec import CommandSweepSpec
+    from wattlab.experiment.runs import command_record
+    from wattlab.experiment.runs.command_meter import BudgetSegment, MeteredCommand
+    from wattlab.experiment.specs.command import CommandSweepSpec
 
     spec = CommandSweepSpec.from_dict(
         {

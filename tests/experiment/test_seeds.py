@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from wattlab.experiment.spec import SweepSpec, repetition_config
+from wattlab.experiment.specs.trainer import SweepSpec, repetition_config
 from wattlab.train.config import RunConfig
 
 BASE: dict[str, Any] = {"model": "resnet18", "epochs": 1, "device": "cpu"}

@@ -18,9 +18,9 @@ from tests.analysis.test_analysis_report import make_runs
 from wattlab.analysis.report import write_report
 from wattlab.analysis.scheduler_energy import scheduler_energy, scheduler_energy_line
 from wattlab.errors import DataError
+from wattlab.experiment.db.store import open_store
+from wattlab.experiment.executors.result_files import export_result, merge_results, read_result
 from wattlab.experiment.executors.slurm import sacct_accounting
-from wattlab.experiment.result_files import export_result, merge_results, read_result
-from wattlab.experiment.store import open_store
 
 
 def _fake_sacct(folder: Path, monkeypatch: pytest.MonkeyPatch, lines: str) -> Path:

@@ -197,8 +197,8 @@ def test_slurm_sweep_stores_the_same_runs_as_a_local_one(slurm_cluster, tmp_path
     assert {json.loads(p.read_text())["result_id"] for p in merged} == {r for *_, r in jobs}
 
     # merging the same files again, and running the sweep again, stores nothing twice
-    from wattlab.experiment.result_files import merge_result, read_result
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.db.store import open_store
+    from wattlab.experiment.executors.result_files import merge_result, read_result
 
     with open_store(tmp_path / "slurm.db") as store:
         again = [merge_result(store, read_result(p), p).action for p in merged]

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from wattlab.errors import ConfigError
-from wattlab.experiment.spec import (
+from wattlab.experiment.db.store import open_store
+from wattlab.experiment.specs.trainer import (
     PRESETS,
     SweepSpec,
     draw_order_seed,
@@ -18,7 +19,6 @@ from wattlab.experiment.spec import (
     parse_yaml,
     preset_text,
 )
-from wattlab.experiment.store import open_store
 
 GOOD = """\
 name: mini

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from wattlab.experiment.db.record import build_run_row
 from wattlab.experiment.options import RunContext, WorkerOptions
-from wattlab.experiment.record import build_run_row
 from wattlab.meters.base import Provenance
 from wattlab.monitor import Measurement
 from wattlab.monitor.carbon import CarbonSettings

@@ -27,7 +27,7 @@ import pytest
 
 from tests.experiment.test_store import WINDOWS, make_run
 from tests.fakes.powercap import FakePowercap
-from wattlab.experiment.store import open_store
+from wattlab.experiment.db.store import open_store
 
 WATTLAB = [sys.executable, "-m", "wattlab.cli"]
 PY = sys.executable

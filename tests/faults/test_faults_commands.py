@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from wattlab.experiment.command_spec import CommandPoint
+from wattlab.experiment.specs.command import CommandPoint
 
 WATTLAB = [sys.executable, "-m", "wattlab.cli"]
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,8 +99,8 @@ def test_a_run_that_cannot_start_is_stored_failed_not_left_running(
 ) -> None:
     """Past the plan's checks (a point made by hand), the run is stored failed, in one
     sentence, with a shell's exit code: never left `running`, never a traceback."""
-    from wattlab.experiment.command_sweep import CommandOptions, run_point
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.db.store import open_store
+    from wattlab.experiment.sweep.command_plan import CommandOptions, run_point
 
     db = tmp_path / "c.db"
     with open_store(db) as store:
@@ -155,8 +155,8 @@ sys.stderr.write("bye\\n")
 
 
 def test_a_commands_kept_output_is_capped_to_its_tail_and_says_so(tmp_path: Path) -> None:
-    from wattlab.experiment.command_sweep import CommandOptions, run_point
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.db.store import open_store
+    from wattlab.experiment.sweep.command_plan import CommandOptions, run_point
 
     (tmp_path / "loud.py").write_text(LOUD.format(lines=20 * 1024))  # 20 MiB
     db = tmp_path / "c.db"
@@ -177,7 +177,7 @@ def test_a_commands_kept_output_is_capped_to_its_tail_and_says_so(tmp_path: Path
 
 @pytest.mark.slow  # a sweep
 def test_a_sweep_keeps_at_most_the_default_tail_of_a_huge_output(tmp_path: Path) -> None:
-    from wattlab.experiment.command_output import KEEP_OUTPUT_BYTES
+    from wattlab.experiment.runs.command_output import KEEP_OUTPUT_BYTES
 
     lines = (KEEP_OUTPUT_BYTES * 3) // 1024  # three times what is kept
     (tmp_path / "loud.py").write_text(LOUD.format(lines=lines))

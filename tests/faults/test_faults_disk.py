@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from wattlab.errors import DataError, WorkStopped
-from wattlab.experiment.export import export_tables
-from wattlab.experiment.store import open_store
+from wattlab.experiment.db.export import export_tables
+from wattlab.experiment.db.store import open_store
 from wattlab.jsonio import dump_json
 
 WATTLAB = [sys.executable, "-m", "wattlab.cli"]
@@ -251,8 +251,8 @@ def test_a_read_only_wal_database_with_its_log_is_read_whole(tmp_path):
 @pytest.mark.extra("train")
 def test_a_database_removed_mid_sweep_stops_the_sweep_and_is_not_recreated(tmp_path):
     from wattlab.experiment.options import WorkerOptions
-    from wattlab.experiment.spec import SweepSpec
-    from wattlab.experiment.sweep import MachineFacts, make_plan, run_plan
+    from wattlab.experiment.specs.trainer import SweepSpec
+    from wattlab.experiment.sweep.plan import MachineFacts, make_plan, run_plan
 
     folder = tmp_path / "dbdir"
     folder.mkdir()
@@ -282,7 +282,7 @@ def test_a_database_removed_mid_sweep_stops_the_sweep_and_is_not_recreated(tmp_p
 
 def test_a_sweep_run_never_creates_its_database(tmp_path):
     from wattlab.experiment.options import WorkerOptions
-    from wattlab.experiment.worker import execute
+    from wattlab.experiment.runs.worker import execute
     from wattlab.train.config import make_run_config
 
     db = tmp_path / "gone.db"

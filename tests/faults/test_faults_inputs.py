@@ -110,7 +110,7 @@ def test_other_globals_are_refused(tmp_path: Path) -> None:
 
 @pytest.mark.extra("train")
 def test_every_batch_is_checked_before_training(tmp_path: Path) -> None:
-    from wattlab.experiment.runner import check_inputs
+    from wattlab.experiment.runs.runner import check_inputs
     from wattlab.train.config import RunConfig
 
     cifar_folder(tmp_path, truncated="data_batch_5")  # the last one, not read by a small run
@@ -129,7 +129,7 @@ def test_every_batch_is_checked_before_training(tmp_path: Path) -> None:
 @pytest.mark.extra("train")
 def test_a_dry_run_opens_no_data_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import wattlab.train.data as data
-    from wattlab.experiment.runner import check_inputs
+    from wattlab.experiment.runs.runner import check_inputs
     from wattlab.train.config import RunConfig
 
     cifar_folder(tmp_path, evil="data_batch_1")
@@ -220,8 +220,8 @@ def test_new_files_get_normal_permissions(tmp_path: Path) -> None:
 
 def test_report_and_export_refuse_a_link_among_their_files(tmp_path: Path) -> None:
     from wattlab.analysis.report_files import prepare_out_dir
-    from wattlab.experiment.export import export_tables
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.db.export import export_tables
+    from wattlab.experiment.db.store import open_store
 
     victim = _victim(tmp_path)
     out = tmp_path / "rep"
@@ -241,7 +241,7 @@ def test_report_and_export_refuse_a_link_among_their_files(tmp_path: Path) -> No
 
 
 def test_the_sweep_lock_refuses_a_link(tmp_path: Path) -> None:
-    from wattlab.experiment.sweep_lock import SweepLock, lock_path
+    from wattlab.experiment.sweep.lock import SweepLock, lock_path
 
     victim = _victim(tmp_path)
     lock_path(tmp_path / "w.db", "s").symlink_to(victim)
@@ -281,9 +281,9 @@ def test_the_power_journal_is_not_written_through_a_link(
 
 def test_result_files_are_not_written_through_a_link(tmp_path: Path) -> None:
     from tests.experiment.test_store import make_run
-    from wattlab.experiment.result_files import export_result
-    from wattlab.experiment.store import open_store
-    from wattlab.experiment.worker import failed_row  # noqa: F401  (the task's own store)
+    from wattlab.experiment.db.store import open_store
+    from wattlab.experiment.executors.result_files import export_result
+    from wattlab.experiment.runs.worker import failed_row  # noqa: F401  (the task's own store)
 
     with open_store(tmp_path / "task.db") as store:
         store.insert_run(make_run())
@@ -351,7 +351,7 @@ def test_good_rendezvous_endpoints_pass(endpoint: str, expected: str) -> None:
 
 
 def test_a_sweep_name_with_a_trailing_newline_is_refused() -> None:
-    from wattlab.experiment.spec import SweepSpec
+    from wattlab.experiment.specs.trainer import SweepSpec
 
     with pytest.raises(ConfigError, match="name: expected letters"):
         SweepSpec(name="quick\n", base={"model": "mobilenet_v3_small"})

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.experiment.test_store import WINDOWS, make_run
-from wattlab.experiment.store import open_store
+from wattlab.experiment.db.store import open_store
 
 pytestmark = pytest.mark.slow  # the CLI, killed many times
 

@@ -44,9 +44,9 @@ def _umask() -> int:
 
 def _sweep(tmp_path: Path) -> tuple[Path, object]:
     """A one-run command sweep registered in ``tmp_path/s.db``, and its plan."""
-    from wattlab.experiment.command_spec import CommandSweepSpec
-    from wattlab.experiment.command_sweep import make_command_plan
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.db.store import open_store
+    from wattlab.experiment.specs.command import CommandSweepSpec
+    from wattlab.experiment.sweep.command_plan import make_command_plan
 
     spec = CommandSweepSpec.from_dict(
         {
@@ -66,7 +66,7 @@ def _sweep(tmp_path: Path) -> tuple[Path, object]:
 
 
 def _run(db: Path, plan: object) -> list:
-    from wattlab.experiment.command_sweep import CommandOptions, run_command_plan
+    from wattlab.experiment.sweep.command_plan import CommandOptions, run_command_plan
 
     opts = CommandOptions(db_path=str(db), interval_s=0.05, cpu_tdp_w=65.0, grace_s=1.0)
     return run_command_plan(plan, opts)  # type: ignore[arg-type]
@@ -81,7 +81,7 @@ def _statuses(db: Path) -> list[str]:
 
 
 def test_a_link_at_the_predicted_stdout_path_is_refused(tmp_path: Path) -> None:
-    from wattlab.experiment.command_record import output_paths
+    from wattlab.experiment.runs.command_record import output_paths
 
     victim = _victim(tmp_path)
     db, plan = _sweep(tmp_path)
@@ -96,7 +96,7 @@ def test_a_link_at_the_predicted_stdout_path_is_refused(tmp_path: Path) -> None:
 
 
 def test_a_runs_folder_that_is_a_link_is_refused_before_any_run(tmp_path: Path) -> None:
-    from wattlab.experiment.command_record import output_paths
+    from wattlab.experiment.runs.command_record import output_paths
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -110,7 +110,7 @@ def test_a_runs_folder_that_is_a_link_is_refused_before_any_run(tmp_path: Path) 
 
 
 def test_a_stale_output_file_is_replaced_with_normal_permissions(tmp_path: Path) -> None:
-    from wattlab.experiment.command_record import output_paths
+    from wattlab.experiment.runs.command_record import output_paths
 
     db, plan = _sweep(tmp_path)
     stdout_path, stderr_path = output_paths(db, 1)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from wattlab.experiment.store import open_store
+from wattlab.experiment.db.store import open_store
 
 WATTLAB = [sys.executable, "-m", "wattlab.cli"]
 ROOT = Path(__file__).resolve().parents[2]

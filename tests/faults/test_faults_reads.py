@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from wattlab.experiment.export import export_tables
-from wattlab.experiment.store import open_store
+from wattlab.experiment.db.export import export_tables
+from wattlab.experiment.db.store import open_store
 
 WRITER = textwrap.dedent(
     """
     import sys
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.db.store import open_store
     db = sys.argv[1]
     with open_store(db) as store:
         print("ready", flush=True)

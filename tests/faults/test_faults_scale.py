@@ -46,7 +46,7 @@ def big_db(tmp_path_factory) -> Path:
 
 
 def test_the_bench_database_is_a_healthy_wattlab_database(big_db):
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.db.store import open_store
 
     with open_store(big_db, readonly=True) as store:
         store.check_intact()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from wattlab.experiment.store import open_store
+from wattlab.experiment.db.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -145,7 +145,7 @@ def test_ctrl_c_at_every_moment_of_start_up_is_130_and_one_line(tmp_path, args):
 def test_ctrl_c_while_the_guard_starts_is_130_without_a_traceback_and_no_command():
     """A Ctrl-C that reaches the guard's group while its Python is still importing waits
     (SIGINT blocked) and then stops it quietly: 130, no traceback, the command never runs."""
-    from wattlab.experiment.command_meter import guarded, start_command
+    from wattlab.experiment.runs.command_meter import guarded, start_command
 
     for delay_s in (0.0, 0.005, 0.01, 0.02, 0.03, 0.05) * 3:
         started = time.monotonic()
@@ -306,8 +306,8 @@ def test_a_stop_after_the_claim_before_signals_are_forwarded_stores_the_run_fail
     """The window between the claim and the launcher's forwarding handler: the stop still
     finishes the claim as failed, naming the signal; nothing stays 'running'."""
     from wattlab.errors import Interrupted
-    from wattlab.experiment import runner
     from wattlab.experiment.options import WorkerOptions
+    from wattlab.experiment.runs import runner
     from wattlab.train.config import make_run_config
 
     error = Interrupted(1) if stop == "interrupted" else stop

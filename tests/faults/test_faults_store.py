@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from wattlab.errors import ConfigError
-from wattlab.experiment import store as store_module
-from wattlab.experiment.pending import pending_files, store_finished
-from wattlab.experiment.runner import abandon_dead_lone_runs
-from wattlab.experiment.store import open_store
-from wattlab.experiment.sweep_lock import SweepLock
+from wattlab.experiment.db import store as store_module
+from wattlab.experiment.db.pending import pending_files, store_finished
+from wattlab.experiment.db.store import open_store
+from wattlab.experiment.runs.runner import abandon_dead_lone_runs
+from wattlab.experiment.sweep.lock import SweepLock
 from wattlab.processes import process_started_unix
 
 
@@ -147,7 +147,7 @@ def test_a_claim_whose_pid_was_reused_by_another_program_is_abandoned(tmp_path):
 
 
 def test_a_claim_records_its_process_start_time(tmp_path):
-    from wattlab.experiment.record import claim_columns
+    from wattlab.experiment.db.record import claim_columns
 
     columns = claim_columns().columns()
     assert columns["pid"] == os.getpid()
@@ -157,7 +157,7 @@ def test_a_claim_records_its_process_start_time(tmp_path):
 WRITER = textwrap.dedent(
     """
     import sys
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.db.store import open_store
     db, k = sys.argv[1], int(sys.argv[2])
     print("ready", flush=True)
     sys.stdin.readline()
@@ -250,7 +250,7 @@ def test_a_trained_run_outlasting_a_held_lock_is_not_lost(tmp_path, monkeypatch,
     and the next command merges it: nothing is lost, no claim stays 'running'."""
     import wattlab.train.loop as loop
     from wattlab.experiment.options import WorkerOptions
-    from wattlab.experiment.worker import execute
+    from wattlab.experiment.runs.worker import execute
     from wattlab.train.config import make_run_config
 
     monkeypatch.setattr(store_module, "BUSY_TIMEOUT_S", 0.5)
@@ -321,8 +321,8 @@ def test_a_store_never_writes_into_a_database_that_was_removed_or_replaced(tmp_p
 
 
 def _command_plan(tmp_path: Path, db: Path, command: list[str], n: int = 3):
-    from wattlab.experiment.command_spec import CommandSweepSpec
-    from wattlab.experiment.command_sweep import make_command_plan
+    from wattlab.experiment.specs.command import CommandSweepSpec
+    from wattlab.experiment.sweep.command_plan import make_command_plan
 
     spec = CommandSweepSpec.from_dict({
         "name": "c", "command": [*command, "{i}"], "grid": {"i": list(range(n))},
@@ -336,7 +336,7 @@ def _command_plan(tmp_path: Path, db: Path, command: list[str], n: int = 3):
 @pytest.mark.parametrize("when", ["between-runs", "during-a-run"])
 def test_a_command_sweep_stops_when_its_database_is_removed_or_replaced(tmp_path, how, when):
     from wattlab.errors import WorkStopped
-    from wattlab.experiment.command_sweep import CommandOptions, run_command_plan
+    from wattlab.experiment.sweep.command_plan import CommandOptions, run_command_plan
 
     db = tmp_path / "s.db"
     swapper = textwrap.dedent(f"""
@@ -372,8 +372,8 @@ def test_a_command_sweep_stops_when_its_database_is_removed_or_replaced(tmp_path
 def test_a_sweep_stops_when_its_database_is_replaced_between_runs(tmp_path):
     from wattlab.errors import WorkStopped
     from wattlab.experiment.options import WorkerOptions
-    from wattlab.experiment.spec import SweepSpec
-    from wattlab.experiment.sweep import MachineFacts, make_plan, run_plan
+    from wattlab.experiment.specs.trainer import SweepSpec
+    from wattlab.experiment.sweep.plan import MachineFacts, make_plan, run_plan
 
     db = tmp_path / "s.db"
     spec = SweepSpec.from_dict({

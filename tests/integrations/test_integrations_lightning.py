@@ -11,7 +11,7 @@ pl = pytest.importorskip("pytorch_lightning")
 import torch  # noqa: E402
 from pytorch_lightning.loggers import CSVLogger  # noqa: E402
 
-from wattlab.experiment.store import open_store  # noqa: E402
+from wattlab.experiment.db.store import open_store  # noqa: E402
 from wattlab.integrations.lightning import WattlabCallback, precision_name  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -15,7 +15,7 @@ import pytest
 pytest.importorskip("mlflow")
 from mlflow.tracking import MlflowClient  # noqa: E402
 
-from wattlab.experiment.store import (
+from wattlab.experiment.db.store import (
     open_store,  # noqa: E402
     window_row,  # noqa: E402
 )

@@ -19,7 +19,7 @@ from transformers import (  # noqa: E402
 )
 
 from wattlab.errors import WattlabError  # noqa: E402
-from wattlab.experiment.store import open_store  # noqa: E402
+from wattlab.experiment.db.store import open_store  # noqa: E402
 from wattlab.integrations.transformers import WattlabCallback, precision_of  # noqa: E402
 
 pytestmark = pytest.mark.slow

@@ -410,7 +410,7 @@ def test_the_old_project_after_still_works_with_a_deprecation_warning() -> None:
 def test_live_marks_read_the_meters_and_project_once(monkeypatch) -> None:
     from types import SimpleNamespace
 
-    from wattlab.experiment.live_step import LiveMarks
+    from wattlab.experiment.runs.live_step import LiveMarks
 
     clock = {"j": 0.0}
 
@@ -426,7 +426,7 @@ def test_live_marks_read_the_meters_and_project_once(monkeypatch) -> None:
     notes: list[str] = []
     live = LiveMarks(0.2, monitor, notes.append)
     samples, times, energies, truth_j = marks_of_a_run(counter_period_s=1e-6)
-    import wattlab.experiment.live_step as live_step
+    import wattlab.experiment.runs.live_step as live_step
 
     for s, t, e in zip(samples, times, energies, strict=True):
         clock["j"] = e + 123.0  # meters count from before the budget
@@ -449,7 +449,7 @@ def test_live_marks_read_the_meters_and_project_once(monkeypatch) -> None:
 def test_live_marks_without_a_calibration_keep_the_band_and_say_why(monkeypatch) -> None:
     from types import SimpleNamespace
 
-    import wattlab.experiment.live_step as live_step
+    import wattlab.experiment.runs.live_step as live_step
     import wattlab.step.calibration as calibration
     from wattlab.errors import DataError
 

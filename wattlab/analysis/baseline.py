@@ -145,8 +145,8 @@ def spec_baseline(spec: Mapping[str, object], config_hashes: set[str]) -> dict[s
     columns. None when the spec declares none (the default baseline applies)."""
     if not spec.get("baseline"):
         return None
-    from wattlab.experiment.command_spec import CommandSweepSpec, is_command_spec
-    from wattlab.experiment.spec import SweepSpec
+    from wattlab.experiment.specs.command import CommandSweepSpec, is_command_spec
+    from wattlab.experiment.specs.trainer import SweepSpec
 
     if is_command_spec(spec):  # a sweep of a command: its axes live in the label and config
         command = CommandSweepSpec.from_dict(dict(spec), source="the stored sweep spec")

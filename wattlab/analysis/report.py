@@ -42,7 +42,7 @@ def select_runs(runs: pd.DataFrame, sweep: str | None) -> pd.DataFrame:
     if missing:
         raise DataError(
             f"the runs table lacks the column(s) {', '.join(missing)}; "
-            "it must have the columns of wattlab/experiment/schema.sql."
+            "it must have the columns of wattlab/experiment/db/schema.sql."
         )
     if sweep is None:
         if runs.empty:

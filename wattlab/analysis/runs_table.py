@@ -1,7 +1,7 @@
 """The runs table as analysis reads it: its column groups, row selectors and small readers.
 
 Every analysis module takes plain pandas DataFrames whose columns are those of the ``runs``
-table in ``wattlab/experiment/schema.sql`` (units are in the column names: ``duration_s`` in
+table in ``wattlab/experiment/db/schema.sql`` (units are in the column names: ``duration_s`` in
 seconds, ``energy_*_j`` in joules, ``co2e_*_kg`` in kilograms of CO2e). Nothing here reads a
 database or draws a figure.
 
@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from wattlab.errors import DataError
-from wattlab.experiment.record import run_columns
+from wattlab.experiment.db.record import run_columns
 from wattlab.meters.base import Provenance
 
 # Columns that describe a configuration (taken from the first run of each configuration).
@@ -70,7 +70,7 @@ def check_columns(runs: pd.DataFrame, required: Iterable[str], what: str) -> Non
     if missing:
         raise DataError(
             f"the {what} table lacks the column(s) {', '.join(missing)}; "
-            "it must have the columns of the runs table in wattlab/experiment/schema.sql."
+            "it must have the columns of the runs table in wattlab/experiment/db/schema.sql."
         )
 
 

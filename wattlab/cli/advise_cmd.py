@@ -134,7 +134,7 @@ def advise(
         if not Path(db).exists():
             raise WattlabError(f"no database at {db}.")
         from wattlab.estimate.advise.knobs import parse_allow
-        from wattlab.experiment.store import open_store
+        from wattlab.experiment.db.store import open_store
 
         parse_allow(allow)  # an unknown knob before anything is read
         with open_store(db, create=False, readonly=True) as store:

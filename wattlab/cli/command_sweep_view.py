@@ -14,7 +14,7 @@ from typing import Any
 import typer
 
 from wattlab.errors import ConfigError
-from wattlab.experiment.command_spec import CommandSweepSpec
+from wattlab.experiment.specs.command import CommandSweepSpec
 from wattlab.monitor.carbon import CarbonSettings
 
 
@@ -33,13 +33,13 @@ def command_sweep(
     after_run: Callable[[int], None] | None = None,
 ) -> None:
     from wattlab.cli.sweep_view import print_plan, run_with_progress
-    from wattlab.experiment.command_sweep import (
+    from wattlab.experiment.db.store import check_writable_database, open_store
+    from wattlab.experiment.result_json import sweep_results
+    from wattlab.experiment.sweep.command_plan import (
         CommandOptions,
         make_command_plan,
         run_command_plan,
     )
-    from wattlab.experiment.result_json import sweep_results
-    from wattlab.experiment.store import check_writable_database, open_store
     from wattlab.jsonio import dump_json
 
     if slurm:

@@ -286,7 +286,7 @@ def estimate_power_limits(
             raise WattlabError(f"--limits must be positive numbers of W, got {limits!r}.")
     if not Path(db).exists():
         raise WattlabError(f"no database at {db}.")
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.db.store import open_store
 
     with open_store(db, create=False) as store:
         runs = store.runs()

@@ -41,8 +41,8 @@ def export(
 ) -> None:
     """Write the runs, windows, trace and sweeps tables as files for pandas users, and/or
     turn each stored run into an MLflow run (--mlflow)."""
-    from wattlab.experiment.export import TABLES, export_tables
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.db.export import TABLES, export_tables
+    from wattlab.experiment.db.store import open_store
     from wattlab.jsonio import refuse_links_in, staged_folder
 
     if out is None and not mlflow:

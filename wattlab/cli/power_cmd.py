@@ -23,7 +23,7 @@ def power_restore(
     ] = False,
 ) -> None:
     """Put back the GPU power limits a killed run left behind on this host (its journal)."""
-    from wattlab.experiment.runner import restore_pending_limits
+    from wattlab.experiment.runs.runner import restore_pending_limits
     from wattlab.power_limits import default_journal_path
 
     restored = restore_pending_limits(force=force)

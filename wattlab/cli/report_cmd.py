@@ -150,7 +150,7 @@ def report(
             _print_profile(analysis)
         return
     from wattlab.analysis.report import analyze_runs, write_report
-    from wattlab.experiment.store import open_store, without_finite_energy
+    from wattlab.experiment.db.store import open_store, without_finite_energy
 
     if not Path(db).exists():
         raise WattlabError(f"no database at {db}; run `wattlab run` or `wattlab sweep` first.")

@@ -134,7 +134,7 @@ def run(
 ) -> None:
     """Train one configuration under the energy monitor and store it in the database."""
     from wattlab.experiment.result_json import run_result
-    from wattlab.experiment.runner import run as run_config
+    from wattlab.experiment.runs.runner import run as run_config
     from wattlab.jsonio import dump_json
     from wattlab.train.config import make_run_config
 

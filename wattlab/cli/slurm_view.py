@@ -9,15 +9,15 @@ from wattlab.cli.render import run_summary_line
 
 if TYPE_CHECKING:
     from wattlab.experiment.executors.slurm import SlurmOptions, TaskRecord
-    from wattlab.experiment.sweep import PlanEntry, SweepPlan
+    from wattlab.experiment.sweep.plan import PlanEntry, SweepPlan
 
 
 def run_on_slurm_with_lines(
     plan: SweepPlan, opts: Any, slurm: SlurmOptions
 ) -> list[tuple[PlanEntry, Any]]:
     """Submit the plan as a SLURM job array and print one line per finished task (stderr)."""
+    from wattlab.experiment.db.store import open_store
     from wattlab.experiment.executors.slurm import run_plan_on_slurm
-    from wattlab.experiment.store import open_store
 
     total: list[int] = [0]
     finished: list[int] = [0]

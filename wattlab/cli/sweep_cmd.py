@@ -123,10 +123,10 @@ def sweep(
 ) -> None:
     """Run a grid of configurations with repetitions; resumable; each run in its own process."""
     from wattlab.cli.sweep_view import print_plan, run_with_progress
+    from wattlab.experiment.db.store import check_writable_database, open_store
     from wattlab.experiment.result_json import sweep_result
-    from wattlab.experiment.spec import SweepSpec, load_sweep_spec
-    from wattlab.experiment.store import check_writable_database, open_store
-    from wattlab.experiment.sweep import MachineFacts, check_spec_inputs, make_plan
+    from wattlab.experiment.specs.trainer import SweepSpec, load_sweep_spec
+    from wattlab.experiment.sweep.plan import MachineFacts, check_spec_inputs, make_plan
     from wattlab.jsonio import dump_json
 
     measuring = MeasurementFlags(
@@ -169,7 +169,7 @@ def sweep(
         else:
             plan = make_plan(sweep_spec, None, machine, register=False)
     else:
-        from wattlab.experiment.sweep_lock import check_lock_path
+        from wattlab.experiment.sweep.lock import check_lock_path
 
         check_lock_path(db, sweep_spec.name)
         check_spec_inputs(sweep_spec, machine)  # before the database is created or opened

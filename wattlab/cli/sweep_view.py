@@ -8,9 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 from wattlab.cli.render import make_console
-from wattlab.experiment.command_sweep import CommandOptions
-from wattlab.experiment.sweep import PlanEntry, SweepPlan, run_plan
-from wattlab.experiment.worker import WorkerOptions
+from wattlab.experiment.runs.worker import WorkerOptions
+from wattlab.experiment.sweep.command_plan import CommandOptions
+from wattlab.experiment.sweep.plan import PlanEntry, SweepPlan, run_plan
 
 
 def _fmt_s(seconds: float | None) -> str:
@@ -89,7 +89,7 @@ def run_with_progress(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from wattlab.cli.render import run_summary_line
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.db.store import open_store
 
     console = make_console(file=sys.stderr if not sys.stdout.isatty() else sys.stdout)
     todo = plan.to_run

@@ -1,9 +1,9 @@
 """Measure another program: `wattlab monitor -- CMD ARGS...`.
 
 The command runs as a child process (never through a shell) under the command guard
-(``experiment/command_guard.py``) in a session and process group of its own; SIGINT, SIGTERM and
-SIGHUP are forwarded to that whole group (grandchildren included), with one line on stderr;
-its exit code becomes ours (128 + N when it died of signal N).
+(``experiment/runs/command_guard.py``) in a session and process group of its own; SIGINT,
+SIGTERM and SIGHUP are forwarded to that whole group (grandchildren included), with one line
+on stderr; its exit code becomes ours (128 + N when it died of signal N).
 A command that cannot be started exits 127 (126 when it is not executable), like a shell. When
 wattlab dies, even by SIGKILL, the guard gets SIGTERM (PR_SET_PDEATHSIG) and stops the whole
 group; when the command exits, what it left in its group is killed: nothing outlives us.
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from wattlab.errors import WattlabError
-from wattlab.experiment.command_meter import (
+from wattlab.experiment.runs.command_meter import (
     CommandNotStarted,
     check_startable,
     die_with_parent,

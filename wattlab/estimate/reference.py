@@ -20,7 +20,7 @@ from typing import BinaryIO
 import pandas as pd
 
 from wattlab.errors import DataError
-from wattlab.experiment.record import run_columns
+from wattlab.experiment.db.record import run_columns
 
 # The runs table's columns a reference set keeps (`id` renamed `run_id`).
 RUN_COLUMNS = (

@@ -30,7 +30,7 @@ def measured_runs(db: str | None, data: str | None) -> tuple[pd.DataFrame, pd.Da
     if db is not None and data is not None:
         raise ConfigError("give --db or --data, not both.")
     if db is not None:
-        from wattlab.experiment.store import open_store
+        from wattlab.experiment.db.store import open_store
 
         _check_db(db)
         with open_store(db, readonly=True) as store, store.snapshot():
@@ -46,7 +46,7 @@ def measured_traces(db: str | None) -> pd.DataFrame | None:
     """The power trace of a database's runs (what published STEP segments), None without one."""
     if db is None:
         return None
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.db.store import open_store
 
     _check_db(db)
     with open_store(db, readonly=True) as store:

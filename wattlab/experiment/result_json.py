@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from wattlab.experiment.record import RunOutcome as Outcome  # a training run's or a command's
-from wattlab.experiment.sweep import PlanEntry, SweepPlan
+from wattlab.experiment.db.record import RunOutcome as Outcome  # a training run's or a command's
+from wattlab.experiment.sweep.plan import PlanEntry, SweepPlan
 
 
 def run_result(row: Mapping[str, Any], intensity_source: str) -> dict[str, Any]:

@@ -369,7 +369,7 @@ def export_store(
     run_ids: Iterable[int] | None = None,
 ) -> list[tuple[int, str | None]]:
     """Export the runs of a wattlab database (one sweep's, or the given ids) to MLflow."""
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.db.store import open_store
 
     _mlflow()  # say which extra is missing before touching anything
     check_tracking_uri(tracking_uri)  # a closed port or a missing folder fails at once

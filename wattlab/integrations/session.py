@@ -315,8 +315,8 @@ def run_row(
     sweep: str | None = None,
 ) -> dict[str, Any]:
     """The `runs` row of a framework-driven run: the config as given, the train window's energy
-    (built from the same column groups as a wattlab run's, ``wattlab.experiment.record``)."""
-    from wattlab.experiment.record import callback_row
+    (built from the same column groups as a wattlab run's, ``wattlab.experiment.db.record``)."""
+    from wattlab.experiment.db.record import callback_row
 
     return callback_row(
         config=config,
@@ -344,7 +344,7 @@ def store_run(
     trace: Sequence[tuple[float, str, float]],
 ) -> int:
     """Write one run, its windows and trace in one transaction; return its id."""
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.db.store import open_store
 
     with open_store(db_path) as store:
         return store.insert_run(row, windows, trace)

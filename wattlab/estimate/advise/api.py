@@ -23,7 +23,7 @@ def advise(*, db: str | Path | None = None, run: int | None = None, **options: A
         return advise_before(**options)
     if db is None or run is None:
         raise DataError("give both db and run to start from a stored run.")
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.db.store import open_store
 
     if not Path(db).exists():
         raise DataError(f"no database at {db}.")

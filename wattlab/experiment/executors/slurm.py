@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wattlab.errors import ConfigError, Interrupted, WattlabError
-from wattlab.experiment.result_files import (
+from wattlab.experiment.executors.result_files import (
     export_result,
     merge_result,
     merge_results,
@@ -52,8 +52,8 @@ from wattlab.launch_args import check_plain_text, check_slurm_name
 from wattlab.processes import STOP_SIGNALS
 
 if TYPE_CHECKING:
-    from wattlab.experiment.store import Store
-    from wattlab.experiment.sweep import PlanEntry, SweepPlan
+    from wattlab.experiment.db.store import Store
+    from wattlab.experiment.sweep.plan import PlanEntry, SweepPlan
 
 # What run_plan_on_slurm hands back per task: its plan entry and its runner.RunOutcome.
 OnFinish = Callable[["PlanEntry", Any], None]
@@ -205,10 +205,10 @@ def run_task(task: dict[str, Any]) -> str:
     on the node, then to ``task['result_path']``. A run that cannot even start (a bad dataset
     path on this node, no GPU) is written as a failed run, so the sweep sees why.
     """
+    from wattlab.experiment.db.record import failed_row
+    from wattlab.experiment.db.store import open_store
     from wattlab.experiment.options import RunContext, WorkerOptions
-    from wattlab.experiment.record import failed_row
-    from wattlab.experiment.runner import run as run_one
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.runs.runner import run as run_one
     from wattlab.monitor import utc_now_iso
     from wattlab.train.config import RunConfig
 
@@ -401,7 +401,7 @@ class SlurmSweep:
         ``on_submit(tasks, adopted)`` is called once the array is queued (``adopted``: tasks
         of an earlier submission still running and waited for instead of resubmitted).
         """
-        from wattlab.experiment.store import open_store
+        from wattlab.experiment.db.store import open_store
 
         self.slurm.validate()
         check_slurm_here()
@@ -482,7 +482,7 @@ class SlurmSweep:
         entries: dict[tuple[str, int], PlanEntry],
         on_finish: OnFinish | None,
     ) -> list[tuple[PlanEntry, Any]]:
-        from wattlab.experiment.store import open_store
+        from wattlab.experiment.db.store import open_store
 
         outcomes: list[tuple[PlanEntry, Any]] = []
         pending = {t.job_id: t for t in tasks}
@@ -521,7 +521,7 @@ class SlurmSweep:
         self, store: Store, task: TaskRecord, state: str | None, gone_since: dict[str, float]
     ) -> Any:
         """The outcome of a task SLURM no longer runs, or None to look again later."""
-        from wattlab.experiment.record import RunOutcome
+        from wattlab.experiment.db.record import RunOutcome
 
         path = Path(task.result_path)
         merged = path.parent / "merged" / path.name
@@ -553,7 +553,7 @@ class SlurmSweep:
         outcomes: list[tuple[PlanEntry, Any]],
     ) -> None:
         """After scancel: merge results that made it, store the rest as failed (cancelled)."""
-        from wattlab.experiment.store import open_store
+        from wattlab.experiment.db.store import open_store
 
         with open_store(self.opts.db_path) as store:
             for task in pending.values():
@@ -569,9 +569,9 @@ class SlurmSweep:
 
     def _store_lost(self, store: Store, task: TaskRecord, state: str | None) -> Any:
         """A failed row for a task that ended without a result file (cancelled, lost)."""
+        from wattlab.experiment.db.record import RunOutcome, failed_row
+        from wattlab.experiment.db.store import AlreadyStoredError
         from wattlab.experiment.options import RunContext
-        from wattlab.experiment.record import RunOutcome, failed_row
-        from wattlab.experiment.store import AlreadyStoredError
         from wattlab.monitor import utc_now_iso
         from wattlab.train.config import RunConfig
 

@@ -31,17 +31,17 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from wattlab.errors import ConfigError, DataError
-from wattlab.experiment.record import added_in
+from wattlab.experiment.db.record import added_in
 
 if TYPE_CHECKING:
     from wattlab.monitor import Measurement
 
 SCHEMA_VERSION = 7
-# The columns each version added to `runs` (declared once, in wattlab.experiment.record).
+# The columns each version added to `runs` (declared once, in wattlab.experiment.db.record).
 _V2_RUN_COLUMNS = added_in(2)  # phases, idle readings, the claiming process
 _V3_RUN_COLUMNS = added_in(3)  # how GPU utilisation was obtained, STEP's marks
 _V4_RUN_COLUMNS = added_in(4)  # STEP's calibrated interval
-_V5_RUN_COLUMNS = added_in(5)  # runs of a command sweep (wattlab.experiment.command_sweep)
+_V5_RUN_COLUMNS = added_in(5)  # runs of a command sweep (wattlab.experiment.sweep.command_plan)
 _V6_RUN_COLUMNS = added_in(6)  # when the claiming process started (pid reuse)
 _V7_RUN_COLUMNS = added_in(7)  # the synthetic task's and the recipe's versions
 # version -> the run columns its successor added: opening an older database adds them (NULL)
@@ -95,7 +95,7 @@ class StoreLocked(DataError):
 def schema_sql() -> str:
     """The text of ``schema.sql`` shipped next to this module."""
     try:
-        return resources.files("wattlab.experiment").joinpath("schema.sql").read_text("utf-8")
+        return resources.files("wattlab.experiment.db").joinpath("schema.sql").read_text("utf-8")
     except (FileNotFoundError, ModuleNotFoundError, OSError):
         return (Path(__file__).parent / "schema.sql").read_text("utf-8")
 
@@ -163,7 +163,7 @@ def _merge_kept_runs(store: Store, *, readonly: bool, merge: bool) -> None:
     """Merge the finished runs kept beside the database while it was locked (one line each on
     stderr). A read-only opener merges them through a writable connection when it may write;
     otherwise (or without ``merge``) it says in one line that they are not in what it reads."""
-    from wattlab.experiment.pending import merge_pending, pending_files
+    from wattlab.experiment.db.pending import merge_pending, pending_files
 
     kept = pending_files(store.path)
     if not kept:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from wattlab.experiment.db.record import CODECARBON_WINDOW
 from wattlab.experiment.hosts import host_name, qualified, qualify_measurement
-from wattlab.experiment.record import CODECARBON_WINDOW
 from wattlab.monitor import EnergyMonitor, Measurement
 
 if TYPE_CHECKING:
-    from wattlab.experiment.codecarbon_window import CodeCarbon
+    from wattlab.experiment.runs.codecarbon_window import CodeCarbon
 
 
 def window_key(name: str, epoch: int | None) -> str:

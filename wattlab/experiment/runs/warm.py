@@ -32,8 +32,8 @@ from wattlab.processes import STOP_SIGNALS, TERMINATE_SIGNALS
 from wattlab.train.config import RunConfig
 
 if TYPE_CHECKING:
-    from wattlab.experiment.record import RunOutcome
-    from wattlab.experiment.store import Store
+    from wattlab.experiment.db.record import RunOutcome
+    from wattlab.experiment.db.store import Store
 
 CLOSE_TIMEOUT_S = 30.0
 
@@ -46,13 +46,13 @@ class WarmWorker:
         self.runs = 0
 
     def _start(self) -> subprocess.Popen[str]:
-        from wattlab.experiment.lifetime import ENV_PARENT_PID, preexec_pdeathsig
+        from wattlab.experiment.runs.lifetime import ENV_PARENT_PID, preexec_pdeathsig
 
         env = dict(os.environ)
         env[ENV_PARENT_PID] = str(os.getpid())
         self.runs = 0
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "wattlab.experiment.warm"],
+            [sys.executable, "-m", "wattlab.experiment.runs.warm"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -66,8 +66,8 @@ class WarmWorker:
         """Run one claimed run (``ctx.run_id``) in the worker; return its outcome. ``store``:
         the run's open store (the runner's), where a run the worker could not store is
         finished as failed and the stored row is read back."""
-        from wattlab.experiment.record import RunOutcome
-        from wattlab.experiment.runner import _stored_row, finish_as_failed
+        from wattlab.experiment.db.record import RunOutcome
+        from wattlab.experiment.runs.runner import _stored_row, finish_as_failed
 
         if ctx.launched_at_unix is None:  # the runner sets it when the run was asked for
             ctx = replace(ctx, launched_at_unix=time.time())
@@ -164,8 +164,8 @@ class WarmWorker:
 
 def serve() -> int:
     """The worker's side: run each job from stdin with ``execute``; reply on the result pipe."""
-    from wattlab.experiment.lifetime import die_with_parent
-    from wattlab.experiment.worker import execute
+    from wattlab.experiment.runs.lifetime import die_with_parent
+    from wattlab.experiment.runs.worker import execute
 
     die_with_parent()
     replies = os.fdopen(os.dup(1), "w", buffering=1)

@@ -15,7 +15,7 @@ from typing import BinaryIO
 import pandas as pd
 
 from wattlab.errors import ConfigError, DataError
-from wattlab.experiment.store import Store
+from wattlab.experiment.db.store import Store
 from wattlab.extras import require
 from wattlab.jsonio import refuse_links_in, text_handle, write_atomic
 

@@ -58,7 +58,7 @@ from wattlab.step import schedule
 from wattlab.train.config import NOT_HASHED, RunConfig, format_validation_error
 
 if TYPE_CHECKING:
-    from wattlab.experiment.command_spec import CommandSweepSpec
+    from wattlab.experiment.specs.command import CommandSweepSpec
 
 PRESETS = ("paper-12", "quickstart", "h200-1gpu", "demo-gpu", "demo-cpu")
 
@@ -723,7 +723,7 @@ def preset_text(name: str) -> str:
     """The YAML text of a preset shipped with wattlab."""
     if name not in PRESETS:
         raise ConfigError(f"unknown preset {echo(name)}; presets: {', '.join(PRESETS)}.")
-    folder = resources.files("wattlab.experiment").joinpath("presets")
+    folder = resources.files("wattlab.experiment.specs").joinpath("presets")
     return folder.joinpath(f"{name}.yaml").read_text("utf-8")
 
 
@@ -768,8 +768,8 @@ def load_sweep_spec(
     path_or_preset: str | Path, **base_overrides: Any
 ) -> SweepSpec | CommandSweepSpec:
     """``load_spec``, or a command sweep when the spec gives ``command:`` (see
-    ``wattlab.experiment.command_spec``); base overrides do not apply to a command sweep."""
-    from wattlab.experiment.command_spec import CommandSweepSpec, is_command_spec
+    ``wattlab.experiment.specs.command``); base overrides do not apply to a command sweep."""
+    from wattlab.experiment.specs.command import CommandSweepSpec, is_command_spec
 
     data, source = _read_spec(path_or_preset)
     if not is_command_spec(data):

@@ -26,16 +26,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wattlab.errors import ConfigError, Interrupted
+from wattlab.experiment.db.record import RunOutcome, claim_row, failed_row
 from wattlab.experiment.options import RunContext, WorkerOptions
-from wattlab.experiment.record import RunOutcome, claim_row, failed_row
-from wattlab.experiment.worker import execute
+from wattlab.experiment.runs.worker import execute
 from wattlab.extras import MissingExtraError, missing_sentence, require
 from wattlab.monitor import utc_now_iso
 from wattlab.processes import STOP_SIGNALS, TERMINATE_SIGNALS
 from wattlab.train.config import RunConfig
 
 if TYPE_CHECKING:
-    from wattlab.experiment.store import Store
+    from wattlab.experiment.db.store import Store
 
 __all__ = ["RunOutcome", "run"]
 
@@ -113,7 +113,7 @@ def check_inputs(cfg: RunConfig, *, open_files: bool = True) -> None:
 
 def preflight(cfg: RunConfig, db_path: str | Path) -> None:
     """Every check that can fail on user input, before anything is set or written."""
-    from wattlab.experiment.store import check_writable_database
+    from wattlab.experiment.db.store import check_writable_database
 
     check_writable_database(db_path)  # wattlab's, intact, writable (or its folder is)
     check_inputs(cfg)
@@ -159,7 +159,7 @@ def read_idle(cfg: RunConfig) -> dict[str, Any] | None:
 
 def abandon_dead_lone_runs(db_path: str | Path) -> list[int]:
     """Mark lone runs that a dead process on this host left 'running' as 'abandoned'."""
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.db.store import open_store
 
     with open_store(db_path) as store:
         return _abandon_dead_lone_runs(store)
@@ -244,7 +244,7 @@ def run(
     The database is opened once, after the checks (on the first node only; the other nodes'
     workers write nothing), and serves the whole run.
     """
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.db.store import open_store
 
     requested_unix = time.time()  # the launch phase of a subprocess run starts here
     preflight(cfg, opts.db_path)
@@ -375,7 +375,7 @@ def _launch(
     node_rank: int,
     rdzv_endpoint: str | None,
 ) -> RunOutcome:
-    from wattlab.experiment.lifetime import ENV_PARENT_PID, preexec_pdeathsig, wait_stopping
+    from wattlab.experiment.runs.lifetime import ENV_PARENT_PID, preexec_pdeathsig, wait_stopping
     from wattlab.train.distributed import loopback_env, torchrun_command
 
     started_at = utc_now_iso()
@@ -386,7 +386,7 @@ def _launch(
         result_path = Path(tmp) / "result.json"
         cfg_path.write_text(json.dumps(cfg.model_dump()))
         command = torchrun_command(
-            "wattlab.experiment.worker",
+            "wattlab.experiment.runs.worker",
             [
                 "--config-json",
                 str(cfg_path),

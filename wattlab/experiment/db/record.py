@@ -129,7 +129,7 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
         ("projected_energy_high_j", _REAL),
         ("projection_interval_basis", _TEXT),
     ),  # fmt: skip
-    # runs of a command sweep (experiment/command_record.py builds these)
+    # runs of a command sweep (experiment/runs/command_record.py builds these)
     *_declare(
         5,
         ("exit_code", _INT),
@@ -709,7 +709,7 @@ def build_run_row(
     projection: Any,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[tuple[float, str, float]]]:
     """Combine every rank's windows into the `runs` row, `windows` rows and trace rows."""
-    from wattlab.experiment.store import window_row
+    from wattlab.experiment.db.store import window_row
     from wattlab.monitor import combine_measurements
     from wattlab.monitor.carbon import window_co2e
 

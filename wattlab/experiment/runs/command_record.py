@@ -17,9 +17,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from wattlab.experiment.command_meter import CommandNotStarted, MeteredCommand
-from wattlab.experiment.command_spec import CommandPoint
-from wattlab.experiment.record import (
+from wattlab.experiment.db.record import (
     ClaimColumns,
     CommandBudgetColumns,
     CommandColumns,
@@ -32,6 +30,8 @@ from wattlab.experiment.record import (
     idle_group,
     row_of,
 )
+from wattlab.experiment.runs.command_meter import CommandNotStarted, MeteredCommand
+from wattlab.experiment.specs.command import CommandPoint
 from wattlab.monitor import EnergyMonitor, utc_now_iso
 from wattlab.monitor.carbon import window_co2e
 from wattlab.processes import process_started_unix
@@ -206,7 +206,7 @@ def windows_and_trace(
 ) -> tuple[list[dict[str, Any]], list[tuple[float, str, float]]]:
     """The `windows` rows (``budget``, each marked block when there are several, ``run``) and
     the power trace of the run, in seconds from the process's start."""
-    from wattlab.experiment.store import window_row
+    from wattlab.experiment.db.store import window_row
 
     if result.run is None or result.budget is None:
         return [], []

@@ -23,7 +23,7 @@ from wattlab.errors import DataError
 from wattlab.jsonio import dump_json, jsonable
 
 if TYPE_CHECKING:
-    from wattlab.experiment.store import Store
+    from wattlab.experiment.db.store import Store
 
 FORMAT = "wattlab-pending-run-1"
 
@@ -71,7 +71,7 @@ def store_finished(
     stays locked past the store's busy timeout, keep it in a side file beside the database
     and say so in one line on stderr, so that a finished run is never lost to a lock.
     Returns the run's id (None for an unclaimed run that was kept)."""
-    from wattlab.experiment.store import BUSY_TIMEOUT_S, StoreLocked
+    from wattlab.experiment.db.store import BUSY_TIMEOUT_S, StoreLocked
 
     try:
         if run_id is None:
@@ -90,7 +90,7 @@ def store_finished(
 def merge_pending(store: Store) -> list[str]:
     """Store every side file's run in ``store`` (each in one transaction), remove the file,
     and return one line per file for the person at the terminal."""
-    from wattlab.experiment.store import AlreadyStoredError
+    from wattlab.experiment.db.store import AlreadyStoredError
 
     lines = []
     for path in pending_files(store.path):

@@ -29,9 +29,9 @@ from wattlab.train.config import RunConfig
 if TYPE_CHECKING:
     import pandas as pd
 
-    from wattlab.experiment.command_spec import CommandSweepSpec
-    from wattlab.experiment.spec import SweepSpec
-    from wattlab.experiment.store import Store
+    from wattlab.experiment.db.store import Store
+    from wattlab.experiment.specs.command import CommandSweepSpec
+    from wattlab.experiment.specs.trainer import SweepSpec
 
 
 @dataclass
@@ -174,7 +174,7 @@ def expected_duration_s(cfg: RunConfig, history: pd.DataFrame | None) -> float |
 def check_spec_inputs(spec: SweepSpec, machine: MachineFacts, *, open_files: bool = True) -> None:
     """The input checks of every configuration this machine would run (the CLI calls it
     before the database is opened, so a bad input writes nothing)."""
-    from wattlab.experiment.runner import check_inputs
+    from wattlab.experiment.runs.runner import check_inputs
 
     for point in spec.points():
         config = spec.run_config(point)
@@ -250,7 +250,7 @@ def _dry_run_seed(
             "sweep itself would be refused; use another --db or rename the sweep"
         )
     if spec.order_seed is None and spec.order == "random":
-        from wattlab.experiment.spec import draw_order_seed
+        from wattlab.experiment.specs.trainer import draw_order_seed
 
         notes.append(
             "the random order shown uses a seed drawn for this dry run; the sweep draws and "
@@ -300,7 +300,7 @@ def check_still_there(db_path: str | Path, identity: tuple[int, int] | None = No
     ``store.file_identity`` when the sweep opened it) still the same file: a sweep never
     silently starts a new database, nor goes on in another file put in its place."""
     from wattlab.errors import WorkStopped
-    from wattlab.experiment.store import check_identity
+    from wattlab.experiment.db.store import check_identity
 
     if not Path(db_path).expanduser().is_file():
         raise WorkStopped(
@@ -324,10 +324,10 @@ def run_plan(
     ``warm``: single-process runs share one warm worker process (False: a process per run,
     the engine before the warm worker). ``launch`` replaces the launcher (tests).
     """
-    from wattlab.experiment.runner import run as run_one
-    from wattlab.experiment.store import open_store, pinned
-    from wattlab.experiment.sweep_lock import SweepLock
-    from wattlab.experiment.warm import WarmWorker
+    from wattlab.experiment.db.store import open_store, pinned
+    from wattlab.experiment.runs.runner import run as run_one
+    from wattlab.experiment.runs.warm import WarmWorker
+    from wattlab.experiment.sweep.lock import SweepLock
 
     db = Path(opts.db_path).expanduser()
     with SweepLock(opts.db_path, plan.name), pinned(db) as pin, WarmWorker() as worker:

@@ -47,7 +47,7 @@ def die_with_parent(signum: int = signal.SIGTERM) -> Callable[[], None]:
     """A ``preexec_fn`` after which the child receives ``signum`` when this process dies, even
     by SIGKILL (Linux PR_SET_PDEATHSIG). SIGTERM, not SIGKILL, so that the measured command can
     clean up (a training script restoring its GPU power limits)."""
-    from wattlab.experiment.lifetime import set_parent_death_signal
+    from wattlab.experiment.runs.lifetime import set_parent_death_signal
 
     parent = os.getpid()
 
@@ -390,7 +390,7 @@ def meter_command(
     (started), with the budget channel open. SIGINT/SIGTERM sent to us go to the whole group;
     after ``grace_s`` the group is killed. When the command has exited, whatever it left
     running in its group is killed. Raises CommandNotStarted only if the guard cannot start."""
-    from wattlab.experiment.lifetime import wait_stopping
+    from wattlab.experiment.runs.lifetime import wait_stopping
 
     with tempfile.TemporaryDirectory(prefix="wattlab-cmd-") as folder:
         server = BudgetServer(monitor, folder).start()

@@ -25,11 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from wattlab.errors import DataError, Interrupted
-from wattlab.experiment.command_meter import MeteredCommand
-from wattlab.experiment.command_output import KEEP_OUTPUT_BYTES, KeptOutput
-from wattlab.experiment.command_spec import CommandPoint, CommandSweepSpec
-from wattlab.experiment.record import RunOutcome
-from wattlab.experiment.sweep import (
+from wattlab.experiment.db.record import RunOutcome
+from wattlab.experiment.runs.command_meter import MeteredCommand
+from wattlab.experiment.runs.command_output import KEEP_OUTPUT_BYTES, KeptOutput
+from wattlab.experiment.specs.command import CommandPoint, CommandSweepSpec
+from wattlab.experiment.sweep.plan import (
     PlanEntry,
     SweepPlan,
     _dry_run_seed,
@@ -125,7 +125,7 @@ def _read_idle() -> dict[str, Any] | None:
 
 def _runs_folder(db_path: str) -> Path:
     """Make ``DB.runs``, where runs keep their output; refuse it when it is a symbolic link."""
-    from wattlab.experiment.command_record import output_paths
+    from wattlab.experiment.runs.command_record import output_paths
     from wattlab.jsonio import refuse_link_folder
 
     folder = output_paths(db_path, 0)[0].parent
@@ -150,7 +150,7 @@ def run_point(
     run as failed when a stop signal arrived while it ran. ``identity``: the database file the
     sweep opened (``store.file_identity``); WorkStopped, one sentence, when the file at the
     path is another one, or is removed or replaced while the command runs."""
-    from wattlab.experiment.store import pinned
+    from wattlab.experiment.db.store import pinned
 
     _runs_folder(opts.db_path)  # before the claim: a refused folder leaves no 'running' row
     with pinned(Path(opts.db_path).expanduser()) as pin:  # no inode reuse while it runs
@@ -164,10 +164,10 @@ def _run_pinned(
     opts: CommandOptions,
     identity: tuple[int, int] | None,
 ) -> RunOutcome:
-    from wattlab.experiment import command_record as record
-    from wattlab.experiment.command_meter import CommandNotStarted, meter_command
-    from wattlab.experiment.pending import store_finished
-    from wattlab.experiment.store import AlreadyStoredError, check_identity, open_store
+    from wattlab.experiment.db.pending import store_finished
+    from wattlab.experiment.db.store import AlreadyStoredError, check_identity, open_store
+    from wattlab.experiment.runs import command_record as record
+    from wattlab.experiment.runs.command_meter import CommandNotStarted, meter_command
     from wattlab.jsonio import open_new_file
 
     check_identity(Path(opts.db_path).expanduser(), identity)
@@ -227,7 +227,7 @@ def _run_pinned(
 
 def _warm_up(entry: PlanEntry, opts: CommandOptions) -> None:
     """An untimed run of the first configuration; its output and figures are thrown away."""
-    from wattlab.experiment.command_meter import meter_command
+    from wattlab.experiment.runs.command_meter import meter_command
 
     point: CommandPoint = entry.config  # type: ignore[assignment]
     monitor = _monitor(opts)
@@ -251,8 +251,8 @@ def run_command_plan(
     on_finish: Callable[[PlanEntry, Any], None] | None = None,
 ) -> list[tuple[PlanEntry, RunOutcome]]:
     """Run the plan's 'run' entries in order, holding the sweep's lock (see the module)."""
-    from wattlab.experiment.store import open_store, pinned
-    from wattlab.experiment.sweep_lock import SweepLock
+    from wattlab.experiment.db.store import open_store, pinned
+    from wattlab.experiment.sweep.lock import SweepLock
 
     with SweepLock(opts.db_path, plan.name), pinned(Path(opts.db_path).expanduser()) as pin:
         with open_store(opts.db_path) as store:

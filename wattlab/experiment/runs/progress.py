@@ -8,7 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from wattlab.experiment.windows import MonitorWindows
+    from wattlab.experiment.runs.windows import MonitorWindows
     from wattlab.monitor import EnergyMonitor
     from wattlab.train.config import RunConfig
 

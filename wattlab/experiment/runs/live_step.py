@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any
 from wattlab.monitor import combine_measurements
 
 if TYPE_CHECKING:
-    from wattlab.experiment.progress import RunProgress
-    from wattlab.experiment.windows import MonitorWindows
+    from wattlab.experiment.runs.progress import RunProgress
+    from wattlab.experiment.runs.windows import MonitorWindows
     from wattlab.monitor import EnergyMonitor
     from wattlab.train.config import RunConfig
 

@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from wattlab.bounds import check_number
 from wattlab.errors import ConfigError, echo
-from wattlab.experiment.spec import (
+from wattlab.experiment.specs.trainer import (
     _NAME_RE,
     MAX_COOLDOWN_C,
     MAX_COOLDOWN_S,

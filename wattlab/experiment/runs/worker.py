@@ -4,8 +4,8 @@ Each rank meters its own GPU; the host's CPU/DRAM are metered by local rank 0 on
 is counted twice. Rank 0 gathers every rank's window measurements, combines them, and writes
 the run with its windows and power trace to the store in one transaction.
 
-Run by the runner as ``python -m torch.distributed.run ... -m wattlab.experiment.worker``,
-by a sweep's warm worker (``wattlab.experiment.warm``), or called in-process (``execute``) for
+Run by the runner as ``python -m torch.distributed.run ... -m wattlab.experiment.runs.worker``,
+by a sweep's warm worker (``wattlab.experiment.runs.warm``), or called in-process (``execute``) for
 a single-process run. It returns data (the stored row); printing is the caller's business.
 
 Failure contract: the run is claimed (a 'running' row) before anything is measured; every
@@ -25,22 +25,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wattlab.errors import Interrupted
-from wattlab.experiment.hosts import host_name, spans_several_nodes
-from wattlab.experiment.options import RunContext, WorkerOptions
-from wattlab.experiment.pending import store_finished
-from wattlab.experiment.record import (
+from wattlab.experiment.db.pending import store_finished
+from wattlab.experiment.db.record import (
     RunOutcome,
     build_run_row,
     claim_row,
     failed_row,
     phase_columns,
 )
+from wattlab.experiment.hosts import host_name, spans_several_nodes
+from wattlab.experiment.options import RunContext, WorkerOptions
 from wattlab.monitor import EnergyMonitor, utc_now_iso
 from wattlab.processes import TERMINATE_SIGNALS, job_root_pid
 from wattlab.train.config import RunConfig
 
 if TYPE_CHECKING:
-    from wattlab.experiment.store import Store
+    from wattlab.experiment.db.store import Store
 
 __all__ = ["RunContext", "WorkerOptions", "execute", "main"]
 
@@ -84,11 +84,11 @@ def execute(
     which ends the process with ``os._exit`` right after, whatever happened) does not: gloo's
     teardown can abort a process whose peer is tearing down at the same moment.
     """
-    from wattlab.experiment.codecarbon_window import CodeCarbon
-    from wattlab.experiment.live_step import LiveMarks, make_projector, on_epoch
-    from wattlab.experiment.progress import RunProgress
-    from wattlab.experiment.store import open_store
-    from wattlab.experiment.windows import MonitorWindows, local_payload
+    from wattlab.experiment.db.store import open_store
+    from wattlab.experiment.runs.codecarbon_window import CodeCarbon
+    from wattlab.experiment.runs.live_step import LiveMarks, make_projector, on_epoch
+    from wattlab.experiment.runs.progress import RunProgress
+    from wattlab.experiment.runs.windows import MonitorWindows, local_payload
 
     ctx = ctx or RunContext()
     started_unix = time.time()
@@ -226,7 +226,7 @@ def _store_failure(
 ) -> RunOutcome:
     """Finish the claim (or insert a row) as failed; say so when nothing could be stored.
     ``store`` is None only when opening it failed: it is tried once more here."""
-    from wattlab.experiment.store import open_store
+    from wattlab.experiment.db.store import open_store
 
     row = failed_row(cfg, opts, ctx, started_at, message)
     opened = None
@@ -253,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--options-json", required=True)
     parser.add_argument("--context-json", required=True)
     args = parser.parse_args(argv)
-    from wattlab.experiment.lifetime import die_with_parent
+    from wattlab.experiment.runs.lifetime import die_with_parent
 
     die_with_parent()  # torchrun's agent started us: die with it (and with the runner)
     _terminate_as_interrupt()
