@@ -2,14 +2,16 @@
 
 A value outside a choice is a usage error: one sentence, ``--flag must be one of a, b, got
 'x'.``, and exit code 2. The values are written out here (importing the library's tuples would
-load pandas or torch on every command); ``tests/cli/test_cli_choices.py`` holds each enum against
-the library's own list.
+load pandas or torch on every command), except ``--step-method``'s, read from the registry of
+estimation methods, which loads neither; ``tests/cli/test_cli_choices.py`` holds each enum
+against the library's own list.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Callable
+from typing import cast
 
 import typer
 
@@ -33,13 +35,25 @@ class Protocol(str, enum.Enum):
     all = "all"
 
 
-class StepMethod(str, enum.Enum):
-    """``estimate evaluate --step-method``: which STEP rule is scored."""
+def _step_method() -> type[enum.Enum]:
+    """``estimate evaluate --step-method``: which STEP rule is scored, as the registry of
+    estimation methods lists them (``wattlab.estimate.methods.STEP_RULES``, then ``both``)."""
+    from wattlab.estimate.methods import step_rule_choices
 
-    wattlab = "wattlab"
-    paper = "paper"
-    marks = "marks"
-    both = "both"
+    members = [(value, value) for value in step_rule_choices()]
+    # the functional API builds a class; typeshed types its call as an instance
+    return cast(type[enum.Enum], enum.Enum("StepMethod", members, type=str))
+
+
+StepMethod = _step_method()
+
+
+def step_method_help() -> str:
+    """``--step-method``'s help: each STEP rule and what it is, from the registry."""
+    from wattlab.estimate.methods import ALL_STEP_RULES, STEP_RULES
+
+    rules = [f"{rule.name} ({rule.help})" for rule in STEP_RULES]
+    return f"STEP rule: {' | '.join(rules)} | {ALL_STEP_RULES} (all)."
 
 
 class Executor(str, enum.Enum):

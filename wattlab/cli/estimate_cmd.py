@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from wattlab.cli.choices import Protocol, StepMethod, Target, choice_callback
+from wattlab.cli.choices import Protocol, StepMethod, Target, choice_callback, step_method_help
 from wattlab.cli.options import (
     CarbonIntensity,
     DurationS,
@@ -141,8 +141,7 @@ def estimate_evaluate(
         str,
         typer.Option(
             "--step-method",
-            help="STEP rule: wattlab (epochs) | paper (FLUSS, s and w as published) | marks "
-            "(step-level, the live rule, with a held-out calibrated interval) | both (all).",
+            help=step_method_help(),
             callback=choice_callback("--step-method", StepMethod),
         ),
     ] = "wattlab",
@@ -187,11 +186,12 @@ def estimate_evaluate(
             f"--step-start must be an epoch number >= 1 or fluss, got {echo(step_start)}."
         )
     from wattlab.estimate import equal_information as equal
+    from wattlab.estimate import methods
 
-    both = step_method == StepMethod.both.value
+    both = step_method == methods.ALL_STEP_RULES
     shares = equal.parse_fractions(equal_information) if both else ()
     runs_df, windows_df = measured_runs(db, data)
-    traces_df = measured_traces(db) if step_method != StepMethod.wattlab.value else None
+    traces_df = measured_traces(db) if methods.reads_trace(step_method) else None
     result = evaluate_methods(
         runs_df,
         windows_df,

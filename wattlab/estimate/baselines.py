@@ -21,8 +21,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from wattlab.errors import ConfigError, DataError
 from wattlab.estimate.specs import GpuSpec, lookup_gpu, peak_flops
 from wattlab.monitor.carbon import CarbonSettings, Co2e, co2e
@@ -36,18 +34,6 @@ DEFAULT_FLOPS_UTILIZATION = 0.3  # assumed fraction of the dense peak rate actua
 # (amp-bf16 against fp32, batch 256 and 512).
 # The FLOPs estimate caps the precision's rate at this multiple of the FP32 rate.
 PRECISION_SPEEDUP_CAP = 2.0
-
-METHOD_LABELS = {
-    "ml-co2-impact": "ML CO2 Impact",
-    "green-algorithms": "Green Algorithms",
-    "flops": "FLOPs-based",
-    "step": "STEP",
-    "step-power": "STEP (power-based)",
-    "step-marks": "STEP (step-level marks, live rule)",
-    "step-paper": "STEP (published rule)",
-    "step-paper-power": "STEP (published rule, power-based)",
-    "pre": "PRE",
-}
 
 
 @dataclass
@@ -75,7 +61,10 @@ class Estimate:
 
     @property
     def label(self) -> str:
-        return METHOD_LABELS.get(self.method, self.method)
+        """The method's label in the registry (``wattlab.estimate.methods``)."""
+        from wattlab.estimate.methods import label
+
+        return label(self.method)
 
     def co2e_range_kg(self) -> tuple[float, float] | None:
         """Lowest and highest CO2e: the energy interval (if any) at the intensity range's ends."""
@@ -341,6 +330,8 @@ def mean_sampled_utilization(
     """Time-weighted mean of sampled GPU utilisation (%) over the window [start_s, end_s], as
     Green Algorithms' utilisation in the reference paper (samples every 0.5-1 s over the run).
     Each sample holds until the next one. Raises DataError when no sample falls in the window."""
+    import numpy as np
+
     times = np.asarray(t_s, dtype=float)
     values = np.asarray(utilization_percent, dtype=float)
     if times.shape != values.shape or times.ndim != 1:

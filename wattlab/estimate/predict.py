@@ -1,33 +1,27 @@
 """Every estimation method for a configuration before it runs: ``estimate_all`` (what
-``wattlab estimate`` prints) and ``format_estimates`` (its plain-text table). Scoring the
-methods against measured runs lives in ``wattlab.estimate.evaluate``.
+``wattlab estimate`` prints: each registered method that predicts before training, in the
+registry's order) and ``format_estimates`` (its plain-text table). Scoring the methods against
+measured runs lives in ``wattlab.estimate.evaluate``.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TypedDict
 
 import pandas as pd
 
-from wattlab.errors import ConfigError, DataError
-from wattlab.estimate.baselines import (
-    DEFAULT_FLOPS_UTILIZATION,
-    Estimate,
-    cannot_apply,
-    flops_based,
-    green_algorithms,
-    made,
-    ml_co2_impact,
-)
+from wattlab.errors import ConfigError
+from wattlab.estimate import methods as registry
+from wattlab.estimate.baselines import DEFAULT_FLOPS_UTILIZATION, Estimate
 from wattlab.estimate.features import (
     CIFAR_TRAIN_SIZE,
     DEFAULT_IMAGE_SIZE,
     default_samples,
     model_cost,
 )
-from wattlab.estimate.pre import PreModel, fit_pre
+from wattlab.estimate.methods.base import PlannedRun
+from wattlab.estimate.pre import PreModel
 from wattlab.estimate.specs import PRECISIONS, lookup_gpu
 from wattlab.monitor.carbon import CarbonSettings
 
@@ -66,7 +60,8 @@ def estimate_all(
     model_factory: str | None = None,
 ) -> list[Estimate]:
     """Every method's estimate for a configuration that has not run (what ``wattlab estimate``
-    prints). Order: ML CO2 Impact, Green Algorithms, FLOPs, STEP, PRE.
+    prints): each method of ``wattlab.estimate.methods`` with a ``predict``, in the registry's
+    order (ML CO2 Impact, Green Algorithms, FLOPs, STEP, PRE).
 
     ``duration_s``: the expected training time; without it the duration baselines use PRE's
     predicted duration, else the FLOPs estimate's (their notes say which). ``runs_df``: measured
@@ -110,72 +105,32 @@ def estimate_all(
             f"batch_size {batch_size} leaves no full batch in a training set of {train_size}."
         )
 
-    pre = _pre_estimate(
-        spec_name=spec_name,
+    planned = PlannedRun(
+        model=model,
+        gpus=gpus,
+        precision=precision,
+        epochs=epochs,
+        batch_size=batch_size,
+        stem=stem,
+        image_size=image_size,
+        train_size=train_size,
+        samples=samples,
         gpu_name=gpu_name,
+        spec_name=spec_name,
+        gpu_tdp_w=gpu_tdp_w,
+        power_limit_w=power_limit_w,
+        duration_s=duration_s,
+        ram_gb=ram_gb,
+        gpu_utilization_percent=gpu_utilization_percent,
+        forward_flops_per_sample=cost.forward_flops_per_sample,
+        params=cost.params,
+        flops_utilization=flops_utilization,
+        carbon=carbon,
         runs_df=runs_df,
         pre_model=pre_model,
         pre_fit=pre_fit,
-        carbon=carbon,
-        config={
-            "model": model,
-            "gpus": gpus,
-            "precision": precision,
-            "epochs": epochs,
-            "gpu_name": spec_name or "",
-            "batch_size": batch_size,
-            "stem": stem,
-            "image_size": image_size,
-            "train_size": train_size,
-            "power_limit_w": power_limit_w,
-            "gpu_tdp_w": gpu_tdp_w,
-            "gflops_per_sample": cost.gflops_per_sample,
-            "params": cost.params,
-            "samples": samples,
-        },
     )
-    flops = flops_based(
-        samples=samples,
-        precision=precision,
-        gpus=gpus,
-        gpu_name=gpu_name,
-        gpu_tdp_w=gpu_tdp_w,
-        forward_flops_per_sample=cost.forward_flops_per_sample,
-        utilization=flops_utilization,
-        carbon=carbon,
-    )
-    if flops.ok:
-        flops.notes = flops.notes.replace("(recorded)", f"({model}, counted)")
-    used_duration: float | None
-    if duration_s is not None:
-        used_duration, duration_note = float(duration_s), " (duration given)"
-    elif pre.ok:
-        used_duration, duration_note = pre.duration_s, " (duration predicted by PRE)"
-    elif flops.ok:
-        used_duration, duration_note = flops.duration_s, " (duration from the FLOPs estimate)"
-    else:
-        used_duration, duration_note = None, ""
-    common: _GpuArgs = {"gpus": gpus, "gpu_tdp_w": gpu_tdp_w, "gpu_name": spec_name or gpu_name}
-    return [
-        ml_co2_impact(
-            duration_s=used_duration, carbon=carbon, duration_note=duration_note, **common
-        ),
-        green_algorithms(
-            duration_s=used_duration,
-            gpu_utilization_percent=gpu_utilization_percent,
-            ram_gb=ram_gb,
-            carbon=carbon,
-            duration_note=duration_note,
-            **common,
-        ),
-        flops,
-        cannot_apply(
-            "step",
-            "STEP projects from measured epochs, so it runs during training "
-            "(wattlab run --project-after-fraction F or --project-after-epochs K), not before",
-        ),
-        pre,
-    ]
+    return [planned.estimate_of(method.name) for method in registry.predicting()]
 
 
 def _model_name(model: str | None, model_factory: str | None) -> str:
@@ -192,55 +147,6 @@ def _model_name(model: str | None, model_factory: str | None) -> str:
     if model is None:
         raise ConfigError("give a model: --model NAME or --model-factory FILE.py:FUNC.")
     return model
-
-
-def _pre_estimate(
-    *,
-    spec_name: str | None,
-    gpu_name: str | None,
-    runs_df: pd.DataFrame | None,
-    pre_model: PreModel | None,
-    carbon: CarbonSettings | None,
-    config: dict[str, object],
-    pre_fit: Callable[[], tuple[PreModel | None, str]] | None = None,
-) -> Estimate:
-    if spec_name is None:
-        return cannot_apply(
-            "pre", f"PRE needs the GPU's specs from the table, and {gpu_name!r} is not in it"
-        )
-    if pre_model is None and pre_fit is not None:
-        pre_model, why = pre_fit()
-        if pre_model is None:
-            return cannot_apply("pre", why)
-    if pre_model is None:
-        if runs_df is None:
-            return cannot_apply(
-                "pre", "PRE needs measured runs to learn from: give --db FILE or --data CSV"
-            )
-        try:
-            pre_model = fit_pre(runs_df)
-        except DataError as error:
-            return cannot_apply("pre", str(error))
-    prediction = pre_model.predict_config(**config)
-    # the prediction's own notes say what it extrapolates (model, precision, batch, GPU transfer)
-    notes = "; ".join(n for n in (prediction.notes, pre_model.describe()) if n)
-    return made(
-        "pre",
-        prediction.energy_j,
-        prediction.duration_s,
-        notes,
-        carbon,
-        energy_low_j=prediction.energy_low_j,
-        energy_high_j=prediction.energy_high_j,
-    )
-
-
-class _GpuArgs(TypedDict):
-    """The GPU arguments ML CO2 Impact and Green Algorithms share."""
-
-    gpus: int
-    gpu_tdp_w: float | None
-    gpu_name: str | None
 
 
 def format_estimates(estimates: list[Estimate]) -> str:
