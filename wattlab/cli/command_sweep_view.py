@@ -35,11 +35,8 @@ def command_sweep(
     from wattlab.cli.sweep_view import print_plan, run_with_progress
     from wattlab.experiment.db.store import check_writable_database, open_store
     from wattlab.experiment.result_json import sweep_results
-    from wattlab.experiment.sweep.command_plan import (
-        CommandOptions,
-        make_command_plan,
-        run_command_plan,
-    )
+    from wattlab.experiment.sweep.command_plan import CommandOptions, run_command_plan
+    from wattlab.experiment.sweep.plan import make_plan
     from wattlab.jsonio import dump_json
 
     if slurm:
@@ -52,16 +49,16 @@ def command_sweep(
         path = Path(db).expanduser()
         if path.is_file() and path.stat().st_size > 0:
             with open_store(path, readonly=True) as store:
-                plan = make_command_plan(spec, store, register=False)
+                plan = make_plan(spec, store, register=False)
         else:
-            plan = make_command_plan(spec, None, register=False)
+            plan = make_plan(spec, None, register=False)
     else:
         check_writable_database(db)
         with open_store(db) as store:
-            plan = make_command_plan(spec, store)
+            plan = make_plan(spec, store)
     data: dict[str, Any] = plan.to_dict()
     for run, entry in zip(data["runs"], plan.entries, strict=True):
-        run["argv"] = entry.config.argv  # type: ignore[attr-defined]
+        run["argv"] = entry.config.argv
     if json_path and dry_run:
         dump_json(data, json_path)
     if json_path != "-":

@@ -22,21 +22,18 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from wattlab.errors import DataError, Interrupted
 from wattlab.experiment.db.record import RunOutcome
 from wattlab.experiment.runs.command_meter import MeteredCommand
 from wattlab.experiment.runs.command_output import KEEP_OUTPUT_BYTES, KeptOutput
-from wattlab.experiment.specs.command import CommandPoint, CommandSweepSpec
-from wattlab.experiment.sweep.plan import (
-    PlanEntry,
-    SweepPlan,
-    _dry_run_seed,
-    check_still_there,
-    cool_down,
-)
+from wattlab.experiment.specs.command import CommandPoint, CommandSweepSpec, PlannedCommand
+from wattlab.experiment.sweep.driver import PlanEntry, PlannedPoint, SweepPlan, build_plan, drive
 from wattlab.monitor.carbon import CarbonSettings
+
+if TYPE_CHECKING:
+    from wattlab.experiment.db.store import Store
 
 
 @dataclass
@@ -62,44 +59,38 @@ def _expected_s(point: CommandPoint, history: Any) -> float | None:
     return float(statistics.median(walls)) if len(walls) else None
 
 
+class CommandRules:
+    """A command sweep's part of planning: the program must exist here; every point runs,
+    and its plan line shows the resolved argv."""
+
+    def __init__(self, spec: CommandSweepSpec) -> None:
+        self.spec = spec
+
+    def check(self, *, open_files: bool) -> None:
+        self.spec.check_program()
+
+    def spec_dict(self) -> dict[str, Any]:
+        return self.spec.as_dict()
+
+    def expand(self, order_seed: int | None) -> list[PlannedCommand]:
+        return self.spec.expand(order_seed=order_seed)
+
+    def history(self, store: Store) -> Any:
+        return store.runs(sweep=self.spec.name)
+
+    def skip_reason(self, point: PlannedPoint) -> str:
+        return ""
+
+    def run_reason(self, point: PlannedPoint) -> str:
+        return shlex.join(point.config.argv)
+
+    def expected_s(self, point: PlannedPoint, history: Any) -> float | None:
+        return _expected_s(point.config, history)
+
+
 def make_command_plan(spec: CommandSweepSpec, store: Any, *, register: bool = True) -> SweepPlan:
-    """The whole command sweep in run order (what runs, what is done). The program must exist
-    here (a ConfigError first). ``register`` records the sweep; without it nothing is written
-    and ``store`` may be None."""
-    spec.check_program()
-    notes: list[str] = []
-    if register:
-        order_seed = store.register_sweep(
-            spec.name, spec.as_dict(), spec.spec_hash(), spec.order_seed
-        )
-    else:
-        order_seed = _dry_run_seed(spec, store, notes)
-    done = store.completed_keys(spec.name) if store is not None else set()
-    history = store.runs(sweep=spec.name) if store is not None else None
-    entries = []
-    for i, planned in enumerate(spec.expand(order_seed=order_seed), start=1):
-        is_done = (planned.config_hash, planned.repetition) in done
-        entries.append(
-            PlanEntry(
-                order=i,
-                config=planned.config,  # type: ignore[arg-type]  # a CommandPoint
-                repetition=planned.repetition,
-                label=planned.label,
-                config_hash=planned.config_hash,
-                action="done" if is_done else "run",
-                reason="already stored as ok" if is_done else shlex.join(planned.config.argv),
-                expected_s=None if is_done else _expected_s(planned.config, history),
-            )
-        )
-    return SweepPlan(
-        name=spec.name,
-        entries=entries,
-        order_seed=order_seed,
-        warmup_runs=spec.warmup_runs,
-        cooldown_s=float(spec.cooldown_s),
-        notes=notes,
-        cooldown_until_c=spec.cooldown_until_c,
-    )
+    """The whole command sweep in run order (what runs, what is done): ``plan.make_plan``."""
+    return build_plan(spec, store, CommandRules(spec), register=register)
 
 
 def _monitor(opts: CommandOptions) -> Any:
@@ -225,22 +216,40 @@ def _run_pinned(
     return outcome
 
 
-def _warm_up(entry: PlanEntry, opts: CommandOptions) -> None:
-    """An untimed run of the first configuration; its output and figures are thrown away."""
-    from wattlab.experiment.runs.command_meter import meter_command
+class CommandKind:
+    """A user's command as a run kind: each run claimed, metered like `wattlab monitor` and
+    stored (``run_point``); warm-up runs are untimed and their output thrown away."""
 
-    point: CommandPoint = entry.config  # type: ignore[assignment]
-    monitor = _monitor(opts)
-    monitor.start()
-    try:
-        with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-            result = meter_command(
-                point.argv, monitor, stdout=out, stderr=err, cwd=point.cwd, env=point.env
-            )
-    finally:
-        monitor.stop()
-    if result.interrupted_by is not None:
-        raise Interrupted(result.interrupted_by)
+    def __init__(self, opts: CommandOptions) -> None:
+        self.opts = opts
+
+    def __enter__(self) -> CommandKind:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def prepare(self, todo: list[PlanEntry]) -> None:
+        _runs_folder(self.opts.db_path)  # a folder that is a link is refused before any run
+
+    def warm_up(self, entry: PlanEntry) -> None:
+        from wattlab.experiment.runs.command_meter import meter_command
+
+        point: CommandPoint = entry.config
+        monitor = _monitor(self.opts)
+        monitor.start()
+        try:
+            with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+                result = meter_command(
+                    point.argv, monitor, stdout=out, stderr=err, cwd=point.cwd, env=point.env
+                )
+        finally:
+            monitor.stop()
+        if result.interrupted_by is not None:
+            raise Interrupted(result.interrupted_by)
+
+    def run(self, entry: PlanEntry, sweep: str, identity: tuple[int, int] | None) -> RunOutcome:
+        return run_point(entry.config, entry.repetition, sweep, self.opts, identity)
 
 
 def run_command_plan(
@@ -249,38 +258,10 @@ def run_command_plan(
     *,
     on_start: Callable[[PlanEntry], None] | None = None,
     on_finish: Callable[[PlanEntry, Any], None] | None = None,
+    stop_at: float | None = None,
 ) -> list[tuple[PlanEntry, RunOutcome]]:
-    """Run the plan's 'run' entries in order, holding the sweep's lock (see the module)."""
-    from wattlab.experiment.db.store import open_store, pinned
-    from wattlab.experiment.sweep.lock import SweepLock
-
-    with SweepLock(opts.db_path, plan.name), pinned(Path(opts.db_path).expanduser()) as pin:
-        with open_store(opts.db_path) as store:
-            abandoned = store.abandon_running(plan.name)
-            identity = pin or store.identity  # every later run must find this very file
-        if abandoned:
-            plan.notes.append(
-                f"{len(abandoned)} run(s) left running by a dead process marked abandoned "
-                f"(ids {', '.join(map(str, abandoned))}); they run again."
-            )
-        todo = plan.to_run
-        if todo:
-            _runs_folder(opts.db_path)  # a folder that is a link is refused before any run
-            for _ in range(plan.warmup_runs):
-                _warm_up(todo[0], opts)
-        outcomes: list[tuple[PlanEntry, RunOutcome]] = []
-        for i, entry in enumerate(todo):
-            check_still_there(opts.db_path, identity)
-            with open_store(opts.db_path, create=False) as store:
-                if (entry.config_hash, entry.repetition) in store.completed_keys(plan.name):
-                    continue  # stored ok since the plan was made
-            if i > 0:
-                cool_down(plan.cooldown_s, plan.cooldown_until_c)
-            if on_start:
-                on_start(entry)
-            point: CommandPoint = entry.config  # type: ignore[assignment]
-            outcome = run_point(point, entry.repetition, plan.name, opts, identity)
-            outcomes.append((entry, outcome))
-            if on_finish:
-                on_finish(entry, outcome)
-        return outcomes
+    """Run a command sweep's plan with the one sweep loop (``driver.drive``)."""
+    return drive(
+        plan, CommandKind(opts), opts.db_path, on_start=on_start, on_finish=on_finish,
+        stop_at=stop_at,
+    )  # fmt: skip

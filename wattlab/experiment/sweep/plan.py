@@ -14,16 +14,25 @@ and running it again leaves every run present exactly once.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import statistics
 import tempfile
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from wattlab.experiment.options import WorkerOptions
+from wattlab.experiment.sweep.driver import (  # noqa: F401  (importable from here, as before)
+    PlanEntry,
+    PlannedPoint,
+    SweepPlan,
+    build_plan,
+    check_still_there,
+    cool_down,
+    drive,
+)
 from wattlab.train.config import RunConfig
 
 if TYPE_CHECKING:
@@ -31,7 +40,7 @@ if TYPE_CHECKING:
 
     from wattlab.experiment.db.store import Store
     from wattlab.experiment.specs.command import CommandSweepSpec
-    from wattlab.experiment.specs.trainer import SweepSpec
+    from wattlab.experiment.specs.trainer import PlannedRun, SweepSpec
 
 
 @dataclass
@@ -73,66 +82,6 @@ class MachineFacts:
         )
 
 
-@dataclass
-class PlanEntry:
-    order: int  # position in the run order (1-based)
-    config: RunConfig
-    repetition: int
-    label: str
-    config_hash: str
-    action: str  # 'run' | 'done' | 'skip'
-    reason: str = ""
-    expected_s: float | None = None
-
-
-@dataclass
-class SweepPlan:
-    name: str
-    entries: list[PlanEntry]
-    order_seed: int | None
-    warmup_runs: int
-    cooldown_s: float
-    notes: list[str] = field(default_factory=list)
-    cooldown_until_c: float | None = None
-
-    @property
-    def to_run(self) -> list[PlanEntry]:
-        return [e for e in self.entries if e.action == "run"]
-
-    @property
-    def expected_s(self) -> float | None:
-        runs = self.to_run
-        known = [e.expected_s for e in runs if e.expected_s is not None]
-        if not runs:
-            return 0.0
-        if len(known) < len(runs):
-            return None
-        return sum(known) + self.cooldown_s * max(len(runs) - 1, 0)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "sweep": self.name,
-            "order_seed": self.order_seed,
-            "warmup_runs": self.warmup_runs,
-            "cooldown_s": self.cooldown_s,
-            "cooldown_until_c": self.cooldown_until_c,
-            "expected_s": self.expected_s,
-            "runs": [
-                {
-                    "order": e.order,
-                    "label": e.label,
-                    "repetition": e.repetition,
-                    "config_hash": e.config_hash,
-                    "action": e.action,
-                    "reason": e.reason,
-                    "expected_s": e.expected_s,
-                }
-                for e in self.entries
-            ],
-            "notes": self.notes,
-        }
-
-
 def skip_reason(cfg: RunConfig, machine: MachineFacts) -> str:
     """Why this machine cannot run ``cfg`` ('' when it can)."""
     if cfg.device == "cuda":
@@ -162,6 +111,9 @@ def expected_duration_s(cfg: RunConfig, history: pd.DataFrame | None) -> float |
     similar = similar[similar["samples"].fillna(0) > 0]
     if not len(similar):
         return None
+    if cfg.budget_s is not None:  # a timed budget: its seconds, and the rest of a run around it
+        rest = (similar["wall_s"] - similar["duration_s"]).dropna()
+        return float(cfg.budget_s + (statistics.median(rest) if len(rest) else 0.0))
     per_sample = statistics.median((similar["wall_s"] / similar["samples"]).dropna())
     samples = cfg.budget_samples
     if samples is None:
@@ -182,132 +134,125 @@ def check_spec_inputs(spec: SweepSpec, machine: MachineFacts, *, open_files: boo
             check_inputs(config, open_files=open_files)
 
 
+class TrainerRules:
+    """The built-in trainer's part of planning: its input checks, and which points this
+    machine cannot run (no GPU, too few GPUs, a power limit it may not set)."""
+
+    def __init__(self, spec: SweepSpec, machine: MachineFacts) -> None:
+        self.spec = spec
+        self.machine = machine
+
+    def check(self, *, open_files: bool) -> None:
+        check_spec_inputs(self.spec, self.machine, open_files=open_files)
+
+    def spec_dict(self) -> dict[str, Any]:
+        return self.spec.model_dump(mode="json")
+
+    def expand(self, order_seed: int | None) -> list[PlannedRun]:
+        return self.spec.expand(order_seed=order_seed)
+
+    def history(self, store: Store) -> pd.DataFrame | None:
+        return store.runs()
+
+    def skip_reason(self, point: PlannedPoint) -> str:
+        return skip_reason(point.config, self.machine)
+
+    def run_reason(self, point: PlannedPoint) -> str:
+        return ""
+
+    def expected_s(self, point: PlannedPoint, history: pd.DataFrame | None) -> float | None:
+        return expected_duration_s(point.config, history)
+
+
 def make_plan(
-    spec: SweepSpec, store: Store | None, machine: MachineFacts, *, register: bool = True
+    spec: SweepSpec | CommandSweepSpec,
+    store: Store | None,
+    machine: MachineFacts | None = None,
+    *,
+    register: bool = True,
 ) -> SweepPlan:
-    """The whole sweep, in run order, with what will run, what is done and what is skipped.
+    """The whole sweep, in run order, with what will run, what is done and what is skipped,
+    for either spec shape (``driver.build_plan``).
 
-    Every configuration this machine would run passes the input checks first (batch against
-    the training set, CodeCarbon importable, dataset readable): a ConfigError before anything
-    is stored. ``register`` records the sweep in the store (a real sweep); without it (a dry
-    run) nothing is written and ``store`` may be None (no database yet).
+    A trainer sweep's configurations this machine would run pass the input checks first
+    (batch against the training set, CodeCarbon importable, dataset readable); a command
+    sweep's program must exist: a ConfigError before anything is stored. ``register`` records
+    the sweep in the store (a real sweep); without it (a dry run) nothing is written and
+    ``store`` may be None (no database yet). ``machine``: what this machine can run (detected
+    when not given).
     """
-    check_spec_inputs(spec, machine, open_files=register)  # a dry run opens no data file
-    notes: list[str] = []
-    if register:
-        if store is None:
-            raise ValueError("registering a sweep needs a store")
-        order_seed = store.register_sweep(
-            spec.name, spec.model_dump(mode="json"), spec.spec_hash(), spec.order_seed
-        )
-    else:
-        order_seed = _dry_run_seed(spec, store, notes)
-    planned = spec.expand(order_seed=order_seed)
-    done = store.completed_keys(spec.name) if store is not None else set()
-    history = store.runs() if store is not None else None
-    entries = []
-    for i, p in enumerate(planned, start=1):
-        reason = skip_reason(p.config, machine)
-        if (p.config_hash, p.repetition) in done:
-            action, reason = "done", "already stored as ok"
-        elif reason:
-            action = "skip"
-        else:
-            action = "run"
-        entries.append(
-            PlanEntry(
-                order=i,
-                config=p.config,
-                repetition=p.repetition,
-                label=p.label,
-                config_hash=p.config_hash,
-                action=action,
-                reason=reason,
-                expected_s=expected_duration_s(p.config, history) if action == "run" else None,
-            )
-        )
-    return SweepPlan(
-        name=spec.name,
-        entries=entries,
-        order_seed=order_seed,
-        warmup_runs=spec.warmup_runs,
-        cooldown_s=float(spec.cooldown_s),
-        notes=notes,
-        cooldown_until_c=spec.cooldown_until_c,
-    )
+    from wattlab.experiment.specs.command import CommandSweepSpec
 
+    if isinstance(spec, CommandSweepSpec):
+        from wattlab.experiment.sweep.command_plan import CommandRules
 
-def _dry_run_seed(
-    spec: SweepSpec | CommandSweepSpec, store: Store | None, notes: list[str]
-) -> int | None:
-    """The order seed a dry run shows, read from the store without writing to it."""
-    record = store.sweep_record(spec.name) if store is not None else None
-    if record is not None and record[0] == spec.spec_hash():
-        return record[1]
-    if record is not None:
-        notes.append(
-            f"the database already holds sweep {spec.name!r} with a different spec, so the "
-            "sweep itself would be refused; use another --db or rename the sweep"
-        )
-    if spec.order_seed is None and spec.order == "random":
-        from wattlab.experiment.specs.trainer import draw_order_seed
-
-        notes.append(
-            "the random order shown uses a seed drawn for this dry run; the sweep draws and "
-            "records its own"
-        )
-        return draw_order_seed()
-    return spec.order_seed
+        return build_plan(spec, store, CommandRules(spec), register=register)
+    rules = TrainerRules(spec, machine or MachineFacts.detect())
+    return build_plan(spec, store, rules, register=register)
 
 
 SWEEP_EVAL_SAMPLES = 4096  # inside sweeps, evaluate on the first 4096 test images (fixed)
-COOLDOWN_POLL_S = 1.0
 
 
-def cool_down(
-    seconds: float,
-    until_c: float | None,
-    *,
-    hottest_c: Callable[[], float | None] | None = None,
-    sleep: Callable[[float], None] = time.sleep,
-    clock: Callable[[], float] = time.monotonic,
-) -> float:
-    """Pause ``seconds``; with ``until_c``, end early once the hottest GPU is at or below it
-    (without a reading the whole pause is taken). Returns the seconds paused."""
-    if seconds <= 0:
-        return 0.0
-    start = clock()
-    if until_c is None:
-        sleep(seconds)
-        return clock() - start
-    if hottest_c is None:
-        from wattlab.meters.idle import hottest_gpu_c
+class TrainerKind:
+    """The built-in trainer as a run kind: single-process runs share one warm worker process
+    (``warm``; False: a process per run), multi-process runs go under torchrun; the untimed
+    warm-up runs are stored in a throw-away database. ``launch`` replaces the launcher
+    (tests)."""
 
-        hottest_c = hottest_gpu_c
-    while True:
-        left = seconds - (clock() - start)
-        if left <= 0:
-            break
-        temperature = hottest_c()
-        if temperature is not None and temperature <= until_c:
-            break
-        sleep(min(COOLDOWN_POLL_S, left))
-    return clock() - start
+    def __init__(
+        self,
+        opts: WorkerOptions,
+        *,
+        launch: Callable[[RunConfig, WorkerOptions], Any] | None = None,
+        warm: bool = True,
+    ) -> None:
+        self.opts = opts
+        self.warm = warm
+        self._launch = launch
+        self._stack = contextlib.ExitStack()
+        self._worker: Any = None
 
+    def __enter__(self) -> TrainerKind:
+        from wattlab.experiment.runs.warm import WarmWorker
 
-def check_still_there(db_path: str | Path, identity: tuple[int, int] | None = None) -> None:
-    """Between a sweep's runs: the database is still there, and (given its ``identity``,
-    ``store.file_identity`` when the sweep opened it) still the same file: a sweep never
-    silently starts a new database, nor goes on in another file put in its place."""
-    from wattlab.errors import WorkStopped
-    from wattlab.experiment.db.store import check_identity
+        if self._launch is None and self.warm:
+            self._worker = self._stack.enter_context(WarmWorker())
+        return self
 
-    if not Path(db_path).expanduser().is_file():
-        raise WorkStopped(
-            f"the database {db_path} vanished during the sweep (removed or moved), so the "
-            "sweep stops here; put it back and run the sweep again to resume."
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def launch(self, config: RunConfig, opts: WorkerOptions) -> Any:
+        if self._launch is not None:
+            return self._launch(config, opts)
+        from wattlab.experiment.runs.runner import run as run_one
+
+        return run_one(config, opts, subprocess_launch=True, warm=self._worker)
+
+    def prepare(self, todo: list[PlanEntry]) -> None:
+        return None
+
+    def warm_up(self, entry: PlanEntry) -> None:
+        with tempfile.TemporaryDirectory(prefix="wattlab-warmup-") as tmp:
+            warm_opts = replace(
+                self.opts,
+                db_path=str(Path(tmp) / "w.db"),
+                sweep=None,
+                progress=False,
+                eval_samples=SWEEP_EVAL_SAMPLES,
+            )
+            self.launch(entry.config, warm_opts)
+
+    def run(self, entry: PlanEntry, sweep: str, identity: tuple[int, int] | None) -> Any:
+        run_opts = replace(
+            self.opts,
+            sweep=sweep,
+            repetition=entry.repetition,
+            eval_samples=SWEEP_EVAL_SAMPLES,
+            db_identity=identity,
         )
-    check_identity(Path(db_path).expanduser(), identity)
+        return self.launch(entry.config, run_opts)
 
 
 def run_plan(
@@ -318,64 +263,13 @@ def run_plan(
     on_finish: Callable[[PlanEntry, Any], None] | None = None,
     launch: Callable[[RunConfig, WorkerOptions], Any] | None = None,
     warm: bool = True,
+    stop_at: float | None = None,
 ) -> list[tuple[PlanEntry, Any]]:
-    """Run the plan's 'run' entries in order, holding the sweep's lock.
+    """Run a trainer sweep's plan with the one sweep loop (``driver.drive``).
 
     ``warm``: single-process runs share one warm worker process (False: a process per run,
-    the engine before the warm worker). ``launch`` replaces the launcher (tests).
+    the engine before the warm worker). ``launch`` replaces the launcher (tests). ``stop_at``:
+    a ``time.monotonic()`` deadline after which no run starts.
     """
-    from wattlab.experiment.db.store import open_store, pinned
-    from wattlab.experiment.runs.runner import run as run_one
-    from wattlab.experiment.runs.warm import WarmWorker
-    from wattlab.experiment.sweep.lock import SweepLock
-
-    db = Path(opts.db_path).expanduser()
-    with SweepLock(opts.db_path, plan.name), pinned(db) as pin, WarmWorker() as worker:
-        with open_store(opts.db_path) as store:
-            abandoned = store.abandon_running(plan.name)
-            identity = pin or store.identity  # every later run must find this very file
-        if abandoned:
-            plan.notes.append(
-                f"{len(abandoned)} run(s) left running by a dead process marked abandoned "
-                f"(ids {', '.join(map(str, abandoned))}); they run again."
-            )
-
-        def default_launch(cfg: RunConfig, o: WorkerOptions) -> Any:
-            return run_one(cfg, o, subprocess_launch=True, warm=worker if warm else None)
-
-        launch = launch or default_launch
-        outcomes = []
-        todo = plan.to_run
-        if todo and plan.warmup_runs > 0:
-            # untimed warm-up runs of the first configuration, stored in a throw-away database
-            with tempfile.TemporaryDirectory(prefix="wattlab-warmup-") as tmp:
-                for _ in range(plan.warmup_runs):
-                    warm_opts = replace(
-                        opts,
-                        db_path=str(Path(tmp) / "w.db"),
-                        sweep=None,
-                        progress=False,
-                        eval_samples=SWEEP_EVAL_SAMPLES,
-                    )
-                    launch(todo[0].config, warm_opts)
-        for i, entry in enumerate(todo):
-            check_still_there(opts.db_path, identity)
-            with open_store(opts.db_path, create=False) as store:
-                if (entry.config_hash, entry.repetition) in store.completed_keys(plan.name):
-                    continue  # stored ok since the plan was made
-            if i > 0:
-                cool_down(plan.cooldown_s, plan.cooldown_until_c)
-            if on_start:
-                on_start(entry)
-            run_opts = replace(
-                opts,
-                sweep=plan.name,
-                repetition=entry.repetition,
-                eval_samples=SWEEP_EVAL_SAMPLES,
-                db_identity=identity,
-            )
-            outcome = launch(entry.config, run_opts)
-            outcomes.append((entry, outcome))
-            if on_finish:
-                on_finish(entry, outcome)
-        return outcomes
+    kind = TrainerKind(opts, launch=launch, warm=warm)
+    return drive(plan, kind, opts.db_path, on_start=on_start, on_finish=on_finish, stop_at=stop_at)
