@@ -99,6 +99,7 @@ BOUNDS: dict[str, Bound] = {
     "duration_s": Bound(0, 10**8, low_open=True, unit=_S),
     "max_slowdown_percent": Bound(0, 10_000, unit="%"),  # wattlab advise --max-slowdown
     "advise_rows": Bound(1, 10_000, integer=True),  # wattlab advise --rows
+    "probe_s": Bound(5.0, 86_400.0, unit=_S),  # wattlab advise --probe: 5 s to a day
     # SLURM (sweep --executor slurm)
     "cpus_per_task": Bound(1, 4096, integer=True),
     "time_limit_min": Bound(1, 525_600, integer=True),  # a year

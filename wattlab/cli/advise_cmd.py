@@ -5,13 +5,16 @@ Parse, call ``wattlab.estimate.advise``, print. Registered in ``app.py`` with on
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from wattlab.cli.choices import Dataset, choice_callback
 from wattlab.cli.options import (
     CarbonIntensity,
+    DataDir,
     EstimateBatchSize,
     EstimateEpochs,
     EstimateGpus,
@@ -68,6 +71,24 @@ RunId = Annotated[
         "--run", help="Start from this stored run (with --db).", callback=bounded("--run", "run_id")
     ),
 ]
+Probe = Annotated[
+    Optional[float],
+    typer.Option(
+        "--probe",
+        help="Measure the candidates on this machine for about this many seconds (--probe alone: "
+        f"{60:g} s) and rank by what was measured; the probe's runs are stored as a sweep in --db "
+        "(default wattlab.db).",
+        callback=bounded("--probe", "probe_s"),
+    ),
+]
+ProbeDataset = Annotated[
+    str,
+    typer.Option(
+        "--dataset",
+        help="The probe's data: synthetic (offline) or cifar10 (with --data-dir).",
+        callback=choice_callback("--dataset", Dataset),
+    ),
+]
 Rows = Annotated[
     int,
     typer.Option(
@@ -99,7 +120,10 @@ def advise(
     deadline_s: DeadlineS = None,
     allow: Allow = None,
     db: Annotated[
-        Optional[str], typer.Option("--db", help="SQLite results database with the run (--run).")
+        Optional[str],
+        typer.Option(
+            "--db", help="SQLite results database with the run (--run); where --probe stores."
+        ),
     ] = None,
     run_id: RunId = None,
     data: Annotated[
@@ -108,6 +132,9 @@ def advise(
     carbon_intensity: CarbonIntensity = None,
     intensity_range: IntensityRange = None,
     pue: Pue = None,
+    probe: Probe = None,
+    dataset: ProbeDataset = "synthetic",
+    data_dir: DataDir = None,
     rows: Rows = 12,
     json_path: JsonOut = None,
 ) -> None:
@@ -117,13 +144,15 @@ def advise(
         return
     from wattlab.estimate.advise import advise as advise_fn
     from wattlab.estimate.advise import advise_from_run
+    from wattlab.estimate.advise.probe import Trainee, stored_trainee
+    from wattlab.estimate.advise.probe import probe as probe_advice
     from wattlab.jsonio import dump_json
     from wattlab.monitor.carbon import settings_from_flags
 
     if max_slowdown is not None and deadline_s is not None:
         raise WattlabError("give --max-slowdown or --deadline-s, not both.")
     carbon = settings_from_flags(carbon_intensity, intensity_range, pue)
-    if db is not None or run_id is not None:
+    if run_id is not None or (db is not None and probe is None):
         if db is None or run_id is None:
             raise WattlabError("give both --db FILE and --run ID to start from a stored run.")
         if model is not None or model_factory is not None or epochs is not None:
@@ -143,6 +172,7 @@ def advise(
             runs, windows, trace, run_id, max_slowdown_percent=max_slowdown,
             deadline_s=deadline_s, allow=allow, pre_fit=_pre_fit(data), carbon=carbon,
         )  # fmt: skip
+        trainee = stored_trainee(runs, run_id)
     else:
         if (model is None and model_factory is None) or epochs is None or not gpu_name:
             raise WattlabError(
@@ -154,6 +184,15 @@ def advise(
             train_size=train_size, batch_size=batch_size, precision=precision,
             gpus=gpus, image_size=image_size, stem=stem, max_slowdown_percent=max_slowdown,
             deadline_s=deadline_s, allow=allow, pre_fit=_pre_fit(data), carbon=carbon,
+        )  # fmt: skip
+        trainee = Trainee(
+            model=model, model_factory=model_factory, stem=stem, image_size=image_size,
+            dataset=dataset, data_dir=data_dir,
+        )  # fmt: skip
+    if probe is not None:
+        result = probe_advice(
+            result, trainee, db=db or "wattlab.db", seconds=probe, carbon=carbon,
+            say=lambda line: print(line, file=sys.stderr, flush=True),
         )  # fmt: skip
     if json_path:
         dump_json(result.to_dict(), json_path)

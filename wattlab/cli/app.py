@@ -86,6 +86,25 @@ def _missing_extra(error: BaseException) -> str | None:
     return missing_sentence(_command_path(sys.argv[1:]), module)
 
 
+# options whose value may be left out, with the value they then take
+OPTIONAL_VALUES = {("advise", "--probe"): "60"}
+
+
+def optional_values(argv: list[str]) -> list[str]:
+    """``argv`` with the default value put after an option that may go without one
+    (``wattlab advise --probe`` means ``--probe 60``): when the option is last, or the next
+    word is another option."""
+    out = list(argv)
+    for (command, flag), default in OPTIONAL_VALUES.items():
+        if not out or out[0] != command or "--" in out[: out.index(flag) if flag in out else 0]:
+            continue
+        for i, word in enumerate(out):
+            if word == flag and (i + 1 == len(out) or out[i + 1].startswith("-")):
+                out.insert(i + 1, default)
+                break
+    return out
+
+
 def main() -> None:
     """Console entry point: WattlabError or a usage error -> one line on stderr, exit code 2;
     Ctrl-C -> 130, SIGTERM and SIGHUP -> 128 + N, one line each."""
@@ -94,7 +113,7 @@ def main() -> None:
     stop_signals.install()
     click_error = _click_error_class()
     try:
-        code = app(standalone_mode=False, prog_name="wattlab")
+        code = app(args=optional_values(sys.argv[1:]), standalone_mode=False, prog_name="wattlab")
     except WattlabError as error:
         print(f"wattlab: error: {' '.join(str(error).split())}", file=sys.stderr)
         sys.exit(error.exit_code)

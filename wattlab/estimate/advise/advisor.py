@@ -71,6 +71,7 @@ class Advice:
     gpu_name: str
     notes: list[str] = field(default_factory=list)
     carbon: CarbonSettings = field(default_factory=CarbonSettings)
+    probe: Any = None  # probe.ProbeReport when the candidates were measured (--probe)
 
     def __iter__(self) -> Iterator[Option]:
         return iter(self.rows)
@@ -97,6 +98,7 @@ class Advice:
             "rows": [row.to_dict() for row in self.rows],
             "notes": self.notes,
             "carbon": self.carbon.to_dict(),
+            "probe": None if self.probe is None else self.probe.to_dict(),
         }
 
 
