@@ -210,6 +210,14 @@ class StoredRun:
         """The runs of a runs DataFrame (``Store.runs()`` or a selection of it), in its order."""
         return [cls.from_row(r) for r in frame.to_dict("records")]
 
+    @classmethod
+    def in_frame(cls, frame: Any, run_id: int) -> StoredRun | None:
+        """Run ``run_id`` of a runs DataFrame; None when the frame holds no such run."""
+        if RunCol.ID not in frame.columns:
+            return None
+        match = frame[frame[RunCol.ID] == run_id]
+        return None if match.empty else cls.from_row(match.iloc[0])
+
     @property
     def ok(self) -> bool:
         """Whether the run finished and was stored as 'ok'."""
