@@ -133,7 +133,11 @@ def test_nan_missing_and_wrong_kinds_read_as_none() -> None:
     assert run.components_json is None and run.config_json is None  # not a JSON object
     assert run.codecarbon_components_json is None
     assert run.status is None and run.energy_gpu_j is None  # columns the row lacks
+    assert StoredRun.from_frame(pd.DataFrame([row])) == [run]  # column by column, the same
     assert StoredRun.from_row({}) == StoredRun()
+    assert StoredRun.in_frame(pd.DataFrame([row]), 3) == run
+    assert StoredRun.in_frame(pd.DataFrame([row]), 4) is None
+    assert StoredRun.in_frame(pd.DataFrame([{"label": "no id"}]), 3) is None
 
 
 def test_the_column_names_are_the_tables_and_each_field_has_one() -> None:

@@ -208,7 +208,12 @@ class StoredRun:
     @classmethod
     def from_frame(cls, frame: Any) -> list[StoredRun]:
         """The runs of a runs DataFrame (``Store.runs()`` or a selection of it), in its order."""
-        return [cls.from_row(r) for r in frame.to_dict("records")]
+        present = set(frame.columns)
+        converted = [
+            [read(v) for v in frame[column].tolist()] if column in present else [None] * len(frame)
+            for _, column, read in _READERS
+        ]  # column by column: about half the time of from_row over to_dict's records
+        return [cls(*values) for values in zip(*converted, strict=True)]
 
     @classmethod
     def in_frame(cls, frame: Any, run_id: int) -> StoredRun | None:
@@ -238,6 +243,8 @@ def _missing(value: Any) -> bool:
 
 
 def _as_float(value: Any) -> float | None:
+    if isinstance(value, float):  # the common case first (numpy's float64 is one too)
+        return None if math.isnan(value) else float(value)
     if _missing(value) or isinstance(value, (bytes, bool)):
         return None
     try:
@@ -248,6 +255,8 @@ def _as_float(value: Any) -> float | None:
 
 
 def _as_int(value: Any) -> int | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
     number = _as_float(value)
     if number is None or not math.isfinite(number) or number != int(number):
         return None  # NULL, NaN, infinite, or not a whole number
@@ -255,6 +264,8 @@ def _as_int(value: Any) -> int | None:
 
 
 def _as_text(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value
     if _missing(value) or isinstance(value, bytes):
         return None
     return str(value)
