@@ -14,13 +14,15 @@ window, the bracketing statements' share (:data:`BUDGET_WINDOW_RTOL`) against th
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from wattlab.analysis.energy_shares import measured_share
-from wattlab.analysis.runs_table import as_float, numeric, ok_runs, parse_json_cell
+from wattlab.analysis.runs_table import as_float, numeric, ok_runs
+from wattlab.experiment.db.stored_run import RunCol, StoredRun
 
 
 def _spread(values: np.ndarray) -> dict[str, Any]:
@@ -76,10 +78,11 @@ def codecarbon_window_energy(windows: pd.DataFrame | None) -> dict[int, float]:
     }
 
 
-CODECARBON_COMPONENTS = (
-    ("gpu", "gpu_j", "energy_gpu_j"),
-    ("cpu", "cpu_j", "energy_cpu_j"),
-    ("ram", "ram_j", "energy_dram_j"),
+# (component, CodeCarbon's key in codecarbon_components_json, our energy of it)
+CODECARBON_COMPONENTS: tuple[tuple[str, str, Callable[[StoredRun], float | None]], ...] = (
+    ("gpu", "gpu_j", lambda run: run.energy_gpu_j),
+    ("cpu", "cpu_j", lambda run: run.energy_cpu_j),
+    ("ram", "ram_j", lambda run: run.energy_dram_j),
 )
 
 
@@ -106,24 +109,25 @@ def codecarbon_errors(runs: pd.DataFrame, windows: pd.DataFrame | None = None) -
         "components": {},
         "mismatches": [],
     }
-    if "status" not in runs.columns or "codecarbon_energy_j" not in runs.columns:
+    if RunCol.STATUS not in runs.columns or RunCol.CODECARBON_ENERGY_J not in runs.columns:
         return empty
     ok = ok_runs(runs)
-    cc = numeric(ok["codecarbon_energy_j"])
-    direct = numeric(ok["energy_total_j"]) if "energy_total_j" in ok else np.full(len(ok), np.nan)
+    cc = numeric(ok[RunCol.CODECARBON_ENERGY_J])
+    total = RunCol.ENERGY_TOTAL_J
+    direct = numeric(ok[total]) if total in ok else np.full(len(ok), np.nan)
     use = ~np.isnan(cc) & ~np.isnan(direct) & (direct > 0)
     if not use.any():
         return empty
-    stored = numeric(ok["codecarbon_rel_error"]) if "codecarbon_rel_error" in ok else None
+    rel = RunCol.CODECARBON_REL_ERROR
+    stored = numeric(ok[rel]) if rel in ok else None
     cc_windows = codecarbon_window_energy(windows)
     per_run: list[dict[str, Any]] = []
     errors: list[float] = []
     mismatches: list[Any] = []
     comp_errors: dict[str, list[float]] = {name: [] for name, _, _ in CODECARBON_COMPONENTS}
-    for pos in np.flatnonzero(use):
-        row = ok.iloc[pos]
-        run_id = row.get("id")
-        run_id = None if run_id is None or pd.isna(run_id) else int(run_id)
+    used = StoredRun.from_frame(ok.iloc[np.flatnonzero(use)])
+    for pos, run in zip(np.flatnonzero(use), used, strict=True):
+        run_id = run.id
         window_j = cc_windows.get(run_id) if run_id is not None else None
         reference_j = window_j if window_j is not None else float(direct[pos])
         err = (cc[pos] - reference_j) / reference_j
@@ -137,7 +141,7 @@ def codecarbon_errors(runs: pd.DataFrame, windows: pd.DataFrame | None = None) -
             mismatches.append(run_id)
         rec: dict[str, Any] = {
             "run_id": run_id,
-            "label": str(row.get("label")),
+            "label": str(run.label),
             "codecarbon_energy_j": float(cc[pos]),
             "energy_total_j": float(direct[pos]),
             "direct_j": float(reference_j),
@@ -146,17 +150,17 @@ def codecarbon_errors(runs: pd.DataFrame, windows: pd.DataFrame | None = None) -
             "stored_rel_error": stored_err,
             "stored_matches": bool(matches),
         }
-        parts = parse_json_cell(row.get("codecarbon_components_json"))
-        for name, cc_key, ours_col in CODECARBON_COMPONENTS:
-            theirs = as_float((parts or {}).get(cc_key), math.nan)
-            ours = as_float(row.get(ours_col), math.nan)
+        parts = run.codecarbon_components_json or {}
+        for name, cc_key, ours_of in CODECARBON_COMPONENTS:
+            theirs = as_float(parts.get(cc_key), math.nan)
+            ours = as_float(ours_of(run), math.nan)
             if math.isnan(theirs) or math.isnan(ours) or ours <= 0:
                 rec[f"{name}_rel_error"] = None
                 continue
             rec[f"{name}_rel_error"] = (theirs - ours) / ours
             comp_errors[name].append((theirs - ours) / ours)
         per_run.append(rec)
-    share = measured_share(row for _, row in ok.iloc[np.flatnonzero(use)].iterrows())
+    share = measured_share(used)
     return {
         "measured": True,
         "reference": "direct measurement" if share > 0 else "wattlab's estimate",

@@ -6,6 +6,7 @@ A component is ``"<kind>:<id>"`` (``gpu:0``, ``cpu:package-0``, ``dram:0``, ``ra
 ``node-a/gpu:0`` on a multi-node run) with its ``energy_j`` and ``provenance``; components kept
 out of the total (``in_total`` false, e.g. psys) are left out. A run without usable components
 counts as one ``total`` component with the run's own ``energy_total_j`` and ``provenance``.
+Each run is read as a typed :class:`~wattlab.experiment.db.stored_run.StoredRun`.
 """
 
 from __future__ import annotations
@@ -16,28 +17,29 @@ from typing import Any
 
 import pandas as pd
 
-from wattlab.analysis.runs_table import as_float, ok_runs, parse_json_cell
+from wattlab.analysis.runs_table import as_float, ok_runs
+from wattlab.experiment.db.stored_run import StoredRun
 from wattlab.wording import KIND_ORDER, PROVENANCES, EnergyParts
 
 
-def run_parts(row: Mapping[str, Any]) -> EnergyParts:
-    """One run's energy by kind and provenance (a runs-table row or a dict)."""
+def run_parts(row: StoredRun | Mapping[str, Any]) -> EnergyParts:
+    """One run's energy by kind and provenance (a stored run, a runs-table row or a dict)."""
+    run = row if isinstance(row, StoredRun) else StoredRun.from_row(row)
     triples = []
-    for name, info in (parse_json_cell(row.get("components_json")) or {}).items():
+    for name, info in (run.components_json or {}).items():
         if not isinstance(info, dict) or info.get("in_total") is False:
             continue
         energy_j = as_float(info.get("energy_j"), math.nan)
         if math.isfinite(energy_j) and energy_j >= 0:
             triples.append((name, info.get("provenance"), energy_j))
-    if not triples:
-        total_j = as_float(row.get("energy_total_j"), math.nan)
-        if math.isfinite(total_j) and total_j >= 0:
-            triples.append(("total", row.get("provenance"), total_j))
+    total_j = run.energy_total_j
+    if not triples and total_j is not None and math.isfinite(total_j) and total_j >= 0:
+        triples.append(("total", run.provenance, total_j))
     return EnergyParts.of_components(triples)
 
 
-def rows_parts(rows: Iterable[Mapping[str, Any]]) -> EnergyParts:
-    """The summed parts of these runs (runs-table rows or dicts)."""
+def rows_parts(rows: Iterable[StoredRun | Mapping[str, Any]]) -> EnergyParts:
+    """The summed parts of these runs (stored runs, runs-table rows or dicts)."""
     total = EnergyParts()
     for row in rows:
         total = total + run_parts(row)
@@ -46,12 +48,13 @@ def rows_parts(rows: Iterable[Mapping[str, Any]]) -> EnergyParts:
 
 def energy_parts(runs: pd.DataFrame) -> EnergyParts:
     """The summed parts of the ok runs of ``runs``."""
-    return rows_parts(row for _, row in ok_runs(runs).iterrows())
+    return rows_parts(StoredRun.from_frame(ok_runs(runs)))
 
 
-def measured_share(rows: Iterable[Mapping[str, Any]]) -> float:
+def measured_share(rows: Iterable[StoredRun | Mapping[str, Any]]) -> float:
     """The share of these runs' energy that a counter or sampled power gave (0 when every
-    figure was estimated, or there is no energy). ``rows``: runs-table rows or dicts."""
+    figure was estimated, or there is no energy). ``rows``: stored runs, runs-table rows or
+    dicts."""
     return rows_parts(rows).measured_share()
 
 
@@ -106,7 +109,7 @@ def describe_shares(shares: Mapping[str, Any]) -> str:
 def config_parts(runs: pd.DataFrame) -> dict[str, EnergyParts]:
     """Each configuration's summed parts over its ok runs, by ``config_hash``."""
     out: dict[str, EnergyParts] = {}
-    for _, row in ok_runs(runs).iterrows():
-        key = str(row.get("config_hash"))
-        out[key] = out.get(key, EnergyParts()) + run_parts(row)
+    for run in StoredRun.from_frame(ok_runs(runs)):
+        key = str(run.config_hash)
+        out[key] = out.get(key, EnergyParts()) + run_parts(run)
     return out

@@ -15,18 +15,20 @@ import pandas as pd
 
 from wattlab.analysis.report_document import Block, Heading, Para, Table
 from wattlab.errors import WattlabError
+from wattlab.experiment.db.stored_run import RunCol
 
 MAX_SLOWDOWN_PERCENT = 0.0
 
 
 def _median_run(runs: pd.DataFrame, config_hash: str) -> int | None:
     """The id of the config's ok run whose total energy is nearest its median."""
-    mine = runs[(runs["config_hash"].astype(str) == config_hash) & (runs["status"] == "ok")]
-    energy = pd.to_numeric(mine.get("energy_total_j"), errors="coerce").dropna()
+    same = runs[RunCol.CONFIG_HASH].astype(str) == config_hash
+    mine = runs[same & (runs[RunCol.STATUS] == "ok")]
+    energy = pd.to_numeric(mine.get(RunCol.ENERGY_TOTAL_J), errors="coerce").dropna()
     if energy.empty:
         return None
     nearest = (energy - energy.median()).abs().idxmin()
-    return int(mine.loc[nearest, "id"])
+    return int(mine.loc[nearest, RunCol.ID])
 
 
 def advice_rows(

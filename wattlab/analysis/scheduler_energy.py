@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from wattlab.analysis.report_document import Block, Heading, Para, Table, pct
+from wattlab.experiment.db.stored_run import RunCol, StoredRun
 
 
 def _float(value: Any) -> float | None:
@@ -35,7 +36,7 @@ def scheduler_energy(
     "runs": [{run_id, label, job_id, wattlab_j, wattlab_window, slurm_j, rel_diff}]}``.
     """
     out: dict[str, Any] = {"n": 0, "median_rel_diff": None, "runs": []}
-    if jobs is None or jobs.empty or runs.empty or "id" not in runs.columns:
+    if jobs is None or jobs.empty or runs.empty or RunCol.ID not in runs.columns:
         return out
     whole: dict[int, float] = {}
     if windows is not None and not windows.empty:
@@ -43,22 +44,22 @@ def scheduler_energy(
             value = _float(w.energy_total_j)
             if value is not None:
                 whole[int(w.run_id)] = value
-    by_id = {int(r["id"]): r for r in runs.to_dict("records")}
+    by_id = {r.id: r for r in StoredRun.from_frame(runs) if r.id is not None}
     for job in jobs.to_dict("records"):
         slurm_j = _float(job.get("consumed_energy_j"))
         run = by_id.get(int(job["run_id"]))
-        if slurm_j is None or run is None or run.get("status") != "ok":
+        if slurm_j is None or run is None or not run.ok:
             continue
         run_id = int(job["run_id"])
         ours, window = (whole[run_id], "run") if run_id in whole else (None, "budget")
         if ours is None:
-            ours = _float(run.get("energy_total_j"))
+            ours = run.energy_total_j
         if not ours:
             continue
         out["runs"].append(
             {
                 "run_id": run_id,
-                "label": run.get("label"),
+                "label": run.label,
                 "job_id": job.get("job_id"),
                 "wattlab_j": ours,
                 "wattlab_window": window,

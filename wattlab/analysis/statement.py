@@ -38,10 +38,10 @@ from wattlab.analysis.runs_table import (
     intensity_range,
     numeric,
     ok_runs,
-    parse_json_cell,
     split_unusable,
 )
 from wattlab.errors import DataError
+from wattlab.experiment.db.stored_run import RunCol, StoredRun
 from wattlab.monitor.carbon import (
     DEFAULT_INTENSITY_HIGH_KG_PER_KWH,
     DEFAULT_INTENSITY_KG_PER_KWH,
@@ -158,13 +158,13 @@ def fmt_co2e_g(kg: float) -> str:
 def _select(runs: pd.DataFrame, run_id: int | None) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """The usable ok runs the statement is about, and the ok runs left out."""
     if run_id is not None:
-        if "id" not in runs.columns:
+        if RunCol.ID not in runs.columns:
             raise DataError("the runs table has no id column; --run needs one.")
-        ids = pd.to_numeric(runs["id"], errors="coerce")
+        ids = pd.to_numeric(runs[RunCol.ID], errors="coerce")
         runs = runs[ids == run_id]
         if runs.empty:
             raise DataError(f"there is no run {run_id} in this selection.")
-        status = str(runs["status"].iloc[0])
+        status = str(StoredRun.from_row(runs.iloc[0]).status)
         if status != "ok":
             raise DataError(f"run {run_id} is {status!r}, not ok: it has no energy to state.")
     usable, left_out = split_unusable(runs)
@@ -178,18 +178,17 @@ def _select(runs: pd.DataFrame, run_id: int | None) -> tuple[pd.DataFrame, list[
 # --------------------------------------------------------------------------- clauses
 
 
-def _hardware(ok: pd.DataFrame) -> tuple[str, str, dict[str, Any]]:
-    """(the GPUs in words for the paragraph, hardware_used for the model card, facts)."""
-    names = _unique(ok, "gpu_name")
-    counts = sorted({int(g) for g in _finite(ok, "gpus") if g > 0})
+def _hardware(ok: pd.DataFrame, runs: list[StoredRun]) -> tuple[str, str, dict[str, Any]]:
+    """(the GPUs in words for the paragraph, hardware_used for the model card, facts);
+    ``runs``: the rows of ``ok``, typed."""
+    names = _unique(ok, RunCol.GPU_NAME)
+    counts = sorted({int(g) for g in _finite(ok, RunCol.GPUS) if g > 0})
     if not counts:  # a callback's row (gpus 0 on the CPU, else the GPUs it metered): count them
-        cells = ok.get("components_json", pd.Series([], dtype=object))
         seen = {
-            sum(1 for c in parse_json_cell(cell) or {} if component_kind(c) == "gpu")
-            for cell in cells
+            sum(1 for c in run.components_json or {} if component_kind(c) == "gpu") for run in runs
         }
         counts = sorted(c for c in seen if c > 0)
-    cpus = _unique(ok, "cpu_model")
+    cpus = _unique(ok, RunCol.CPU_MODEL)
     facts = {"gpu_names": names, "gpu_counts": counts, "cpu_models": cpus}
     count = "/".join(str(c) for c in counts)
     if counts:
@@ -210,9 +209,9 @@ def _finite(ok: pd.DataFrame, column: str) -> list[float]:
 
 def _gpu_settings(ok: pd.DataFrame) -> tuple[str, dict[str, Any]]:
     """Driver, power limit in force and idle power before the runs, in one sentence."""
-    drivers = _unique(ok, "driver")
-    limits, tdps = _finite(ok, "power_limit_w"), _finite(ok, "gpu_tdp_w")
-    idle = _finite(ok, "idle_power_w")
+    drivers = _unique(ok, RunCol.DRIVER)
+    limits, tdps = _finite(ok, RunCol.POWER_LIMIT_W), _finite(ok, RunCol.GPU_TDP_W)
+    idle = _finite(ok, RunCol.IDLE_POWER_W)
     driver = f"driver {', '.join(drivers)}" if drivers else "a driver that was not recorded"
     if limits:
         lo, hi = min(limits), max(limits)
@@ -245,18 +244,14 @@ def _gpu_settings(ok: pd.DataFrame) -> tuple[str, dict[str, Any]]:
     return sentence, facts
 
 
-def _estimation_methods(ok: pd.DataFrame) -> list[str]:
+def _estimation_methods(runs: list[StoredRun]) -> list[str]:
     """How the estimated part was modelled, per kind, from the runs' components."""
     from wattlab.meters.modelled import RAM_W_PER_GIB
 
     kinds: dict[str, set[str]] = {}
-    for cell, total_prov in zip(
-        ok["components_json"] if "components_json" in ok else [None] * len(ok),
-        ok["provenance"] if "provenance" in ok else [None] * len(ok),
-        strict=True,
-    ):
-        comps = parse_json_cell(cell) or {}
-        if not comps and total_prov == "estimated":
+    for run in runs:
+        comps = run.components_json or {}
+        if not comps and run.provenance == "estimated":
             kinds.setdefault("total", set())
         for name, info in comps.items():
             if not isinstance(info, dict) or info.get("provenance") != "estimated":
@@ -284,8 +279,8 @@ def _estimation_methods(ok: pd.DataFrame) -> list[str]:
 def stored_carbon(ok: pd.DataFrame) -> Carbon | None:
     """The intensity and PUE stored with the runs, when all runs share them (None when they
     differ: a traced intensity, or runs priced differently)."""
-    intensities = _unique(ok, "intensity_kg_per_kwh")
-    pues = _unique(ok, "pue") or [DEFAULT_PUE]
+    intensities = _unique(ok, RunCol.INTENSITY_KG_PER_KWH)
+    pues = _unique(ok, RunCol.PUE) or [DEFAULT_PUE]
     if len(intensities) != 1 or len(pues) != 1:
         return None
     intensity, pue = float(intensities[0]), float(pues[0])
@@ -334,17 +329,16 @@ def given_carbon(settings: CarbonSettings, region: str | None) -> Carbon:
 # --------------------------------------------------------------------------- the statement
 
 
-def built_in_training_type(ok: pd.DataFrame) -> str | None:
+def built_in_training_type(runs: list[StoredRun]) -> str | None:
     """ "pre-training" when every run is wattlab's own trainer on one of its torchvision models
     (built with ``weights=None``: trained from random weights); None otherwise (a callback's,
     a command's or a factory model's run may start from trained weights)."""
-    if "launcher" not in ok.columns or not ok["launcher"].isin(BUILT_IN_LAUNCHERS).all():
-        return None  # the callbacks store no launcher, command sweeps "command"
-    for cell in ok.get("config_json", pd.Series([None])):
-        config = parse_json_cell(cell)
-        if config is None or config.get("model_factory"):
+    for run in runs:
+        if run.launcher not in BUILT_IN_LAUNCHERS:
+            return None  # the callbacks store no launcher, command sweeps "command"
+        if run.config_json is None or run.config_json.get("model_factory"):
             return None
-    return "pre-training"
+    return "pre-training" if runs else None
 
 
 @dataclass(frozen=True)
@@ -357,17 +351,18 @@ class _Subject:
 
 
 def _subject(ok: pd.DataFrame, run_id: int | None, what: str | None) -> _Subject:
-    energy = numeric(ok["energy_total_j"])
+    energy = numeric(ok[RunCol.ENERGY_TOTAL_J])
     total_j = float(energy.sum())
-    label = str(ok["label"].iloc[0])
-    configs = ok["config_hash"].astype("object").nunique()
-    if run_id is not None:
-        unc = _finite(ok, "energy_uncertainty_j")
-        words = fmt_energy(float(energy[0]))
-        if unc and unc[0] > 0:
-            words += f" ± {fmt_energy(unc[0])} (the meters' stated uncertainty)"
+    first = StoredRun.from_row(ok.iloc[0])
+    label = str(first.label)
+    configs = ok[RunCol.CONFIG_HASH].astype("object").nunique()
+    if run_id is not None:  # ok holds that one run, its energy finite (split_unusable)
+        energy_j, unc = float(energy[0]), first.energy_uncertainty_j
+        words = fmt_energy(energy_j)
+        if unc is not None and math.isfinite(unc) and unc > 0:
+            words += f" ± {fmt_energy(unc)} (the meters' stated uncertainty)"
         words += " of electricity"
-        return _Subject("run", float(energy[0]), words, f"Run {run_id} ({label})", None)
+        return _Subject("run", energy_j, words, f"Run {run_id} ({label})", None)
     if configs == 1:
         median = float(np.median(energy))
         iv = median_interval(energy)
@@ -403,11 +398,11 @@ def _times(n: int) -> str:
 
 
 def _repetitions_sentence(ok: pd.DataFrame, scope: str) -> str:
-    reps = ok.groupby(ok["config_hash"].astype("object")).size()
+    reps = ok.groupby(ok[RunCol.CONFIG_HASH].astype("object")).size()
     if scope == "configuration":
         if len(ok) == 1:
             return "The configuration was run once."
-        total = fmt_energy(float(numeric(ok["energy_total_j"]).sum()))
+        total = fmt_energy(float(numeric(ok[RunCol.ENERGY_TOTAL_J]).sum()))
         return f"The configuration was run {_times(len(ok))}, {total} in all."
     if scope == "selection":
         lo, hi = int(reps.min()), int(reps.max())
@@ -419,7 +414,7 @@ def _stored_co2e(ok: pd.DataFrame, scope: str) -> tuple[float, float, float]:
     """The stored CO2e of the subject: the run's, the median of a configuration's runs, or the
     sum over the selection (kg; value, low, high)."""
     out = []
-    for column in ("co2e_kg", "co2e_low_kg", "co2e_high_kg"):
+    for column in (RunCol.CO2E_KG, RunCol.CO2E_LOW_KG, RunCol.CO2E_HIGH_KG):
         x = np.array(_finite(ok, column))
         if x.size == 0:
             out.append(math.nan)
@@ -455,11 +450,12 @@ def energy_statement(
             f"the training type must be one of {', '.join(TRAINING_TYPES)}, got {training_type!r}."
         )
     ok, left_out = _select(runs, run_id)
+    typed = StoredRun.from_frame(ok)
     subject = _subject(ok, run_id, what)
-    parts = rows_parts(row for _, row in ok.iterrows())
-    hardware, hardware_used, hw_facts = _hardware(ok)
+    parts = rows_parts(typed)
+    hardware, hardware_used, hw_facts = _hardware(ok, typed)
     settings, gpu_facts = _gpu_settings(ok) if hw_facts["gpu_counts"] else ("", {})
-    methods = _estimation_methods(ok)
+    methods = _estimation_methods(typed)
     chosen = given_carbon(carbon, region) if carbon is not None else stored_carbon(ok)
     sentences = [f"{subject.who} used {subject.words} on {hardware}."]
     if settings:
@@ -477,8 +473,8 @@ def energy_statement(
         )
     else:
         co2, co2_low, co2_high = _stored_co2e(ok, subject.scope)
-        intensities = ", ".join(f"{x:g}" for x in _unique(ok, "intensity_kg_per_kwh"))
-        pues = ", ".join(f"{x:g}" for x in _unique(ok, "pue")) or "not recorded"
+        intensities = ", ".join(f"{x:g}" for x in _unique(ok, RunCol.INTENSITY_KG_PER_KWH))
+        pues = ", ".join(f"{x:g}" for x in _unique(ok, RunCol.PUE)) or "not recorded"
         sentences.append(
             f"Its CO2e at the carbon intensities stored with the runs (they differ between runs: "
             f"{intensities} kgCO2e/kWh; PUE {pues}) is {fmt_co2e_g(co2)} "
@@ -502,16 +498,16 @@ def energy_statement(
         else "the intensities stored with the runs"
     )
     source = f"wattlab {version}: {what_scope}; energy {parts.short()}; {intensity}"
-    kind = training_type or built_in_training_type(ok)
+    kind = training_type or built_in_training_type(typed)
     location = chosen.location if chosen is not None else None
     card = _model_card(co2 * 1e3, source, kind, location, hardware_used)
     facts: dict[str, Any] = {
         "scope": subject.scope,
         "run_id": run_id,
         "runs": len(ok),
-        "configurations": int(ok["config_hash"].astype("object").nunique()),
+        "configurations": int(ok[RunCol.CONFIG_HASH].astype("object").nunique()),
         "energy_j": subject.energy_j,
-        "total_energy_j": float(numeric(ok["energy_total_j"]).sum()),
+        "total_energy_j": float(numeric(ok[RunCol.ENERGY_TOTAL_J]).sum()),
         "energy_interval": subject.interval,
         "provenance": parts.phrase(detail=True),
         "measured_share": parts.measured_share(),
@@ -570,14 +566,14 @@ def _config_table(ok: pd.DataFrame) -> list[str]:
         "| --- | --- | --- | --- | --- |",
     ]
     parts = config_parts(ok)
-    for config_hash, group in ok.groupby(ok["config_hash"].astype("object"), sort=False):
-        energy = numeric(group["energy_total_j"])
+    for config_hash, group in ok.groupby(ok[RunCol.CONFIG_HASH].astype("object"), sort=False):
+        energy = numeric(group[RunCol.ENERGY_TOTAL_J])
         iv = median_interval(energy)
         kind = IntervalKind(len(energy), iv.method, iv.coverage)
         span = interval_words(kind)
         if kind.has_interval:
             span = f"{fmt_energy(iv.low)} to {fmt_energy(iv.high)} ({span})"
-        label = str(group["label"].iloc[0]).replace("|", "\\|")
+        label = str(group[RunCol.LABEL].iloc[0]).replace("|", "\\|")
         rows.append(
             f"| {label} | {len(group)} | {fmt_energy(float(np.median(energy)))} | {span} | "
             f"{parts[str(config_hash)].short()} |"

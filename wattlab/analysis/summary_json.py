@@ -34,6 +34,7 @@ from wattlab.analysis.tradeoffs import (
     power_limit_effects,
     region_against_baseline,
 )
+from wattlab.experiment.db.stored_run import StoredRun
 from wattlab.jsonio import jsonable
 from wattlab.wording import interval_words
 
@@ -195,13 +196,8 @@ def summary_to_json(
             "ok": int(len(ok_runs(runs))),
             "failed": int(len(failed)),
             "failures": [
-                {
-                    "run_id": r.get("id"),
-                    "label": r.get("label"),
-                    "repetition": r.get("repetition"),
-                    "error": r.get("error"),
-                }
-                for _, r in failed.iterrows()
+                {"run_id": r.id, "label": r.label, "repetition": r.repetition, "error": r.error}
+                for r in StoredRun.from_frame(failed)
             ],
         }
         out["hardware"] = hardware(runs)

@@ -33,7 +33,6 @@ Operating region (wattlab's defaults, after the reference study): limits that sa
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -44,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from wattlab.errors import ConfigError, DataError
+from wattlab.experiment.db.stored_run import StoredRun
 
 DRAW_PIVOT = 0.7  # the draw share of TDP at which a draw-sensitive law's beta is its beta
 MIN_SAVING = 0.03  # the operating region: at least 3 % less energy ...
@@ -329,25 +329,22 @@ def run_from_store(
 ) -> UncappedRun:
     """The uncapped-run summary of stored run ``run_id``: its budget window's GPU power trace
     (per GPU component), GPU and other energy, and TDP. DataError when the run cannot serve."""
-    match = runs[runs["id"] == run_id]
-    if match.empty:
+    run = StoredRun.in_frame(runs, run_id)
+    if run is None:
         raise DataError(f"there is no run with id {run_id} in the database.")
-    run = match.iloc[0]
-    if run.get("status") != "ok":
-        raise DataError(f"run {run_id} did not finish (status {run.get('status')!r}).")
-    if run.get("device") == "cpu":
+    if run.status != "ok":
+        raise DataError(f"run {run_id} did not finish (status {run.status!r}).")
+    if run.device == "cpu":
         raise DataError(f"run {run_id} ran on the CPU; power limits apply to GPUs.")
-    duration = _number(run.get("duration_s"))
-    gpu_j = _number(run.get("energy_gpu_j"))
-    total_j = _number(run.get("energy_total_j"))
-    tdp = _number(run.get("gpu_tdp_w"))
+    duration, gpu_j, tdp = run.duration_s, run.energy_gpu_j, run.gpu_tdp_w
+    total_j = run.energy_total_j
     if duration is None or gpu_j is None or not gpu_j > 0 or tdp is None:
         raise DataError(
             f"run {run_id} lacks the budget duration, GPU energy or TDP that the prediction needs."
         )
-    limit = _number(run.get("power_limit_w")) or tdp
+    limit = run.power_limit_w or tdp
     other = max(0.0, (total_j or gpu_j) - gpu_j)
-    gpus = int(_number(run.get("gpus")) or 1)
+    gpus = run.gpus or 1
     budget = windows[(windows["run_id"] == run_id) & (windows["name"] == "budget")]
     segments = _trace_segments(trace, run_id, budget)
     if len(segments) == gpus:
@@ -355,14 +352,6 @@ def run_from_store(
     per_gpu = [gpu_j / gpus] * gpus
     base = from_mean_draw(duration, per_gpu, tdp, limit, other)
     return UncappedRun(base.segments, duration, gpu_j, other, tdp, limit, "mean draw (no trace)")
-
-
-def _number(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(number) else number
 
 
 def _trace_segments(

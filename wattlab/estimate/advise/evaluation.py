@@ -39,6 +39,7 @@ from wattlab.errors import DataError
 from wattlab.estimate.advise.advisor import MIN_PREDICTED_SAVING
 from wattlab.estimate.advise.ranking import Limit, Option, Setting, rank
 from wattlab.estimate.pre import PreModel, training_table
+from wattlab.experiment.db.stored_run import RunCol
 
 SLOWDOWNS: tuple[float | None, ...] = (0.0, 0.05, 0.20, None)
 KNOB_SETS: dict[str, tuple[str, ...]] = {
@@ -47,16 +48,16 @@ KNOB_SETS: dict[str, tuple[str, ...]] = {
 }
 TARGET_MEDIAN_REGRET = 0.05
 TARGET_VIOLATIONS = 0.10
-CONFIG = ("model", "precision", "batch_size")
+CONFIG = (RunCol.MODEL, RunCol.PRECISION, RunCol.BATCH_SIZE)
 
 
 def measured_per_image(runs: pd.DataFrame) -> pd.DataFrame:
     """Median energy (J) and time (s) per image of each (model, precision, batch size), with the
     number of repetitions."""
-    ok = runs[runs.get("status", "ok") == "ok"] if "status" in runs else runs
+    ok = runs[runs[RunCol.STATUS] == "ok"] if RunCol.STATUS in runs else runs
     table = ok.assign(
-        energy_pi=ok["energy_total_j"] / ok["samples"],
-        time_pi=ok["duration_s"] / ok["samples"],
+        energy_pi=ok[RunCol.ENERGY_TOTAL_J] / ok[RunCol.SAMPLES],
+        time_pi=ok[RunCol.DURATION_S] / ok[RunCol.SAMPLES],
     )
     grouped = table.groupby(list(CONFIG))
     out = grouped[["energy_pi", "time_pi"]].median()
@@ -172,10 +173,10 @@ def evaluate_reference(
         from wattlab.estimate import pre_cache
 
         fit = pre_cache.fit_runs
-    for column in (*CONFIG, "energy_total_j", "duration_s", "samples"):
+    for column in (*CONFIG, RunCol.ENERGY_TOTAL_J, RunCol.DURATION_S, RunCol.SAMPLES):
         if column not in runs:
             raise DataError(f"the runs table lacks the column {column!r} the evaluation needs.")
-    runs = runs[runs["status"] == "ok"] if "status" in runs else runs
+    runs = runs[runs[RunCol.STATUS] == "ok"] if RunCol.STATUS in runs else runs
     names = sorted(str(m) for m in runs["model"].dropna().unique())
     if models:
         unknown = [m for m in models if m not in names]

@@ -11,7 +11,6 @@ only the power-limit knob is advised, from the trace, and the notes say why.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from typing import Any
 
@@ -34,21 +33,8 @@ from wattlab.estimate.advise.knobs import knob_notes, parse_allow
 from wattlab.estimate.advise.ranking import Option, Setting, advice_sentence, rank
 from wattlab.estimate.pre import PreModel
 from wattlab.estimate.specs import PRECISIONS, lookup_gpu
+from wattlab.experiment.db.stored_run import StoredRun
 from wattlab.monitor.carbon import CarbonSettings
-
-
-def _number(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return None if math.isnan(number) else number
-
-
-def _text(value: Any) -> str | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    return str(value) or None
 
 
 def advise_from_run(
@@ -68,20 +54,18 @@ def advise_from_run(
     tables). DataError when the run is not there, did not finish, or lacks what advice needs."""
     from wattlab.estimate import power_caps
 
-    match = runs[runs["id"] == run_id]
-    if match.empty:
+    run = StoredRun.in_frame(runs, run_id)
+    if run is None:
         raise DataError(f"there is no run with id {run_id} in the database.")
-    run = match.iloc[0]
-    if run.get("status") != "ok":
-        raise DataError(f"run {run_id} did not finish (status {run.get('status')!r}).")
-    if run.get("device") == "cpu":
+    if run.status != "ok":
+        raise DataError(f"run {run_id} did not finish (status {run.status!r}).")
+    if run.device == "cpu":
         raise DataError(f"run {run_id} ran on the CPU; the advisor's knobs are GPU settings.")
-    duration = _number(run.get("duration_s"))
-    energy = _number(run.get("energy_total_j"))
-    samples = _number(run.get("samples"))
+    duration, energy = run.duration_s, run.energy_total_j
+    samples = None if run.samples is None else float(run.samples)
     if not duration or not energy or duration <= 0 or energy <= 0:
         raise DataError(f"run {run_id} lacks the measured energy and duration advice starts from.")
-    gpu_name = _text(run.get("gpu_name"))
+    gpu_name = run.gpu_name or None
     if gpu_name is None:
         raise DataError(f"run {run_id} does not name its GPU, so no GPU's specs can be used.")
     try:
@@ -96,10 +80,9 @@ def advise_from_run(
         uncapped = power_caps.run_from_store(runs, windows, trace, run_id)
     except DataError:
         uncapped = None  # no GPU energy or TDP: no power-limit rows from the trace
-    model = _text(run.get("model"))
-    precision = _text(run.get("precision"))
-    gpus = int(_number(run.get("gpus")) or 1)
-    batch = int(_number(run.get("batch_size")) or 0)
+    model, precision = run.model or None, run.precision or None
+    gpus = run.gpus or 1
+    batch = run.batch_size or 0
     allowed = parse_allow(allow if allow is None or isinstance(allow, str) else ",".join(allow))
     why_not = None
     if model is None:
@@ -110,10 +93,10 @@ def advise_from_run(
         why_not = f"run {run_id} lacks its images or batch size"
     if why_not is None:
         assert model is not None and precision is not None and samples is not None
-        train_size = max(int(_number(run.get("train_size")) or samples), batch)
-        epochs = _number(run.get("epochs")) or samples / train_size
-        stem = _text(run.get("stem")) or "cifar"
-        image_size = int(_number(run.get("image_size")) or 32)
+        train_size = max(int(run.train_size or samples), batch)
+        epochs = run.epochs or samples / train_size
+        stem = run.stem or "cifar"
+        image_size = run.image_size or 32
         pre = _pre(pre_model, pre_fit)
         try:
             predicted = pre.predict_config(

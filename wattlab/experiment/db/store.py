@@ -34,6 +34,7 @@ from wattlab.errors import ConfigError, DataError
 from wattlab.experiment.db.record import added_in
 
 if TYPE_CHECKING:
+    from wattlab.experiment.db.stored_run import StoredRun
     from wattlab.monitor import Measurement
 
 SCHEMA_VERSION = 7
@@ -992,6 +993,19 @@ class Store:
                 with contextlib.suppress(ValueError):
                     record[column] = json.loads(cell)
         return record
+
+    def stored_runs(self, sweep: str | None = None, status: str | None = None) -> list[StoredRun]:
+        """``runs(sweep, status)`` as typed runs (``stored_run.StoredRun``), oldest first."""
+        from wattlab.experiment.db.stored_run import StoredRun
+
+        return StoredRun.from_frame(self.runs(sweep, status))
+
+    def stored_run(self, run_id: int) -> StoredRun | None:
+        """Run ``run_id`` as a typed run (``stored_run.StoredRun``); None when there is none."""
+        from wattlab.experiment.db.stored_run import StoredRun
+
+        record = self.run_record(run_id)
+        return None if record is None else StoredRun.from_row(record)
 
     def windows(self, run_ids: Iterable[int] | None = None) -> pd.DataFrame:
         """Measurement windows (durations in s, energies in J, power in W) of the given runs."""
