@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from wattlab.errors import ConfigError
-from wattlab.estimate.advise.advisor import MIN_PREDICTED_SAVING, Advice, _with_co2e
+from wattlab.estimate.advise.advisor import Advice, _with_co2e
 from wattlab.estimate.advise.probe_rows import (
     WARMUP_GUESS_S,
     Choice,
@@ -70,6 +70,7 @@ class ProbeReport:
     sweep: str
     db: str
     device: str
+    device_name: str  # the GPU's name, or "CPU"
     seconds_given: float
     duration_s: float
     energy_j: float
@@ -138,6 +139,15 @@ class Trainee:
         if self.data_dir:
             out["data_dir"] = self.data_dir
         return out
+
+
+def device_name(device: str) -> str:
+    """The name of the GPU the probe runs on ("CPU" on the CPU)."""
+    if device != "cuda":
+        return "CPU"
+    import torch
+
+    return str(torch.cuda.get_device_name(0))
 
 
 def probe_device() -> str:
@@ -316,6 +326,7 @@ def probe(
         sweep=name,
         db=db,
         device=device,
+        device_name=device_name(device),
         seconds_given=float(seconds),
         duration_s=cost.duration_s,
         energy_j=cost.total_energy_j,
@@ -400,35 +411,40 @@ def _advice_with(
     report: ProbeReport,
     notes: list[str],
 ) -> Advice:
-    """The advice re-ranked on the measured rows; the rest listed after them, predicted."""
-    predicted = [replace(o, source="predicted") for o in advice.rows if o.setting not in measured]
+    """The advice re-ranked on the measured rows; the rest listed after them as PRE predicted
+    them, with their savings against PRE's prediction of the current configuration (a
+    measured row and a predicted one are never compared with each other)."""
+    done = [*advice.notes, *notes, *describe_choice(choice), "probe: " + report.describe()]
     if advice.current not in measured:  # the current configuration failed or never ran
-        notes.append(
+        done.append(
             "the probe could not measure the current configuration, so the ranking stays PRE's"
         )
-        return replace(
-            advice,
-            notes=[*advice.notes, *notes, *describe_choice(choice), "probe: " + report.describe()],
-            probe=report,
-        )
-    limit = advice.limit
-    ranked_measured = rank(list(measured.values()), advice.current, limit, MIN_MEASURED_SAVING)
-    ranked_rest = rank(
-        [*predicted, measured[advice.current]], advice.current, advice.limit, MIN_PREDICTED_SAVING
-    )
-    rest = [o for o in ranked_rest if not o.is_current]
-    rows = [replace(o, rank=i + 1) for i, o in enumerate([*ranked_measured, *rest])]
-    sentence = advice_sentence(ranked_measured, advice.limit, MIN_MEASURED_SAVING)
-    what = "estimated" if any(o.source == "estimated" for o in measured.values()) else "measured"
+        return replace(advice, notes=done, probe=report)
+    ranked = rank(list(measured.values()), advice.current, advice.limit, MIN_MEASURED_SAVING)
+    rest = [o for o in advice.rows if o.setting not in measured]
+    rows = [replace(o, rank=i + 1) for i, o in enumerate([*ranked, *rest])]
+    what = "estimated" if any(o.source.startswith("estimated") for o in ranked) else "measured"
+    sentence = advice_sentence(ranked, advice.limit, MIN_MEASURED_SAVING)
     sentence = sentence.replace(" is predicted to use", f" was {what} to use")
+    if rest:
+        done.append(
+            f"rows {len(ranked) + 1}-{len(rows)} are PRE's predictions for {advice.gpu_name}, not "
+            "measured; their savings are against PRE's prediction of the current configuration"
+        )
+    here, there = report.device_name.lower(), advice.gpu_name.lower()
+    if not (here in there or there in here):
+        done.append(
+            f"the probe measured this machine's {report.device_name}, not {advice.gpu_name}: "
+            "the measured rows rank the candidates here"
+        )
     graphs_why = "CUDA graphs are not advised"
     graphs_done = _graphs_measured(measured)
-    kept = [n for n in advice.notes if not (graphs_done and n.startswith(graphs_why))]
+    done = [n for n in done if not (graphs_done and n.startswith(graphs_why))]
     return replace(
         advice,
         rows=rows,
         sentence=f"{sentence} (probed: {what} for {len(measured)} candidate(s))",
-        notes=[*kept, *notes, *describe_choice(choice), "probe: " + report.describe()],
+        notes=done,
         probe=report,
     )
 
