@@ -86,7 +86,9 @@ def test_the_advice_comes_from_the_measured_rows_and_the_rest_stays_predicted() 
     assert out.rows[1].saving == pytest.approx(1 - 120 / 90)  # against the measured current
     assert out.rows[2].source == "predicted"
     assert out.rows[2].saving == pytest.approx(1 - 70 / 100)  # against PRE's current
-    assert out.sentence.startswith("Keep the current configuration: no allowed change was measured")
+    assert out.sentence.startswith(
+        "Keep the current configuration: none of the 1 change(s) measured used at least 2% less"
+    )
     assert any("rows 3-3 are PRE's predictions" in n for n in out.notes)
     assert out.probe is not None and out.to_dict()["probe"]["sweep"] == "probe-x"
 
@@ -96,7 +98,19 @@ def test_a_probe_elsewhere_says_which_device_it_measured() -> None:
     measured = {CURRENT: _option(CURRENT, 90e3, 500, "estimated (probe, 1 run)")}
     out = _advice_with(_advice(predicted), measured, Choice([], [], []), _report("cpu", "CPU"), [])
     assert any("measured this machine's CPU, not NVIDIA H200" in n for n in out.notes)
+    assert out.sentence.startswith("No measured advice: the probe had time to measure only")
     assert "(probed: estimated for 1 candidate(s))" in out.sentence
+
+
+def test_a_measured_change_that_saves_leads_and_says_so() -> None:
+    bf16 = Setting("amp-bf16", 64, 1)
+    predicted = [_option(CURRENT, 100e3, 600, "predicted"), _option(bf16, 90e3, 500, "predicted")]
+    measured = {CURRENT: _option(CURRENT, 100e3, 600, "measured (probe, 2 runs)"),
+                bf16: _option(bf16, 60e3, 400, "measured (probe, 2 runs)")}  # fmt: skip
+    out = _advice_with(_advice(predicted), measured, Choice([], [], []), _report(), [])
+    assert out.rows[0].setting == bf16 and out.rows[0].saving == pytest.approx(0.4)
+    assert out.sentence.startswith("Change precision fp32 -> amp-bf16: 40% less energy")
+    assert out.sentence.endswith("(probed: measured for 2 candidate(s)).")
 
 
 def test_without_a_measured_current_configuration_the_ranking_stays_pre_s() -> None:

@@ -424,8 +424,19 @@ def _advice_with(
     rest = [o for o in advice.rows if o.setting not in measured]
     rows = [replace(o, rank=i + 1) for i, o in enumerate([*ranked, *rest])]
     what = "estimated" if any(o.source.startswith("estimated") for o in ranked) else "measured"
-    sentence = advice_sentence(ranked, advice.limit, MIN_MEASURED_SAVING)
-    sentence = sentence.replace(" is predicted to use", f" was {what} to use")
+    others = len(ranked) - 1
+    if others == 0:
+        sentence = (
+            "No measured advice: the probe had time to measure only the current configuration, "
+            "so no change was measured against it (give --probe more seconds)"
+        )
+    elif ranked[0].is_current:
+        sentence = (
+            f"Keep the current configuration: none of the {others} change(s) {what} used at "
+            f"least {MIN_MEASURED_SAVING:.0%} less energy {advice.limit.describe()}"
+        )
+    else:
+        sentence = advice_sentence(ranked, advice.limit, MIN_MEASURED_SAVING).rstrip(".")
     if rest:
         done.append(
             f"rows {len(ranked) + 1}-{len(rows)} are PRE's predictions for {advice.gpu_name}, not "
@@ -443,7 +454,7 @@ def _advice_with(
     return replace(
         advice,
         rows=rows,
-        sentence=f"{sentence} (probed: {what} for {len(measured)} candidate(s))",
+        sentence=f"{sentence} (probed: {what} for {len(measured)} candidate(s)).",
         notes=done,
         probe=report,
     )
