@@ -125,7 +125,8 @@ def sweep(
     from wattlab.cli.sweep_view import print_plan, run_with_progress
     from wattlab.experiment.db.store import check_writable_database, open_store
     from wattlab.experiment.result_json import sweep_result
-    from wattlab.experiment.specs.trainer import SweepSpec, load_sweep_spec
+    from wattlab.experiment.specs.load import load_sweep_spec
+    from wattlab.experiment.specs.trainer import SweepSpec
     from wattlab.experiment.sweep.plan import MachineFacts, check_spec_inputs, make_plan
     from wattlab.jsonio import dump_json
 
