@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
+from wattlab.cli.measurement import MeasurementFlags
 from wattlab.cli.options import (
     CarbonIntensity,
     EstimateBatchSize,
@@ -118,11 +119,10 @@ def advise(
     from wattlab.estimate.advise import advise as advise_fn
     from wattlab.estimate.advise import advise_from_run
     from wattlab.jsonio import dump_json
-    from wattlab.monitor.carbon import settings_from_flags
 
     if max_slowdown is not None and deadline_s is not None:
         raise WattlabError("give --max-slowdown or --deadline-s, not both.")
-    carbon = settings_from_flags(carbon_intensity, intensity_range, pue)
+    carbon = MeasurementFlags.from_params(ctx.params).carbon()
     if db is not None or run_id is not None:
         if db is None or run_id is None:
             raise WattlabError("give both --db FILE and --run ID to start from a stored run.")

@@ -33,8 +33,9 @@ from wattlab.estimate.advise.advisor import (
 from wattlab.estimate.advise.knobs import knob_notes, parse_allow
 from wattlab.estimate.advise.ranking import Option, Setting, advice_sentence, rank
 from wattlab.estimate.pre import PreModel
-from wattlab.estimate.specs import PRECISIONS, lookup_gpu
+from wattlab.estimate.specs import lookup_gpu
 from wattlab.monitor.carbon import CarbonSettings
+from wattlab.train.config import PRECISIONS
 
 
 def _number(value: Any) -> float | None:
