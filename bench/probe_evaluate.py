@@ -10,15 +10,18 @@ in fresh processes, and score the probe's pick and PRE's pick from every start a
    size, each point a timed window of ``--truth-window-s`` after its warm-up steps, twice; the
    per-image energy and time of a point are the medians over its runs. Per-image figures scale
    to any image count, so they stand for the advice's images.
-2. **Probes.** For each model and batch size, ``wattlab advise ... --allow precision,batch
-   --probe S`` in a fresh process, starting from fp32 at that batch (``--json`` kept).
+2. **Probes.** For each model and batch size, ``wattlab advise ... --allow precision --probe
+   S`` in a fresh process, starting from fp32 at that batch (``--json`` kept). The knob judged
+   is precision (with CUDA graphs' twins, which the truth leaves out, so they are not scored):
+   ``--allow batch`` would add the reference set's batch sizes, which the truth does not hold.
 3. **Scores.** For every start (each truth point a probe measured) and every limit (max
-   slowdown 0, 5, 20 %, none): the probe's pick is the first of its measured rows ranked from
-   that start (``ranking.rank`` with the probe's minimum saving); PRE's pick is the first of
-   PRE's predictions of the same candidates ranked from that start (with the advisor's minimum
-   saving). Each pick's regret (its true energy over the best true energy within the limit,
-   minus 1) and violation (its true time over the limit) come from the ground truth
-   (``advise.evaluation.score_pick``). Side by side: median and p90 regret, violation rate.
+   slowdown 0, 5, 20 %, none), among the precisions at the start's batch size: the probe's
+   pick is the first of its measured rows ranked from that start (``ranking.rank`` with the
+   probe's minimum saving); PRE's pick is the first of PRE's predictions of the same
+   candidates ranked from that start (with the advisor's minimum saving). Each pick's regret
+   (its true energy over the best true energy within the limit, minus 1) and violation (its
+   true time over the limit) come from the ground truth (``advise.evaluation.score_pick``).
+   Side by side: median and p90 regret, violation rate.
 4. **Cost.** Each probe's own measured energy and time, as a share of a 30-epoch CIFAR-10
    training (50 000 images) of its start configuration, by the ground truth.
 
@@ -63,6 +66,7 @@ def truth_spec(
     batches: list[int],
     window_s: float,
     device: str,
+    repetitions: int = 2,
 ) -> dict[str, Any]:
     return {
         "name": f"truth-{model}",
@@ -76,7 +80,7 @@ def truth_spec(
             "test_samples": min(batches),
         },
         "grid": {"precision": precisions, "batch_size": batches},
-        "repetitions": 2,
+        "repetitions": repetitions,
         "order": "random",
         "warmup_runs": 0,
         "cooldown_s": 0,
@@ -139,7 +143,7 @@ def run_probe(
         "--precision",
         "fp32",
         "--allow",
-        "precision,batch",
+        "precision",
         "--probe",
         f"{seconds:g}",
         "--db",
@@ -202,8 +206,11 @@ def score(
             ):
                 if start not in rows or start not in measured:  # the same starts for both
                     continue
-                pick = rank(list(rows.values()), start, limit, floor)[0].setting
-                scored = score_pick(pick, start, settings, true, slowdown)  # best of all
+                # the knob is precision: the candidates are the start's batch size's
+                same = [s for s in settings if s.batch_size == start.batch_size]
+                options = [o for s, o in rows.items() if s.batch_size == start.batch_size]
+                pick = rank(options, start, limit, floor)[0].setting
+                scored = score_pick(pick, start, same, true, slowdown)  # best of all of them
                 out[name].append(
                     {
                         **scored,
@@ -227,6 +234,7 @@ def main() -> None:
     parser.add_argument("--precisions", nargs="+", default=list(PRECISIONS), choices=PRECISIONS)
     parser.add_argument("--batches", nargs="+", type=int, default=[96, 768])
     parser.add_argument("--truth-window-s", type=float, default=6.0)
+    parser.add_argument("--truth-repetitions", type=int, default=2)
     parser.add_argument("--probe-s", type=float, default=45.0)
     parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     parser.add_argument("--gpu-name", default=None, help="PRE's GPU (default: this machine's).")
@@ -235,7 +243,7 @@ def main() -> None:
     parser.add_argument("--skip-truth", action="store_true", help="reuse the truth in --db")
     args = parser.parse_args()
     if os.environ.get("WATTLAB_FORBID_POWER_LIMITS") != "1":
-        print("note: power limits are never probed here (--allow precision,batch)")
+        print("note: power limits are never probed here (--allow precision)")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     db = Path(args.db or out / "probe-evaluate.db")
@@ -249,7 +257,13 @@ def main() -> None:
         name, fields = model_args(model)
         if not args.skip_truth:
             spec = truth_spec(
-                name, fields, args.precisions, args.batches, args.truth_window_s, args.device
+                name,
+                fields,
+                args.precisions,
+                args.batches,
+                args.truth_window_s,
+                args.device,
+                args.truth_repetitions,
             )
             run_truth(spec, db, out)
         truth = truth_table(db, name)

@@ -205,6 +205,112 @@ def test_known_exceptions_are_still_needed():
     assert sorted(set(KNOWN_EXCEPTIONS) - seen) == []
 
 
+def import_graph(prefix: str) -> dict[str, set[str]]:
+    """Which modules under ``prefix`` each module under it imports, anywhere in the file (top
+    level, in a function, under TYPE_CHECKING). ``from pkg import mod`` names the module
+    ``pkg.mod`` when it is one, else ``pkg``."""
+    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    inside = {m for m in modules if m == prefix or m.startswith(prefix + ".")}
+    graph: dict[str, set[str]] = {}
+    for name in sorted(inside):
+        path = modules[name]
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.Import):
+                found |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                for alias in node.names:
+                    sub = f"{target}.{alias.name}"
+                    found.add(sub if sub in modules else target)
+        graph[name] = {m for m in found if m in inside and m != name}
+    return graph
+
+
+def import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle (``[a, b, ..., a]``) for each group of modules that import each other."""
+    order: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    groups: list[set[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        order[node] = low[node] = len(order)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in order:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], order[nxt])
+        if low[node] == order[node]:
+            group = set()
+            while True:
+                member = stack.pop()
+                group.add(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for node in sorted(graph):
+        if node not in order:
+            visit(node)
+    cycles = []
+    for group in groups:  # the shortest way from the group's first module back to itself
+        start = min(group)
+        paths = {start: [start]}
+        queue = [start]
+        while queue:
+            node = queue.pop(0)
+            for nxt in sorted(graph[node] & group):
+                if nxt == start:
+                    queue = []
+                    cycles.append(paths[node] + [start])
+                    break
+                if nxt not in paths:
+                    paths[nxt] = paths[node] + [nxt]
+                    queue.append(nxt)
+    return sorted(cycles)
+
+
+def test_import_cycles_are_found_and_named():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set(), "e": {"f"}, "f": {"e"}}
+    assert import_cycles(graph) == [["a", "b", "c", "a"], ["e", "f", "e"]]
+    assert import_cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_scan_sees_function_level_and_type_checking_imports(tmp_path, monkeypatch):
+    root = tmp_path / "wattlab" / "experiment"
+    root.mkdir(parents=True)
+    (root / "__init__.py").write_text("")
+    (root / "a.py").write_text("def f():\n    from wattlab.experiment import b\n")
+    (root / "b.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import f\n"
+    )
+    monkeypatch.setattr(sys.modules[__name__], "REPO", tmp_path)
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", tmp_path / "wattlab")
+    graph = import_graph("wattlab.experiment")
+    assert graph["wattlab.experiment.a"] == {"wattlab.experiment.b"}
+    assert import_cycles(graph) == [
+        ["wattlab.experiment.a", "wattlab.experiment.b", "wattlab.experiment.a"]
+    ]
+
+
+def test_experiment_has_no_import_cycle():
+    """Every room of experiment/ imports only what sits below it, lazily or not: a circle
+    means two modules that cannot be read, or changed, one without the other."""
+    cycles = import_cycles(import_graph("wattlab.experiment"))
+    assert cycles == [], "modules that import each other:\n" + "\n".join(
+        " -> ".join(cycle) for cycle in cycles
+    )
+
+
 FORBIDDEN = ("torch", "wattlab.train", "wattlab.experiment", "wattlab.analysis", "wattlab.cli")
 FORBIDDEN += ("wattlab.estimate", "wattlab.integrations", "prometheus_client")
 

@@ -26,7 +26,8 @@ def test_each_choice_is_the_librarys_own_list() -> None:
     assert values(choices.RamMeasure) == RAM_MEASURES
     assert values(choices.Dataset) == config.DATASETS
     assert values(choices.Stem) == config.STEMS
-    assert values(choices.Precision) == config.PRECISIONS == specs.PRECISIONS
+    assert values(choices.Precision) == config.PRECISIONS
+    assert tuple(specs._RATE_COLUMN) == config.PRECISIONS  # a GPU's rate for every precision
     from wattlab.analysis.statement import TRAINING_TYPES
 
     assert values(choices.TrainingType) == TRAINING_TYPES

@@ -53,3 +53,45 @@ def test_a_trace_that_does_not_cover_now_is_refused_before_anything_runs(tmp_pat
     )
     with pytest.raises(WattlabError, match="does not include now"):
         MeasurementFlags(intensity_trace=str(trace)).settings()
+
+
+def test_the_flags_are_read_from_a_commands_parameters(tmp_path: Path) -> None:
+    from wattlab.cli.measurement import PARAMETERS
+
+    params = {name: None for name in PARAMETERS.values()}
+    params |= {"interval": 0.25, "cpu_tdp": 65.0, "ram_measure": "process", "db": "x.db"}
+    flags = MeasurementFlags.from_params(params)
+    assert (flags.interval_s, flags.cpu_tdp_w, flags.ram_measure) == (0.25, 65.0, "process")
+    assert flags.powercap_root is None and flags.region is None
+    only_carbon = MeasurementFlags.from_params({"carbon_intensity": 0.5, "pue": 1.5, "rows": 3})
+    assert only_carbon == MeasurementFlags(carbon_intensity=0.5, pue=1.5)
+    carbon = only_carbon.carbon()
+    assert carbon.intensity_kg_per_kwh == pytest.approx(0.5) and carbon.pue == pytest.approx(1.5)
+
+
+def test_every_measuring_command_takes_the_same_flags_with_the_same_defaults() -> None:
+    """The flags are declared once (cli.options' aliases, these names and defaults): a command
+    that renamed one, or gave it another default, would measure differently unnoticed."""
+    import dataclasses
+    import inspect
+
+    from wattlab.cli import advise_cmd, estimate_cmd, monitor_cmd, run_cmd, sweep_cmd
+    from wattlab.cli.measurement import CARBON_PARAMETERS, PARAMETERS
+
+    defaults = {f.name: f.default for f in dataclasses.fields(MeasurementFlags)}
+    commands = {
+        run_cmd.run: PARAMETERS,
+        sweep_cmd.sweep: PARAMETERS,
+        monitor_cmd.monitor: PARAMETERS,
+        estimate_cmd.estimate: {k: k for k in CARBON_PARAMETERS},
+        advise_cmd.advise: {k: k for k in CARBON_PARAMETERS},
+    }
+    annotations: dict[str, set[str]] = {}
+    for command, taken in commands.items():
+        signature = inspect.signature(command)
+        assert "ctx" in signature.parameters, command.__name__  # from_params reads ctx.params
+        for field, name in taken.items():
+            parameter = signature.parameters[name]
+            assert parameter.default == defaults[field], (command.__name__, name)
+            annotations.setdefault(name, set()).add(str(parameter.annotation))
+    assert all(len(spelled) == 1 for spelled in annotations.values()), annotations

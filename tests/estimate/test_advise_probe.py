@@ -173,3 +173,39 @@ def test_a_cpu_probe_measures_stores_and_costs_itself(tmp_path: Path) -> None:
     con.close()
     assert len([r for r in stored if r[0] == "ok"]) == probe["runs"]
     assert all(r[2] > 0 and r[3] > 0 for r in stored if r[0] == "ok")
+
+
+@pytest.mark.slow
+def test_a_probe_from_a_stored_run_trains_its_model_and_stores_beside_it(tmp_path: Path) -> None:
+    """``advise --db DB --run ID --probe``: the model comes from the stored run, the probe's
+    sweep is stored in the same database, and PRE's correction by the run is still said."""
+    from wattlab.experiment.db.store import open_store
+
+    db = tmp_path / "runs.db"
+    with open_store(db) as store:
+        run_id = store.insert_run(
+            {"status": "ok", "config_hash": "adv", "config_json": {"model": "resnet18"},
+             "label": "resnet18 1xGPU fp32 bs16", "model": "resnet18", "device": "cuda",
+             "gpus": 1, "precision": "fp32", "batch_size": 16, "epochs": 1, "samples": 1024,
+             "train_size": 1024, "image_size": 32, "stem": "cifar", "duration_s": 2.0,
+             "energy_total_j": 900.0, "energy_gpu_j": 800.0, "gpu_name": "NVIDIA H200",
+             "gpu_tdp_w": 700.0, "power_limit_w": 700.0},
+            [{"name": "budget", "start_s": 0.0, "duration_s": 2.0, "energy_total_j": 800.0}],
+            [(0.5, "gpu:0", 400.0), (1.5, "gpu:0", 400.0)],
+        )  # fmt: skip
+    env = {**os.environ, "WATTLAB_CACHE_DIR": str(tmp_path / "cache")}
+    done = subprocess.run(
+        [sys.executable, "-m", "wattlab.cli", "advise", "--db", str(db), "--run", str(run_id),
+         "--allow", "precision", "--probe", "--json", "a.json"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=900, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads((tmp_path / "a.json").read_text())
+    assert result["probe"]["seconds_given"] == 60.0  # --probe alone
+    assert any(f"PRE corrected by run {run_id}" in n for n in result["notes"])
+    con = sqlite3.connect(db)
+    models = con.execute(
+        "SELECT DISTINCT model FROM runs WHERE sweep = ?", (result["probe"]["sweep"],)
+    ).fetchall()
+    con.close()
+    assert models == [("resnet18",)]

@@ -16,7 +16,8 @@ from wattlab.budget_marks import ENV_BUDGET_SOCKET, budget
 from wattlab.errors import ConfigError
 from wattlab.experiment.runs.command_meter import BudgetServer, sum_in_sequence
 from wattlab.experiment.specs.command import CommandSweepSpec, program_name
-from wattlab.experiment.specs.trainer import load_spec, load_sweep_spec
+from wattlab.experiment.specs.load import load_sweep_spec
+from wattlab.experiment.specs.trainer import load_spec
 from wattlab.meters.base import Provenance
 from wattlab.monitor import EnergyMonitor, Measurement
 

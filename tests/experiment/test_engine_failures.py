@@ -16,7 +16,7 @@ import pytest
 
 from wattlab.errors import ConfigError
 from wattlab.experiment.db.store import open_store
-from wattlab.experiment.runs import runner
+from wattlab.experiment.runs import checks, runner
 from wattlab.experiment.runs.worker import WorkerOptions, execute
 from wattlab.train.config import make_run_config
 
@@ -63,8 +63,8 @@ def test_codecarbon_asked_for_but_missing_is_bad_input(monkeypatch):
     )
     cfg = make_run_config(device="cpu", epochs=1, codecarbon=True)
     with pytest.raises(ConfigError, match="CodeCarbon was asked for"):
-        runner.check_inputs(cfg)
-    runner.check_inputs(make_run_config(device="cpu", epochs=1))  # not asked for: fine
+        checks.check_inputs(cfg)
+    checks.check_inputs(make_run_config(device="cpu", epochs=1))  # not asked for: fine
 
 
 def _tiny_cfg(**overrides):

@@ -11,14 +11,8 @@ import pytest
 
 from wattlab.errors import ConfigError
 from wattlab.experiment.db.store import open_store
-from wattlab.experiment.specs.trainer import (
-    PRESETS,
-    SweepSpec,
-    draw_order_seed,
-    load_spec,
-    parse_yaml,
-    preset_text,
-)
+from wattlab.experiment.specs.base import PRESETS, draw_order_seed, parse_yaml, preset_text
+from wattlab.experiment.specs.trainer import SweepSpec, load_spec
 
 GOOD = """\
 name: mini

@@ -18,7 +18,8 @@ import pytest
 import wattlab
 from wattlab.errors import ConfigError, DataError
 from wattlab.experiment.db import store as store_mod
-from wattlab.experiment.db.store import AlreadyStoredError, Store, open_store
+from wattlab.experiment.db.errors import AlreadyStoredError
+from wattlab.experiment.db.store import Store, open_store
 from wattlab.meters.base import Provenance
 
 REPO = Path(wattlab.__file__).resolve().parents[1]
@@ -304,7 +305,8 @@ def test_register_sweep_first_time_resume_and_conflict(store: Store) -> None:
 CHILD = textwrap.dedent(
     """
     import sys
-    from wattlab.experiment.db.store import AlreadyStoredError, open_store
+    from wattlab.experiment.db.errors import AlreadyStoredError
+    from wattlab.experiment.db.store import open_store
 
     store = open_store(sys.argv[1])
     i = int(sys.argv[2])  # a fresh range of repetitions per child

@@ -110,7 +110,7 @@ def test_other_globals_are_refused(tmp_path: Path) -> None:
 
 @pytest.mark.extra("train")
 def test_every_batch_is_checked_before_training(tmp_path: Path) -> None:
-    from wattlab.experiment.runs.runner import check_inputs
+    from wattlab.experiment.runs.checks import check_inputs
     from wattlab.train.config import RunConfig
 
     cifar_folder(tmp_path, truncated="data_batch_5")  # the last one, not read by a small run
@@ -129,7 +129,7 @@ def test_every_batch_is_checked_before_training(tmp_path: Path) -> None:
 @pytest.mark.extra("train")
 def test_a_dry_run_opens_no_data_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import wattlab.train.data as data
-    from wattlab.experiment.runs.runner import check_inputs
+    from wattlab.experiment.runs.checks import check_inputs
     from wattlab.train.config import RunConfig
 
     cifar_folder(tmp_path, evil="data_batch_1")

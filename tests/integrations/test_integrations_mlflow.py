@@ -15,10 +15,8 @@ import pytest
 pytest.importorskip("mlflow")
 from mlflow.tracking import MlflowClient  # noqa: E402
 
-from wattlab.experiment.db.store import (
-    open_store,  # noqa: E402
-    window_row,  # noqa: E402
-)
+from wattlab.experiment.db.record import window_row  # noqa: E402
+from wattlab.experiment.db.store import open_store  # noqa: E402
 from wattlab.integrations.mlflow import export_store  # noqa: E402
 from wattlab.integrations.session import run_row  # noqa: E402
 from wattlab.monitor import EnergyMonitor  # noqa: E402

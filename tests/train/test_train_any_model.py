@@ -14,7 +14,7 @@ from torch import nn
 
 from wattlab.errors import ConfigError
 from wattlab.estimate.features import clear_model_cost_cache, config_features, model_cost
-from wattlab.experiment.runs.runner import check_inputs
+from wattlab.experiment.runs.checks import check_inputs
 from wattlab.train import data
 from wattlab.train.config import NOT_HASHED, RunConfig, make_run_config
 from wattlab.train.data import DeviceData, plan_epoch, synthetic_dataset

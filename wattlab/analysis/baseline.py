@@ -10,8 +10,9 @@ from collections.abc import Mapping
 import numpy as np
 import pandas as pd
 
-from wattlab.analysis.runs_table import CONFIG_COLUMNS, PRECISION_ORDER, as_float
+from wattlab.analysis.runs_table import CONFIG_COLUMNS, as_float
 from wattlab.errors import ConfigError
+from wattlab.train.config import PRECISIONS
 
 _POWER_ATOL_W = 0.5  # a requested "250" matches a limit read back as 249.9 W
 
@@ -99,7 +100,7 @@ def default_baseline(summary: pd.DataFrame) -> str:
         gpus = as_float(row.get("gpus"), math.inf)
         world = as_float(row.get("world_size"), math.inf)
         precision = row.get("precision")
-        p_rank = PRECISION_ORDER.index(precision) if precision in PRECISION_ORDER else 99
+        p_rank = PRECISIONS.index(precision) if precision in PRECISIONS else 99
         req = as_float(row.get("power_limit_requested_w"), math.inf)
         in_force = as_float(row.get("power_limit_w"), math.inf)
         return (gpus, world, p_rank, -req, -in_force, str(row.get("label")))

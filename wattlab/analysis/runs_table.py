@@ -60,7 +60,6 @@ MEDIAN_ONLY = run_columns(
 CONTEXT_COLUMNS = run_columns("gpu_name", "cpu_model", "intensity_kg_per_kwh", "pue")
 REQUIRED_COLUMNS = run_columns("status", "config_hash", "label", "duration_s", "energy_total_j")
 
-PRECISION_ORDER = ("fp32", "tf32", "amp-bf16", "amp-fp16")
 _PROVENANCE_RANK = {"measured": 0, "sampled": 1, "estimated": 2, "unknown": 3}
 INT_COLUMNS = run_columns("gpus", "world_size", "batch_size")
 

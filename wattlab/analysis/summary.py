@@ -20,7 +20,6 @@ from wattlab.analysis.runs_table import (
     INT_COLUMNS,
     MEDIAN_ONLY,
     METRICS,
-    PRECISION_ORDER,
     REQUIRED_COLUMNS,
     check_columns,
     failed_runs,
@@ -30,6 +29,7 @@ from wattlab.analysis.runs_table import (
     weakest_provenance,
 )
 from wattlab.errors import DataError
+from wattlab.train.config import PRECISIONS
 from wattlab.wording import IntervalKind
 
 
@@ -59,7 +59,7 @@ def _sort_key(row: Mapping[str, object]) -> tuple:
         return missing if math.isnan(out) else out
 
     precision = row.get("precision")
-    p_rank = PRECISION_ORDER.index(precision) if precision in PRECISION_ORDER else 99
+    p_rank = PRECISIONS.index(precision) if precision in PRECISIONS else 99
     return (
         str(row.get("model") or ""),
         num(row.get("gpus"), 0.0),

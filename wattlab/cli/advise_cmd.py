@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from wattlab.cli.choices import Dataset, choice_callback
+from wattlab.cli.measurement import MeasurementFlags
 from wattlab.cli.options import (
     CarbonIntensity,
     DataDir,
@@ -147,11 +148,10 @@ def advise(
     from wattlab.estimate.advise.probe import Trainee, stored_trainee
     from wattlab.estimate.advise.probe import probe as probe_advice
     from wattlab.jsonio import dump_json
-    from wattlab.monitor.carbon import settings_from_flags
 
     if max_slowdown is not None and deadline_s is not None:
         raise WattlabError("give --max-slowdown or --deadline-s, not both.")
-    carbon = settings_from_flags(carbon_intensity, intensity_range, pue)
+    carbon = MeasurementFlags.from_params(ctx.params).carbon()
     if run_id is not None or (db is not None and probe is None):
         if db is None or run_id is None:
             raise WattlabError("give both --db FILE and --run ID to start from a stored run.")

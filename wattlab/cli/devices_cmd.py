@@ -3,6 +3,7 @@ missing, why and how to fix it (a table, or ``--json``)."""
 
 from __future__ import annotations
 
+from wattlab.cli.measurement import RAM_MEASURE
 from wattlab.cli.measurement import powercap_root as check_powercap_root
 from wattlab.cli.options import CpuTdp, JsonOut, PowercapRoot, RamMeasure
 
@@ -10,7 +11,7 @@ from wattlab.cli.options import CpuTdp, JsonOut, PowercapRoot, RamMeasure
 def devices(
     powercap_root: PowercapRoot = None,
     cpu_tdp: CpuTdp = None,
-    ram_measure: RamMeasure = "system",
+    ram_measure: RamMeasure = RAM_MEASURE,
     json_path: JsonOut = None,
 ) -> None:
     """List every meter found, its provenance, and for anything missing why and how to fix it."""

@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from wattlab.cli.choices import Protocol, StepMethod, Target, choice_callback, step_method_help
+from wattlab.cli.measurement import MeasurementFlags
 from wattlab.cli.options import (
     CarbonIntensity,
     DurationS,
@@ -73,14 +74,13 @@ def estimate(
     from wattlab.estimate.predict import estimate_all, format_estimates
     from wattlab.estimate.sources import pre_fit as source_pre_fit
     from wattlab.jsonio import dump_json
-    from wattlab.monitor.carbon import settings_from_flags
 
     if (model is None and model_factory is None) or epochs is None:
         raise WattlabError(
             "give at least --model NAME (or --model-factory FILE.py:FUNC) and --epochs N "
             "(see --help)."
         )
-    carbon = settings_from_flags(carbon_intensity, intensity_range, pue)
+    carbon = MeasurementFlags.from_params(ctx.params).carbon()
     pre_fit, pre_note = source_pre_fit(db, data)
     estimates = estimate_all(
         model=model,

@@ -1,24 +1,45 @@
 """The measurement settings `run`, `sweep` and `monitor` share, checked once.
 
-Each of the three commands declares the same measuring flags (``--interval``, the carbon flags,
-``--powercap-root``, ``--cpu-tdp``, ``--ram-measure``); ``MeasurementFlags`` holds their parsed
-values and ``settings()`` checks them together and turns them into what the library takes: a
-``CarbonSettings`` whose intensity trace covers the present, an existing powercap root, and, for
-``--mlflow``, an installed MLflow with a reachable tracking store.
+Each of the three commands takes the same measuring flags (``--interval``, the carbon flags,
+``--powercap-root``, ``--cpu-tdp``, ``--ram-measure``), each declared once as an ``Annotated``
+alias in ``cli.options``, under the parameter names of ``PARAMETERS`` and with the defaults
+here; `estimate` and `advise` take the carbon ones (``CARBON_PARAMETERS``).
+``MeasurementFlags.from_params(ctx.params)`` gathers their parsed values, and ``settings()``
+checks them together and turns them into what the library takes: a ``CarbonSettings`` whose
+intensity trace covers the present, an existing powercap root, and, for ``--mlflow``, an
+installed MLflow with a reachable tracking store.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from wattlab.errors import WattlabError
 
 if TYPE_CHECKING:
     from wattlab.experiment.options import WorkerOptions
     from wattlab.monitor.carbon import CarbonSettings
+
+INTERVAL_S = 0.1  # --interval's default: the sampling period in seconds
+RAM_MEASURE = "system"  # --ram-measure's default
+# MeasurementFlags field -> the command's parameter (its flag is that name with dashes)
+PARAMETERS = {
+    "interval_s": "interval",
+    "carbon_intensity": "carbon_intensity",
+    "intensity_range": "intensity_range",
+    "pue": "pue",
+    "powercap_root": "powercap_root",
+    "cpu_tdp_w": "cpu_tdp",
+    "ram_measure": "ram_measure",
+    "region": "region",
+    "intensity_trace": "intensity_trace",
+}
+# the ones of a command that only predicts (`estimate`, `advise`): what CO2e a kWh stands for
+CARBON_PARAMETERS = ("carbon_intensity", "intensity_range", "pue")
 
 
 def powercap_root(value: str | None) -> Path | None:
@@ -70,25 +91,36 @@ class MeasurementFlags:
     """The parsed values of the measuring flags (--interval and the numbers were bounded, the
     intensity range parsed, while the command line was parsed)."""
 
-    interval_s: float = 0.1
+    interval_s: float = INTERVAL_S
     carbon_intensity: float | None = None
     intensity_range: str | None = None
     pue: float | None = None
     powercap_root: str | None = None
     cpu_tdp_w: float | None = None
-    ram_measure: str = "system"
+    ram_measure: str = RAM_MEASURE
     region: str | None = None
     intensity_trace: str | None = None
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> MeasurementFlags:
+        """The measuring flags among a command's parsed parameters (``ctx.params``); a flag
+        the command does not take keeps its default (`estimate` takes only the carbon ones)."""
+        return cls(**{field: params[name] for field, name in PARAMETERS.items() if name in params})
+
+    def carbon(self) -> CarbonSettings:
+        """The carbon flags as the library's ``CarbonSettings`` (a WattlabError naming the
+        flag when they do not fit together)."""
+        from wattlab.monitor.carbon import settings_from_flags
+
+        return settings_from_flags(
+            self.carbon_intensity, self.intensity_range, self.pue, self.region, self.intensity_trace
+        )
 
     def settings(self, *, mlflow: bool = False) -> MeasurementSettings:
         """Check the flags together, before anything runs: the carbon intensity (a trace must
         cover the present: a live measurement), MLflow when ``mlflow`` (the extra and the
         tracking store), then the powercap root. Raises a WattlabError naming the flag."""
-        from wattlab.monitor.carbon import settings_from_flags
-
-        carbon = settings_from_flags(
-            self.carbon_intensity, self.intensity_range, self.pue, self.region, self.intensity_trace
-        )
+        carbon = self.carbon()
         if carbon.trace is not None:  # a live measurement: the trace must cover the present
             carbon.trace.check_covers_now()
         if mlflow:  # say which extra is missing before anything runs

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import typer
 
-from wattlab.cli.measurement import MeasurementFlags
+from wattlab.cli.measurement import INTERVAL_S, RAM_MEASURE, MeasurementFlags
 from wattlab.cli.options import (
     CarbonIntensity,
     CpuTdp,
@@ -48,7 +48,8 @@ def measured_command(args: list[str]) -> list[str]:
 
 def monitor(
     ctx: typer.Context,
-    interval: Interval = 0.1,
+    # the measuring flags (cli.measurement.PARAMETERS), read through ctx.params
+    interval: Interval = INTERVAL_S,
     json_path: JsonOut = None,
     csv_trace: CsvTraceOut = None,
     carbon_intensity: CarbonIntensity = None,
@@ -56,7 +57,7 @@ def monitor(
     pue: Pue = None,
     powercap_root: PowercapRoot = None,
     cpu_tdp: CpuTdp = None,
-    ram_measure: RamMeasure = "system",
+    ram_measure: RamMeasure = RAM_MEASURE,
     idle_s: IdleBaseline = 0.0,
     region: Region = None,
     intensity_trace: IntensityTrace = None,
@@ -68,17 +69,8 @@ def monitor(
     command = measured_command(ctx.args)
     if csv_trace == "-":
         raise WattlabError("--csv-trace needs a file name; '-' (stdout) is for --json only.")
-    measuring = MeasurementFlags(  # checked before the command starts, not after it ran
-        interval_s=interval,
-        carbon_intensity=carbon_intensity,
-        intensity_range=intensity_range,
-        pue=pue,
-        powercap_root=powercap_root,
-        cpu_tdp_w=cpu_tdp,
-        ram_measure=ram_measure,
-        region=region,
-        intensity_trace=intensity_trace,
-    ).settings()
+    # checked before the command starts, not after it ran
+    measuring = MeasurementFlags.from_params(ctx.params).settings()
     code = monitor_command(
         command,
         interval_s=measuring.interval_s,

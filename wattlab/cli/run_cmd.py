@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from wattlab.cli.choices import Dataset, choice_callback
-from wattlab.cli.measurement import MeasurementFlags, resolve_device
+from wattlab.cli.measurement import INTERVAL_S, RAM_MEASURE, MeasurementFlags, resolve_device
 from wattlab.cli.mlflow_log import log_to_mlflow
 from wattlab.cli.options import (
     BatchSize,
@@ -57,6 +57,7 @@ from wattlab.errors import WattlabError
 
 
 def run(
+    ctx: typer.Context,
     model: Model = None,
     model_factory: ModelFactory = None,
     stem: Stem = "cifar",
@@ -117,13 +118,14 @@ def run(
     project_after_fraction: ProjectAfterFraction = None,
     project_after: ProjectAfter = None,
     db: Db = "wattlab.db",
-    interval: Interval = 0.1,
+    # the measuring flags (cli.measurement.PARAMETERS), read through ctx.params
+    interval: Interval = INTERVAL_S,
     carbon_intensity: CarbonIntensity = None,
     intensity_range: IntensityRange = None,
     pue: Pue = None,
     powercap_root: PowercapRoot = None,
     cpu_tdp: CpuTdp = None,
-    ram_measure: RamMeasure = "system",
+    ram_measure: RamMeasure = RAM_MEASURE,
     json_path: JsonOut = None,
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")
@@ -138,17 +140,7 @@ def run(
     from wattlab.jsonio import dump_json
     from wattlab.train.config import make_run_config
 
-    measuring = MeasurementFlags(
-        interval_s=interval,
-        carbon_intensity=carbon_intensity,
-        intensity_range=intensity_range,
-        pue=pue,
-        powercap_root=powercap_root,
-        cpu_tdp_w=cpu_tdp,
-        ram_measure=ram_measure,
-        region=region,
-        intensity_trace=intensity_trace,
-    ).settings(mlflow=mlflow)
+    measuring = MeasurementFlags.from_params(ctx.params).settings(mlflow=mlflow)
     carbon = measuring.carbon
     if node_rank >= nnodes:
         raise WattlabError(f"--node-rank must be below --nnodes {nnodes}, got {node_rank}.")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from wattlab.cli.choices import Executor, choice_callback
-from wattlab.cli.measurement import MeasurementFlags, resolve_device
+from wattlab.cli.measurement import INTERVAL_S, RAM_MEASURE, MeasurementFlags, resolve_device
 from wattlab.cli.mlflow_log import log_to_mlflow
 from wattlab.cli.options import (
     CarbonIntensity,
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 
 def sweep(
+    ctx: typer.Context,
     spec: Annotated[
         str,
         typer.Argument(help="A sweep YAML file or a preset: paper-12, quickstart, h200-1gpu."),
@@ -50,13 +51,14 @@ def sweep(
             help="Override the spec's device: cuda | cpu | auto (a GPU if there is one).",
         ),
     ] = None,
-    interval: Interval = 0.1,
+    # the measuring flags (cli.measurement.PARAMETERS), read through ctx.params
+    interval: Interval = INTERVAL_S,
     carbon_intensity: CarbonIntensity = None,
     intensity_range: IntensityRange = None,
     pue: Pue = None,
     powercap_root: PowercapRoot = None,
     cpu_tdp: CpuTdp = None,
-    ram_measure: RamMeasure = "system",
+    ram_measure: RamMeasure = RAM_MEASURE,
     json_path: JsonOut = None,
     region: Region = None,
     intensity_trace: IntensityTrace = None,
@@ -125,21 +127,12 @@ def sweep(
     from wattlab.cli.sweep_view import print_plan, run_with_progress
     from wattlab.experiment.db.store import check_writable_database, open_store
     from wattlab.experiment.result_json import sweep_result
-    from wattlab.experiment.specs.trainer import SweepSpec, load_sweep_spec
+    from wattlab.experiment.specs.load import load_sweep_spec
+    from wattlab.experiment.specs.trainer import SweepSpec
     from wattlab.experiment.sweep.plan import MachineFacts, check_spec_inputs, make_plan
     from wattlab.jsonio import dump_json
 
-    measuring = MeasurementFlags(
-        interval_s=interval,
-        carbon_intensity=carbon_intensity,
-        intensity_range=intensity_range,
-        pue=pue,
-        powercap_root=powercap_root,
-        cpu_tdp_w=cpu_tdp,
-        ram_measure=ram_measure,
-        region=region,
-        intensity_trace=intensity_trace,
-    ).settings(mlflow=mlflow)
+    measuring = MeasurementFlags.from_params(ctx.params).settings(mlflow=mlflow)
     slurm = None
     if executor == Executor.slurm.value:
         slurm = slurm_options(

@@ -34,8 +34,9 @@ from typing import Any
 import pandas as pd
 
 from wattlab.errors import ConfigError, WattlabError
-from wattlab.estimate.specs import PRECISIONS, GpuSpec, lookup_gpu, peak_flops
+from wattlab.estimate.specs import GpuSpec, lookup_gpu, peak_flops
 from wattlab.extras import MissingExtraError, missing_sentence
+from wattlab.train.config import PRECISIONS
 
 NUMERIC_FEATURES = (
     "gflops_per_sample",  # forward pass, GFLOP per image

@@ -68,7 +68,8 @@ from wattlab.estimate.features import (
 )
 from wattlab.estimate.pre_distance import Coverage, Widening
 from wattlab.estimate.roofline import STEP_S, Roofline
-from wattlab.estimate.specs import PRECISIONS, lookup_gpu
+from wattlab.estimate.specs import lookup_gpu
+from wattlab.train.config import PRECISIONS
 
 MIN_CONFIGS = 4
 FAMILIES = ("physics", "ridge", "kernel_ridge")  # the default candidates

@@ -22,8 +22,9 @@ from wattlab.estimate.features import (
 )
 from wattlab.estimate.methods.base import PlannedRun
 from wattlab.estimate.pre import PreModel
-from wattlab.estimate.specs import PRECISIONS, lookup_gpu
+from wattlab.estimate.specs import lookup_gpu
 from wattlab.monitor.carbon import CarbonSettings
+from wattlab.train.config import PRECISIONS
 
 
 def _positive(name: str, value: float, *, whole: bool = False) -> None:

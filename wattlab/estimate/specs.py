@@ -21,7 +21,6 @@ from pathlib import Path
 
 from wattlab.errors import ConfigError, DataError
 
-PRECISIONS = ("fp32", "tf32", "amp-bf16", "amp-fp16")
 _RATE_COLUMN = {
     "fp32": "fp32_tflops",
     "tf32": "tf32_tflops",
@@ -73,6 +72,10 @@ class GpuSpec:
 
 def _check_precision(precision: str) -> None:
     if precision not in _RATE_COLUMN:
+        # the one list (train.config), imported only here: it loads pydantic, which the
+        # registry of methods, and so every CLI command, would otherwise pay for at start-up
+        from wattlab.train.config import PRECISIONS
+
         raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}.")
 
 

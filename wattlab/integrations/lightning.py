@@ -22,7 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, SupportsFloat, SupportsIndex
 
-from wattlab.experiment.db.store import window_row
+from wattlab.experiment.db.record import window_row
 from wattlab.integrations import require
 from wattlab.integrations.session import (
     CallbackSettings,

@@ -38,7 +38,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from wattlab.errors import WattlabError
-from wattlab.experiment.db.store import window_row
+from wattlab.experiment.db.record import window_row
 from wattlab.integrations import require
 from wattlab.integrations.session import (
     CallbackSettings,

@@ -24,8 +24,9 @@ from wattlab.estimate.advise.knobs import knob_notes, parse_allow
 from wattlab.estimate.advise.ranking import Limit, Option, Setting, advice_sentence, rank
 from wattlab.estimate.features import CIFAR_TRAIN_SIZE, DEFAULT_IMAGE_SIZE, default_samples
 from wattlab.estimate.pre import PreModel
-from wattlab.estimate.specs import NAME_WAY_OUT, PRECISIONS, lookup_gpu
+from wattlab.estimate.specs import NAME_WAY_OUT, lookup_gpu
 from wattlab.monitor.carbon import CarbonSettings, co2e
+from wattlab.train.config import PRECISIONS
 
 # median energy_gpu_j / energy_total_j over the 168 H200 reference runs of the 7 models (0.916
 # with the 15 runs of the families grid added); a test checks it against the shipped CSV to 1 %

@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -369,17 +370,29 @@ def _run_probe(
     for entry in plan.entries:
         if entry.expected_s is None:
             entry.expected_s = guess
+    todo = plan.to_run
+    if todo:
+        todo[0].expected_s = 0.0  # the current configuration always runs: savings need it
     by_hash = {e.config_hash: _setting_of(e.config, gpus) for e in plan.entries}
     failed = {by_hash[e.config_hash]: e.reason for e in plan.entries if e.action == "skip"}
+    started: list[float] = []
+    took: list[float] = []
+
+    def on_start(entry: Any) -> None:
+        started.append(time.monotonic())
 
     def on_finish(entry: Any, outcome: Any) -> None:
+        took.append(time.monotonic() - started[-1])
+        for later in todo:  # no run starts that the runs so far say would cross the deadline
+            if later.expected_s is not None and later.expected_s > 0:
+                later.expected_s = max(later.expected_s, statistics.median(took))
         if say is not None:
             what = "ok" if outcome.status == "ok" else _first_line(outcome.error)
             setting = by_hash[entry.config_hash].describe()
-            say(f"probe: {setting} (pass {entry.repetition + 1}): {what}")
+            say(f"probe: {setting} (pass {entry.repetition + 1}): {what} in {took[-1]:.0f} s")
 
     opts = WorkerOptions(db_path=db, carbon=carbon, progress=False)
-    run_plan(plan, opts, on_finish=on_finish, stop_at=stop_at)
+    run_plan(plan, opts, on_start=on_start, on_finish=on_finish, stop_at=stop_at)
     with open_store(db, create=False, readonly=True) as store:
         stored = store.runs(sweep=name)
     out: list[Measured] = []

@@ -32,9 +32,10 @@ from wattlab.estimate.advise.advisor import (
 from wattlab.estimate.advise.knobs import knob_notes, parse_allow
 from wattlab.estimate.advise.ranking import Option, Setting, advice_sentence, rank
 from wattlab.estimate.pre import PreModel
-from wattlab.estimate.specs import PRECISIONS, lookup_gpu
+from wattlab.estimate.specs import lookup_gpu
 from wattlab.experiment.db.stored_run import StoredRun
 from wattlab.monitor.carbon import CarbonSettings
+from wattlab.train.config import PRECISIONS
 
 
 def advise_from_run(

@@ -17,15 +17,43 @@ import secrets
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from wattlab.errors import DataError
+from wattlab.experiment.db.errors import AlreadyStoredError, StoreLocked
 from wattlab.jsonio import dump_json, jsonable
 
-if TYPE_CHECKING:
-    from wattlab.experiment.db.store import Store
-
 FORMAT = "wattlab-pending-run-1"
+
+
+class RunWriter(Protocol):
+    """What this module needs of an open database (``store.Store``): its file and its three
+    ways of storing a finished run. The store imports this module, not the other way round."""
+
+    path: Path
+
+    def insert_run(
+        self,
+        run: dict[str, Any],
+        windows: Sequence[dict[str, Any]] = ...,
+        trace: Iterable[tuple[float, str, float]] = ...,
+    ) -> int: ...
+
+    def finish_run(
+        self,
+        run_id: int,
+        run: dict[str, Any],
+        windows: Sequence[dict[str, Any]] = ...,
+        trace: Iterable[tuple[float, str, float]] = ...,
+    ) -> int: ...
+
+    def merge_finished(
+        self,
+        run_id: int | None,
+        run: dict[str, Any],
+        windows: Sequence[dict[str, Any]] = ...,
+        trace: Iterable[tuple[float, str, float]] = ...,
+    ) -> int | None: ...
 
 
 def pending_files(db_path: str | Path) -> list[Path]:
@@ -61,7 +89,7 @@ def keep_finished(
 
 
 def store_finished(
-    store: Store,
+    store: RunWriter,
     run_id: int | None,
     row: dict[str, Any],
     windows: Sequence[dict[str, Any]] = (),
@@ -71,27 +99,23 @@ def store_finished(
     stays locked past the store's busy timeout, keep it in a side file beside the database
     and say so in one line on stderr, so that a finished run is never lost to a lock.
     Returns the run's id (None for an unclaimed run that was kept)."""
-    from wattlab.experiment.db.store import BUSY_TIMEOUT_S, StoreLocked
-
     try:
         if run_id is None:
             return store.insert_run(row, windows, trace)
         return store.finish_run(run_id, row, windows, trace)
-    except StoreLocked:
+    except StoreLocked as error:
         kept = keep_finished(store.path, run_id, row, windows, trace)
         sys.stderr.write(
-            f"wattlab: {store.path} stayed locked by another process for {BUSY_TIMEOUT_S:g} s; "
+            f"wattlab: {store.path} stayed locked by another process for {error.waited_s:g} s; "
             f"the finished run is kept in {kept}, and the next command that writes to the "
             "database merges it.\n"
         )
         return run_id
 
 
-def merge_pending(store: Store) -> list[str]:
+def merge_pending(store: RunWriter) -> list[str]:
     """Store every side file's run in ``store`` (each in one transaction), remove the file,
     and return one line per file for the person at the terminal."""
-    from wattlab.experiment.db.store import AlreadyStoredError
-
     lines = []
     for path in pending_files(store.path):
         data = _read(path)

@@ -493,6 +493,25 @@ def row_of(groups: Iterable[ColumnGroup | Mapping[str, Any] | None]) -> dict[str
 
 
 # --- the pieces of a row ----------------------------------------------------------------------
+def window_row(name: str, epoch: int | None, m: Measurement, samples: int | None) -> dict[str, Any]:
+    """One ``windows`` row (durations in s, energies in J, power in W) of a measurement."""
+    return {
+        "name": name,
+        "epoch": epoch,
+        "start_s": m.start_offset_s,
+        "duration_s": m.duration_s,
+        "samples": samples,
+        "energy_total_j": m.total_energy_j,
+        "energy_gpu_j": m.gpu_energy_j,
+        "energy_cpu_j": m.cpu_energy_j,
+        "energy_dram_j": m.dram_energy_j,
+        "energy_other_j": m.other_energy_j,
+        "mean_power_w": m.mean_power_w,
+        "provenance": m.total_provenance.value,
+        "short_window": int(m.is_short),
+    }
+
+
 def component_energies(window: Measurement) -> dict[str, dict[str, Any]]:
     """``components_json``: each component's energy, provenance, uncertainty and whether it
     counts in the total."""
@@ -709,7 +728,6 @@ def build_run_row(
     projection: Any,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[tuple[float, str, float]]]:
     """Combine every rank's windows into the `runs` row, `windows` rows and trace rows."""
-    from wattlab.experiment.db.store import window_row
     from wattlab.monitor import combine_measurements
     from wattlab.monitor.carbon import window_co2e
 

@@ -31,11 +31,11 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from wattlab.errors import ConfigError, DataError
+from wattlab.experiment.db.errors import AlreadyStoredError, StoreLocked
 from wattlab.experiment.db.record import added_in
 
 if TYPE_CHECKING:
     from wattlab.experiment.db.stored_run import StoredRun
-    from wattlab.monitor import Measurement
 
 SCHEMA_VERSION = 7
 # The columns each version added to `runs` (declared once, in wattlab.experiment.db.record).
@@ -80,17 +80,6 @@ _JSON_COLUMNS = (
 )
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 _CHUNK = 500  # ids per IN (...) query, well under SQLite's parameter limit
-
-
-class AlreadyStoredError(DataError):
-    """The same (sweep, config_hash, repetition) is already stored with status 'ok'.
-
-    A sweep runner treats it as "this run is already done" (another process finished it).
-    """
-
-
-class StoreLocked(DataError):
-    """Another process held the database for longer than BUSY_TIMEOUT_S; nothing was written."""
 
 
 def schema_sql() -> str:
@@ -295,7 +284,8 @@ def sqlite_error(path: Path, error: BaseException) -> DataError:
     if "locked" in low or "busy" in low:
         return StoreLocked(
             f"the database {path} stayed locked by another process for {BUSY_TIMEOUT_S:g} s "
-            f"({text}); try again when that process is done."
+            f"({text}); try again when that process is done.",
+            waited_s=BUSY_TIMEOUT_S,
         )
     return DataError(
         f"the database {path} is damaged or unreadable ({text}); check it with "
@@ -1084,22 +1074,3 @@ def without_finite_energy(runs: pd.DataFrame) -> tuple[pd.DataFrame, list[int]]:
     )
     ids = [int(v) for v in runs.loc[bad, "id"]] if "id" in runs.columns else []
     return runs.loc[~bad], ids
-
-
-def window_row(name: str, epoch: int | None, m: Measurement, samples: int | None) -> dict:
-    """One ``windows`` row (durations in s, energies in J, power in W) of a measurement."""
-    return {
-        "name": name,
-        "epoch": epoch,
-        "start_s": m.start_offset_s,
-        "duration_s": m.duration_s,
-        "samples": samples,
-        "energy_total_j": m.total_energy_j,
-        "energy_gpu_j": m.gpu_energy_j,
-        "energy_cpu_j": m.cpu_energy_j,
-        "energy_dram_j": m.dram_energy_j,
-        "energy_other_j": m.other_energy_j,
-        "mean_power_w": m.mean_power_w,
-        "provenance": m.total_provenance.value,
-        "short_window": int(m.is_short),
-    }

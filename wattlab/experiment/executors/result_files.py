@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from wattlab.errors import DataError
-from wattlab.experiment.db.store import AlreadyStoredError, Store, open_store
+from wattlab.experiment.db.errors import AlreadyStoredError
+from wattlab.experiment.db.store import Store, open_store
 from wattlab.jsonio import dump_json
 from wattlab.monitor import utc_now_iso
 

@@ -569,8 +569,8 @@ class SlurmSweep:
 
     def _store_lost(self, store: Store, task: TaskRecord, state: str | None) -> Any:
         """A failed row for a task that ended without a result file (cancelled, lost)."""
+        from wattlab.experiment.db.errors import AlreadyStoredError
         from wattlab.experiment.db.record import RunOutcome, failed_row
-        from wattlab.experiment.db.store import AlreadyStoredError
         from wattlab.experiment.options import RunContext
         from wattlab.monitor import utc_now_iso
         from wattlab.train.config import RunConfig

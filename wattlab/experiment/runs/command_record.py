@@ -29,6 +29,7 @@ from wattlab.experiment.db.record import (
     cpuinfo_model,
     idle_group,
     row_of,
+    window_row,
 )
 from wattlab.experiment.runs.command_meter import CommandNotStarted, MeteredCommand
 from wattlab.experiment.specs.command import CommandPoint
@@ -206,8 +207,6 @@ def windows_and_trace(
 ) -> tuple[list[dict[str, Any]], list[tuple[float, str, float]]]:
     """The `windows` rows (``budget``, each marked block when there are several, ``run``) and
     the power trace of the run, in seconds from the process's start."""
-    from wattlab.experiment.db.store import window_row
-
     if result.run is None or result.budget is None:
         return [], []
     run = result.run

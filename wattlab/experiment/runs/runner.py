@@ -1,17 +1,17 @@
 """`wattlab run`: check everything, set power limits (always restored), launch, store.
 
-The checks run before anything is changed or written: the database is wattlab's, the dataset
-is readable, the batch fits the training set, CodeCarbon is importable when asked for, the
-GPUs exist, the power limit is allowed. Then the run is claimed (a 'running' row) and runs in
-this process, in a sweep's warm worker, or under torchrun (one process per GPU). A run whose
-processes die without finishing their claim is stored as failed by the runner. Every child
-dies with its parent (``lifetime``): a killed `wattlab run` or `sweep` leaves nothing running.
+The checks (``checks.preflight``) run before anything is changed or written: the database is
+wattlab's, the dataset is readable, the batch fits the training set, CodeCarbon is importable
+when asked for, the GPUs exist; then the power limit is checked as it is set. The run is
+claimed (a 'running' row) and runs in this process, in a sweep's warm worker, or under
+torchrun (one process per GPU). A run whose processes die without finishing their claim is
+stored as failed by the runner. Every child dies with its parent (``lifetime``): a killed
+`wattlab run` or `sweep` leaves nothing running.
 """
 
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import signal
@@ -25,11 +25,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from wattlab.errors import ConfigError, Interrupted
+from wattlab.errors import Interrupted
 from wattlab.experiment.db.record import RunOutcome, claim_row, failed_row
 from wattlab.experiment.options import RunContext, WorkerOptions
+from wattlab.experiment.runs.checks import preflight
 from wattlab.experiment.runs.worker import execute
-from wattlab.extras import MissingExtraError, missing_sentence, require
 from wattlab.monitor import utc_now_iso
 from wattlab.processes import STOP_SIGNALS, TERMINATE_SIGNALS
 from wattlab.train.config import RunConfig
@@ -38,86 +38,6 @@ if TYPE_CHECKING:
     from wattlab.experiment.db.store import Store
 
 __all__ = ["RunOutcome", "run"]
-
-
-def check_devices(cfg: RunConfig) -> None:
-    """Refuse a configuration this machine cannot run, in one sentence."""
-    if cfg.device != "cuda":
-        return
-    torch = require("torch", "train", "--device cuda", instead="use --device cpu")
-    available = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if available == 0:
-        raise ConfigError("no CUDA GPU is visible here; use --device cpu (or check the driver).")
-    if cfg.gpus > available:
-        raise ConfigError(
-            f"--gpus {cfg.gpus} asks for more GPUs than the {available} visible here."
-        )
-
-
-def check_dataset(cfg: RunConfig, *, open_files: bool = True) -> None:
-    """A CIFAR-10 folder must hold every batch file, and every batch must parse as plain data
-    of the right shape (a hostile pickle is refused, never run). ``open_files=False`` (a dry
-    run) checks the files' presence and size without opening any of them."""
-    if cfg.dataset != "cifar10":
-        return
-    from wattlab.train.data import check_cifar10_dir
-
-    check_cifar10_dir(cfg.data_dir or "", open_files=open_files)
-
-
-def check_budget(cfg: RunConfig) -> None:
-    """The batch must fit the training set, and the budget must hold at least one batch."""
-    from wattlab.train.config import budget_steps, train_set_size
-
-    budget_steps(cfg, train_set_size(cfg))
-
-
-def check_codecarbon(cfg: RunConfig) -> None:
-    if cfg.codecarbon and importlib.util.find_spec("codecarbon") is None:
-        raise MissingExtraError(
-            missing_sentence(
-                "CodeCarbon was asked for (--codecarbon or codecarbon: true) and",
-                "codecarbon",
-                instead="turn it off",
-            )
-        )
-
-
-def check_model(cfg: RunConfig) -> None:
-    """The model exists and takes the run's images: a torchvision name is looked up; a factory,
-    any model outside the reference study, or another image size is built on the CPU and fed
-    one image (cached, so a sweep builds each model once)."""
-    from wattlab.train.config import DEFAULT_IMAGE_SIZE, MODELS, NUM_CLASSES
-    from wattlab.train.models import check_model as check_built
-    from wattlab.train.models import check_model_name
-
-    check_model_name(cfg.model)
-    if cfg.model in MODELS and cfg.image_size == DEFAULT_IMAGE_SIZE:
-        return  # the reference study's models, known to work on 32x32 images
-    check_built(
-        cfg.model, stem=cfg.stem, num_classes=NUM_CLASSES[cfg.dataset], image_size=cfg.image_size
-    )
-
-
-def check_inputs(cfg: RunConfig, *, open_files: bool = True) -> None:
-    """The checks of one configuration that need no database and no GPU (sweeps run them
-    for every planned run before the sweep starts; a dry run opens no data file)."""
-    if cfg.device == "cpu" and cfg.precision == "amp-fp16":
-        raise ConfigError("precision 'amp-fp16' needs a CUDA GPU; on the CPU use fp32 or amp-bf16.")
-    check_codecarbon(cfg)
-    check_budget(cfg)
-    require("torch", "train", "training a model")  # one sentence before anything imports it
-    check_model(cfg)
-    check_dataset(cfg, open_files=open_files)
-
-
-def preflight(cfg: RunConfig, db_path: str | Path) -> None:
-    """Every check that can fail on user input, before anything is set or written."""
-    from wattlab.experiment.db.store import check_writable_database
-
-    check_writable_database(db_path)  # wattlab's, intact, writable (or its folder is)
-    check_inputs(cfg)
-    check_devices(cfg)
 
 
 def _power_session(cfg: RunConfig, pynvml_module: Any = None) -> Any:

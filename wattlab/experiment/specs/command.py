@@ -26,28 +26,23 @@ import hashlib
 import itertools
 import json
 import os
-import random
 import re
 import string
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from wattlab.bounds import check_number
 from wattlab.errors import ConfigError, echo
-from wattlab.experiment.specs.trainer import (
-    _NAME_RE,
-    MAX_COOLDOWN_C,
+from wattlab.experiment.specs.base import (
     MAX_COOLDOWN_S,
-    MIN_COOLDOWN_C,
-    _check_run_count,
-    _describe,
-    _path,
-    _point_text,
-    _unknown_key,
+    SpecBase,
     check_baseline,
+    check_run_count,
+    point_text,
+    spec_digest,
+    unknown_key,
 )
 from wattlab.processes import argv_problem
 
@@ -154,38 +149,19 @@ class PlannedCommand:
     config_hash: str
 
 
-class CommandSweepSpec(BaseModel):
-    """A validated command sweep (see the module docstring)."""
+class CommandSweepSpec(SpecBase):
+    """A validated command sweep (see the module docstring); the fields every spec shares
+    (repetitions, order, warm-up, cool-down, baseline) are ``SpecBase``'s."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-    name: str
-    description: str | None = None
     command: list[str]
     label: str | None = None
     cwd: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
     grid: dict[str, list[Scalar]]
-    repetitions: int = Field(3, ge=1)
-    order: Literal["random", "sequential"] = "random"
-    order_seed: int | None = Field(None, ge=0)
-    warmup_runs: int = Field(1, ge=0)
     # 10 s, not a built-in sweep's 60: a user's runs are often seconds long (docs/engine.md,
     # "Cool-down between runs"); cooldown_until_c waits for a temperature instead
     cooldown_s: float = Field(10.0, ge=0, le=MAX_COOLDOWN_S, allow_inf_nan=False)
-    cooldown_until_c: float | None = Field(
-        None, ge=MIN_COOLDOWN_C, le=MAX_COOLDOWN_C, allow_inf_nan=False
-    )
     baseline: dict[str, Scalar] | None = None
-
-    @field_validator("name")
-    @classmethod
-    def _check_name(cls, name: str) -> str:
-        if not _NAME_RE.match(name):
-            raise ConfigError(
-                f"name: expected letters, digits, '.', '_' or '-' (no spaces), got {echo(name)}."
-            )
-        return name
 
     @field_validator("command", mode="before")
     @classmethod
@@ -210,17 +186,12 @@ class CommandSweepSpec(BaseModel):
             raise ConfigError("command[0]: the program is empty.")
         return out
 
-    @field_validator("repetitions", "warmup_runs", "cooldown_s", "order_seed")
-    @classmethod
-    def _check_bounds(cls, value: Any, info: Any) -> Any:
-        return check_number(str(info.field_name), value, str(info.field_name), spec=True)
-
     @field_validator("grid")
     @classmethod
     def _check_grid(cls, grid: dict[str, list[Scalar]]) -> dict[str, list[Scalar]]:
         if not grid:
             raise ConfigError("grid: no axes; give at least one, such as batch_size: [64, 128].")
-        _check_run_count([len(v) for v in grid.values()], 1)
+        check_run_count([len(v) for v in grid.values()], 1)
         for key, values in grid.items():
             if not _AXIS_RE.match(key):
                 raise ConfigError(
@@ -238,7 +209,7 @@ class CommandSweepSpec(BaseModel):
 
     @model_validator(mode="after")
     def _check_spec(self) -> CommandSweepSpec:
-        _check_run_count([len(v) for v in self.grid.values()], self.repetitions)
+        check_run_count([len(v) for v in self.grid.values()], self.repetitions)
         used: set[str] = set()
         templates = [(f"command[{i}]", arg) for i, arg in enumerate(self.command)]
         templates += [(f"env.{k}", v) for k, v in self.env.items()]
@@ -281,17 +252,9 @@ class CommandSweepSpec(BaseModel):
         for key in data:
             if key not in allowed:
                 hint = " (a command sweep has no base: its settings are the command's)"
-                error = _unknown_key(key, "at top level of a command sweep", allowed)
+                error = unknown_key(key, "at top level of a command sweep", allowed)
                 raise ConfigError(str(error) + (hint if key in ("base", "adjust") else ""))
-        try:
-            return cls.model_validate(data)
-        except ValidationError as error:
-            first = error.errors()[0]
-            where = _path(first.get("loc", ())) or "top level"
-            raise ConfigError(_describe(first, where)) from None
-
-    def as_dict(self) -> dict[str, Any]:
-        return self.model_dump(mode="json")
+        return cls._validated(data)
 
     # -- the plan --------------------------------------------------------------------------
     @property
@@ -335,18 +298,13 @@ class CommandSweepSpec(BaseModel):
     def expand(self, order_seed: int | None = None) -> list[PlannedCommand]:
         """Every run in the order to run them: one pass over the grid per repetition,
         shuffled per pass with the seed under ``order: random`` (as built-in sweeps)."""
-        seed = self.order_seed if order_seed is None else order_seed
-        if self.order == "random" and seed is None:
-            raise ValueError(
-                "a random order needs a seed; pass the one Store.register_sweep returns"
-            )
         points = [self.resolve(p) for p in self.points()]
         seen: dict[str, CommandPoint] = {}
         for point in points:
             if point.config_hash in seen:
                 raise ConfigError(
-                    f"grid points {_point_text(seen[point.config_hash].axes)} and "
-                    f"{_point_text(point.axes)} give the same command; remove one value."
+                    f"grid points {point_text(seen[point.config_hash].axes)} and "
+                    f"{point_text(point.axes)} give the same command; remove one value."
                 )
             seen[point.config_hash] = point
             problem = argv_problem(point.argv, point.env)
@@ -355,13 +313,7 @@ class CommandSweepSpec(BaseModel):
                     f"the command of grid point {_short_point(point.axes)} cannot be "
                     f"started: {problem}; pass such a value in a file instead."
                 )
-        rng = random.Random(seed)
-        plan: list[tuple[CommandPoint, int]] = []
-        for rep in range(self.repetitions):
-            block = list(points)
-            if self.order == "random":
-                rng.shuffle(block)
-            plan.extend((p, rep) for p in block)
+        plan = self.run_order(points, order_seed)
         return [
             PlannedCommand(i, p, rep, p.label, p.config_hash) for i, (p, rep) in enumerate(plan)
         ]
@@ -372,8 +324,7 @@ class CommandSweepSpec(BaseModel):
         data.pop("description", None)
         if "cooldown_s" not in self.model_fields_set:  # the old default: a sweep begun before
             data["cooldown_s"] = 60.0  # the default became 10 s resumes as the same sweep
-        blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        return spec_digest(data)
 
     def baseline_point(self) -> dict[str, Scalar]:
         given = self.baseline or {}

@@ -25,42 +25,35 @@ Every mistake is a ConfigError of one sentence naming the path in the YAML, such
 
 from __future__ import annotations
 
-import difflib
-import hashlib
 import itertools
 import json
-import random
-import re
-import secrets
-from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
-import yaml
 from pydantic import (
-    BaseModel,
-    ConfigDict,
     Field,
     TypeAdapter,
     ValidationError,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
-from pydantic_core import ErrorDetails
 
-from wattlab.bounds import BOUNDS, MAX_SWEEP_RUNS, check_number
+from wattlab.bounds import BOUNDS, check_number
 from wattlab.errors import ConfigError, echo
+from wattlab.experiment.specs.base import (
+    SpecBase,
+    check_baseline,
+    check_run_count,
+    describe,
+    point_text,
+    read_spec,
+    spec_digest,
+    unknown_key,
+)
 from wattlab.step import schedule
 from wattlab.train.config import NOT_HASHED, RunConfig, format_validation_error
-
-if TYPE_CHECKING:
-    from wattlab.experiment.specs.command import CommandSweepSpec
-
-PRESETS = ("paper-12", "quickstart", "h200-1gpu", "demo-gpu", "demo-cpu")
 
 _RUN_FIELDS = tuple(RunConfig.model_fields)
 # Set by the sweep itself: `sweep` is the spec's name, `codecarbon` a top-level key.
@@ -68,13 +61,6 @@ _SET_BY_SPEC = {
     "sweep": "it is set to the sweep's name",
     "codecarbon": "set codecarbon at the top level of the spec",
 }
-MAX_COOLDOWN_S = 3600.0  # one hour between runs at most
-MIN_COOLDOWN_C, MAX_COOLDOWN_C = 20.0, 100.0  # a GPU temperature to wait for, in degrees C
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-# A spec file larger than this, or whose YAML expands (aliases counted) to more values, is
-# refused before it is built: a billion-laughs file must not take minutes and gigabytes.
-MAX_SPEC_BYTES = 1_000_000
-MAX_YAML_VALUES = 100_000
 
 
 @dataclass(frozen=True)
@@ -91,58 +77,6 @@ class PlannedRun:
 # -- messages ------------------------------------------------------------------------------
 
 
-def _path(loc: tuple[int | str, ...]) -> str:
-    """``('grid', 'power_limit_w', 1)`` -> ``grid.power_limit_w[1]``."""
-    out = ""
-    for part in loc:
-        if part == "[key]":
-            continue
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
-def _expected(error: ErrorDetails) -> str:
-    """What a pydantic error says was expected, in plain words."""
-    kind = error.get("type", "")
-    ctx = error.get("ctx") or {}
-    if kind.startswith("float") or kind == "finite_number":
-        return "expected a number"
-    if kind.startswith("int"):
-        return "expected a whole number"
-    if kind.startswith("bool"):
-        return "expected true or false"
-    if kind.startswith("string_type") or kind == "str_type":
-        return "expected text"
-    if kind == "list_type":
-        return "expected a list such as [a, b]"
-    if kind == "dict_type":
-        return "expected a mapping of keys to values"
-    if kind == "greater_than_equal":
-        return f"expected a value >= {ctx.get('ge')}"
-    if kind == "greater_than":
-        return f"expected a value > {ctx.get('gt')}"
-    msg = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
-    msg = msg.replace("Input should be", "expected")
-    return msg[:1].lower() + msg[1:]
-
-
-def _describe(error: ErrorDetails, where: str) -> str:
-    kind = error.get("type", "")
-    if kind == "missing":
-        return f"missing key {where!r} at top level."
-    value = error.get("input")
-    return f"{where}: {_expected(error)}, got {echo(value)}."
-
-
-def _unknown_key(key: object, where: str, allowed: tuple[str, ...]) -> ConfigError:
-    close = difflib.get_close_matches(str(key), allowed, n=1)
-    hint = f"did you mean {close[0]!r}?" if close else "allowed: " + ", ".join(allowed) + "."
-    return ConfigError(f"unknown key {echo(key)} {where}; {hint}")
-
-
 @cache
 def _adapter(field: str) -> TypeAdapter[Any]:
     annotation = RunConfig.model_fields[field].annotation
@@ -156,7 +90,7 @@ def _check_value(field: str, value: Any, where: str) -> Any:
     try:
         checked = _adapter(field).validate_python(value, strict=True)
     except ValidationError as error:
-        raise ConfigError(_describe(error.errors()[0], where)) from None
+        raise ConfigError(describe(error.errors()[0], where)) from None
     if field in BOUNDS:
         check_number(field, checked, where, spec=True)
     return checked
@@ -164,52 +98,10 @@ def _check_value(field: str, value: Any, where: str) -> Any:
 
 def _check_run_key(key: object, section: str) -> str:
     if not isinstance(key, str) or key not in _RUN_FIELDS:
-        raise _unknown_key(key, f"in {section}", _RUN_FIELDS)
+        raise unknown_key(key, f"in {section}", _RUN_FIELDS)
     if key in _SET_BY_SPEC:
         raise ConfigError(f"{section}.{key}: not allowed here; {_SET_BY_SPEC[key]}.")
     return key
-
-
-def _check_run_count(axis_lengths: list[int], repetitions: int) -> None:
-    """Refuse a spec that expands to more than MAX_SWEEP_RUNS runs, before expanding it."""
-    runs = repetitions
-    for length in axis_lengths:
-        runs *= max(length, 1)
-        if runs > MAX_SWEEP_RUNS:
-            break
-    if runs > MAX_SWEEP_RUNS:
-        shape = " x ".join(str(n) for n in axis_lengths[:8])
-        raise ConfigError(
-            f"the sweep expands to more than {MAX_SWEEP_RUNS} runs (grid {shape}, "
-            f"{repetitions} repetition(s)); split it into smaller sweeps."
-        )
-
-
-def check_baseline(
-    baseline: dict[str, Any],
-    grid: dict[str, list[Any]],
-    in_grid: Callable[[str, Any], bool],
-) -> None:
-    """A spec's baseline names one value of each grid axis with several values, and only grid
-    axes; ``in_grid(key, value)`` says whether a baseline value is among that axis's values."""
-    for key, value in baseline.items():
-        if key not in grid:
-            axes = ", ".join(grid)
-            raise ConfigError(f"baseline.{key}: {key!r} is not a grid axis; axes: {axes}.")
-        if not in_grid(key, value):
-            raise ConfigError(
-                f"baseline.{key}: {echo(value)} is not among grid.{key} values {echo(grid[key])}."
-            )
-    for key, values in grid.items():
-        if key not in baseline and len(values) > 1:
-            raise ConfigError(
-                f"baseline: give a value for grid axis {key!r} (one of {echo(values)})."
-            )
-
-
-def _point_text(point: dict[str, Any]) -> str:
-    shown = (f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in point.items())
-    return "(" + ", ".join(shown) + ")"
 
 
 def _renamed_project_after(data: dict[str, Any]) -> dict[str, Any]:
@@ -264,31 +156,16 @@ def _legacy_project_after(section: dict[str, Any]) -> dict[str, Any]:
 # -- the spec ------------------------------------------------------------------------------
 
 
-class SweepSpec(BaseModel):
+class SweepSpec(SpecBase):
     """A validated sweep: ``base`` + every point of ``grid``, ``repetitions`` times each.
 
-    ``base`` and the grid axes take RunConfig fields. ``cooldown_s`` is the pause between runs
-    in seconds; with ``cooldown_until_c`` it is the longest pause, ended early once every GPU
-    is at or below that temperature (read-only NVML; without a GPU the full pause is taken).
-    ``warmup_runs`` untimed runs precede the sweep and are not stored.
+    ``base`` and the grid axes take RunConfig fields; the fields every spec shares
+    (repetitions, order, warm-up, cool-down, baseline) are ``SpecBase``'s.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
-
-    name: str
-    description: str | None = None
     base: dict[str, Any] = Field(default_factory=dict)
     grid: dict[str, list[Any]]
-    repetitions: int = Field(3, ge=1)
-    order: Literal["random", "sequential"] = "random"
-    order_seed: int | None = Field(None, ge=0)
-    warmup_runs: int = Field(1, ge=0)
-    cooldown_s: float = Field(60.0, ge=0, le=MAX_COOLDOWN_S, allow_inf_nan=False)
-    cooldown_until_c: float | None = Field(
-        None, ge=MIN_COOLDOWN_C, le=MAX_COOLDOWN_C, allow_inf_nan=False
-    )
     codecarbon: bool = False
-    baseline: dict[str, Any] | None = None
     # settings for some grid points only: [{when: {axis: value or [values]}, set: {field: v}}]
     adjust: list[dict[str, Any]] = Field(default_factory=list)
     # run only these grid points, in this order (each names a value of every axis): a part of
@@ -296,20 +173,6 @@ class SweepSpec(BaseModel):
     only: list[dict[str, Any]] | None = None
 
     # -- validation (ConfigError passes through pydantic unchanged) ------------------------
-    @field_validator("name")
-    @classmethod
-    def _check_name(cls, name: str) -> str:
-        if not isinstance(name, str) or not _NAME_RE.fullmatch(name):  # no trailing newline
-            raise ConfigError(
-                f"name: expected letters, digits, '.', '_' or '-' (no spaces), got {echo(name)}."
-            )
-        return name
-
-    @field_validator("repetitions", "warmup_runs", "cooldown_s", "order_seed")
-    @classmethod
-    def _check_bounds(cls, value: Any, info: ValidationInfo) -> Any:
-        return check_number(str(info.field_name), value, str(info.field_name), spec=True)
-
     @field_validator("base")
     @classmethod
     def _check_base(cls, base: dict[str, Any]) -> dict[str, Any]:
@@ -326,7 +189,7 @@ class SweepSpec(BaseModel):
             raise ConfigError(
                 "grid: no axes; give at least one, such as precision: [fp32, amp-bf16]."
             )
-        _check_run_count([len(v) if isinstance(v, list) else 1 for v in grid.values()], 1)
+        check_run_count([len(v) if isinstance(v, list) else 1 for v in grid.values()], 1)
         out = {}
         for key, values in grid.items():
             _check_run_key(key, "grid")
@@ -435,9 +298,9 @@ class SweepSpec(BaseModel):
     @model_validator(mode="after")
     def _check_spec(self) -> SweepSpec:
         if self.only is None:
-            _check_run_count([len(v) for v in self.grid.values()], self.repetitions)
+            check_run_count([len(v) for v in self.grid.values()], self.repetitions)
         else:
-            _check_run_count([len(self.only)], self.repetitions)
+            check_run_count([len(self.only)], self.repetitions)
         self._check_only_against_grid()
         self._check_adjust_against_grid()
         for key in self.grid:
@@ -457,7 +320,7 @@ class SweepSpec(BaseModel):
             digest = config.config_hash()
             if digest in seen:
                 raise ConfigError(
-                    f"grid points {_point_text(seen[digest])} and {_point_text(point)} describe "
+                    f"grid points {point_text(seen[digest])} and {point_text(point)} describe "
                     "the same run; remove one value."
                 )
             seen[digest] = point
@@ -485,18 +348,8 @@ class SweepSpec(BaseModel):
         allowed = tuple(cls.model_fields)
         for key in data:
             if key not in allowed:
-                raise _unknown_key(key, "at top level", allowed)
-        data = _renamed_project_after(data)
-        try:
-            return cls.model_validate(data)
-        except ValidationError as error:
-            first = error.errors()[0]
-            where = _path(first.get("loc", ())) or "top level"
-            raise ConfigError(_describe(first, where)) from None
-
-    def as_dict(self) -> dict[str, Any]:
-        """The spec as plain JSON-able data (what the database stores as spec_json)."""
-        return self.model_dump(mode="json")
+                raise unknown_key(key, "at top level", allowed)
+        return cls._validated(_renamed_project_after(data))
 
     def with_overrides(self, **base_overrides: Any) -> SweepSpec:
         """A copy with ``base`` values replaced (``data_dir``, ``device``, ...); None is ignored.
@@ -534,7 +387,7 @@ class SweepSpec(BaseModel):
             return RunConfig(**values)
         except ValidationError as error:
             message = format_validation_error(error)
-            raise ConfigError(f"grid point {_point_text(point)}: {message}") from None
+            raise ConfigError(f"grid point {point_text(point)}: {message}") from None
 
     @property
     def n_runs(self) -> int:
@@ -542,29 +395,15 @@ class SweepSpec(BaseModel):
         return len(self.points()) * self.repetitions
 
     def expand(self, order_seed: int | None = None) -> list[PlannedRun]:
-        """Every run of the sweep, in the order to run them.
+        """Every run of the sweep, in the order to run them (``SpecBase.run_order``: one pass
+        over the grid points per repetition, shuffled per pass under ``order: random``).
 
-        Each repetition trains with its own seed (``repetition_config``). Each repetition is
-        one pass over every grid point (repetition 0 of all points, then
-        repetition 1, ...): sequential keeps the grid order within a pass; random shuffles each
-        pass with ``order_seed`` (the argument, else the spec's), so slow drift (temperature,
-        other tenants) is spread evenly instead of being confounded with the configuration. A
-        random order without a seed is a ValueError: pass the seed ``Store.register_sweep``
-        returns (it draws and records one when the spec has none).
+        Each repetition trains with its own seed (``repetition_config``). A random order
+        without a seed is a ValueError: pass the seed ``Store.register_sweep`` returns (it
+        draws and records one when the spec has none).
         """
-        seed = self.order_seed if order_seed is None else order_seed
         configs = [self.run_config(p) for p in self.points()]
-        if self.order == "random" and seed is None:
-            raise ValueError(
-                "a random order needs a seed; pass the one Store.register_sweep returns"
-            )
-        rng = random.Random(seed)
-        plan: list[tuple[RunConfig, int]] = []
-        for rep in range(self.repetitions):
-            block = list(configs)
-            if self.order == "random":
-                rng.shuffle(block)
-            plan.extend((config, rep) for config in block)
+        plan = self.run_order(configs, order_seed)
         return [
             PlannedRun(
                 index=i,
@@ -593,8 +432,7 @@ class SweepSpec(BaseModel):
         )
         for rule in data.get("adjust", []):
             rule["set"] = _legacy_project_after(rule["set"])
-        blob = json.dumps(data, sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+        return spec_digest(data)
 
     def baseline_filter(self) -> dict[str, Any]:
         """The baseline grid point ``{axis: value}`` (RunConfig field names) for the analysis.
@@ -621,166 +459,19 @@ def repetition_config(config: RunConfig, repetition: int) -> RunConfig:
     return config.model_copy(update={"repetition_seed": seed})
 
 
-def draw_order_seed() -> int:
-    """A fresh random seed for a random run order (record it: the order depends on it)."""
-    return secrets.randbelow(2**31)
-
-
 # -- loading -------------------------------------------------------------------------------
-
-
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys instead of silently keeping the last one."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[Any] = set()
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            try:
-                duplicate = key in seen
-                seen.add(key)
-            except TypeError:  # an unhashable key: let PyYAML report it
-                continue
-            if duplicate:
-                raise ConfigError(
-                    f"duplicate key {echo(key)} at line {key_node.start_mark.line + 1}; "
-                    "keep one of them."
-                )
-        return super().construct_mapping(node, deep=deep)
-
-
-def _expanded_values(root: yaml.Node, source: str) -> int:
-    """How many values the YAML document expands to, every alias counted in full (a shared
-    node is counted once per use, but computed once). A ConfigError for a self-reference."""
-    sizes: dict[int, int] = {}
-    on_path: set[int] = set()
-    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
-    while stack:
-        node, children_done = stack.pop()
-        key = id(node)
-        if key in sizes:
-            continue
-        if isinstance(node, yaml.SequenceNode):
-            children = list(node.value)
-        elif isinstance(node, yaml.MappingNode):
-            children = [part for pair in node.value for part in pair]
-        else:
-            sizes[key] = 1
-            continue
-        if children_done:
-            on_path.discard(key)
-            sizes[key] = min(1 + sum(sizes[id(c)] for c in children), MAX_YAML_VALUES + 1)
-            continue
-        if key in on_path:
-            raise ConfigError(f"{source}: a YAML alias refers to itself; remove the loop.")
-        on_path.add(key)
-        stack.append((node, True))
-        for child in children:
-            if id(child) in on_path:
-                raise ConfigError(f"{source}: a YAML alias refers to itself; remove the loop.")
-            if id(child) not in sizes:
-                stack.append((child, False))
-    return sizes[id(root)]
-
-
-def parse_yaml(text: str, source: str) -> Any:
-    """Parse YAML text; a syntax error is a ConfigError naming ``source`` and the line. A text
-    over MAX_SPEC_BYTES, or one that expands to more than MAX_YAML_VALUES values (anchors and
-    aliases counted, as in a billion-laughs file), is refused before anything is built."""
-    if len(text) > MAX_SPEC_BYTES:
-        raise ConfigError(
-            f"{source}: the spec is {len(text)} characters long; at most {MAX_SPEC_BYTES} are "
-            "allowed."
-        )
-    try:
-        loader = _UniqueKeyLoader(text)
-        try:
-            node = loader.get_single_node()
-            if node is None:
-                return None
-            if _expanded_values(node, source) > MAX_YAML_VALUES:
-                raise ConfigError(
-                    f"{source}: the spec expands to more than {MAX_YAML_VALUES} values (YAML "
-                    "aliases counted); write the values out or split the sweep."
-                )
-            return loader.construct_document(node)
-        finally:
-            loader.dispose()
-    except ConfigError as error:
-        if str(error).startswith(source):
-            raise
-        raise ConfigError(f"{source}: {error}") from None
-    except RecursionError:
-        raise ConfigError(f"{source}: the YAML is nested too deeply.") from None
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(error, "problem", None) or str(error)
-        raise ConfigError(f"{source}: YAML syntax error{where}: {problem}.") from None
-
-
-def preset_text(name: str) -> str:
-    """The YAML text of a preset shipped with wattlab."""
-    if name not in PRESETS:
-        raise ConfigError(f"unknown preset {echo(name)}; presets: {', '.join(PRESETS)}.")
-    folder = resources.files("wattlab.experiment.specs").joinpath("presets")
-    return folder.joinpath(f"{name}.yaml").read_text("utf-8")
-
-
-def _read_spec(path_or_preset: str | Path) -> tuple[Any, str]:
-    """The parsed YAML of a spec file or preset, and where it came from."""
-    text_or_path = str(path_or_preset)
-    path = Path(text_or_path).expanduser()
-    if path.is_file():
-        try:
-            if path.stat().st_size > MAX_SPEC_BYTES:
-                raise ConfigError(
-                    f"{path}: the spec file is {path.stat().st_size} bytes; at most "
-                    f"{MAX_SPEC_BYTES} are allowed."
-                )
-            text = path.read_text("utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            raise ConfigError(f"cannot read sweep spec {path}: {error}.") from None
-        source = str(path)
-    elif text_or_path in PRESETS:
-        text, source = preset_text(text_or_path), f"preset {text_or_path}"
-    else:
-        raise ConfigError(
-            f"{echo(text_or_path)} is neither a sweep spec YAML file nor a preset; "
-            f"presets: {', '.join(PRESETS)}."
-        )
-    return parse_yaml(text, source), source
 
 
 def load_spec(path_or_preset: str | Path, **base_overrides: Any) -> SweepSpec:
     """Load a sweep spec from a YAML file, or a preset by name (``paper-12``, ``quickstart``,
     ``h200-1gpu``, ``demo-gpu``, ``demo-cpu``), applying ``base_overrides`` (e.g.
     ``data_dir=...``) before validation. A command sweep is refused: use load_sweep_spec."""
-    data, source = _read_spec(path_or_preset)
+    data, source = read_spec(path_or_preset)
     if isinstance(data, dict) and "command" in data:
         raise ConfigError(f"{source} is a command sweep (it has command:); use load_sweep_spec.")
     if base_overrides and isinstance(data, dict):
         data = _apply_overrides(data, base_overrides)
     return SweepSpec.from_dict(data, source=source)
-
-
-def load_sweep_spec(
-    path_or_preset: str | Path, **base_overrides: Any
-) -> SweepSpec | CommandSweepSpec:
-    """``load_spec``, or a command sweep when the spec gives ``command:`` (see
-    ``wattlab.experiment.specs.command``); base overrides do not apply to a command sweep."""
-    from wattlab.experiment.specs.command import CommandSweepSpec, is_command_spec
-
-    data, source = _read_spec(path_or_preset)
-    if not is_command_spec(data):
-        return load_spec(path_or_preset, **base_overrides)
-    given = sorted(k for k, v in base_overrides.items() if v is not None)
-    if given:
-        raise ConfigError(
-            f"{source} runs a command, so {', '.join(given)} cannot be set from the command "
-            "line; pass such settings to the command through its grid or env."
-        )
-    return CommandSweepSpec.from_dict(data, source=source)
 
 
 def _apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
@@ -794,7 +485,7 @@ def _apply_overrides(data: dict[str, Any], overrides: dict[str, Any]) -> dict[st
     axes: dict[str, Any] = grid if isinstance(grid, dict) else {}
     for key in overrides:
         if key not in _RUN_FIELDS:
-            raise _unknown_key(key, "in the overrides", _RUN_FIELDS)
+            raise unknown_key(key, "in the overrides", _RUN_FIELDS)
         if key in axes:
             raise ConfigError(
                 f"{key} is a grid axis of sweep {data.get('name')!r}, so it cannot be "

@@ -160,7 +160,7 @@ def dry_run_seed(spec: Spec, store: Store | None, notes: list[str]) -> int | Non
             "sweep itself would be refused; use another --db or rename the sweep"
         )
     if spec.order_seed is None and spec.order == "random":
-        from wattlab.experiment.specs.trainer import draw_order_seed
+        from wattlab.experiment.specs.base import draw_order_seed
 
         notes.append(
             "the random order shown uses a seed drawn for this dry run; the sweep draws and "

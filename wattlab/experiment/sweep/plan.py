@@ -126,7 +126,7 @@ def expected_duration_s(cfg: RunConfig, history: pd.DataFrame | None) -> float |
 def check_spec_inputs(spec: SweepSpec, machine: MachineFacts, *, open_files: bool = True) -> None:
     """The input checks of every configuration this machine would run (the CLI calls it
     before the database is opened, so a bad input writes nothing)."""
-    from wattlab.experiment.runs.runner import check_inputs
+    from wattlab.experiment.runs.checks import check_inputs
 
     for point in spec.points():
         config = spec.run_config(point)
