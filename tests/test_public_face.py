@@ -41,6 +41,16 @@ def test_one_version_source() -> None:
     assert wattlab.__version__ == importlib.metadata.version("wattlab")
 
 
+def test_the_changelog_s_newest_heading_is_this_version_with_its_date() -> None:
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "CHANGELOG.md").read_text()
+    headings = [line for line in text.splitlines() if line.startswith("## ")]
+    heading = next(h for h in headings if h != "## Unreleased")  # the newest release
+    assert re.fullmatch(rf"## {re.escape(wattlab.__version__)} — \d{{4}}-\d{{2}}-\d{{2}}", heading)
+
+
 def test_package_is_typed() -> None:
     from importlib import resources
 

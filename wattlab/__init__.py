@@ -57,7 +57,7 @@ __all__ = [
     "co2e",
     "combine_measurements",
 ]
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 
 def __getattr__(name: str) -> object:
