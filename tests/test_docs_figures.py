@@ -1,10 +1,10 @@
-"""Raw outputs or no figure: every link into docs/measured/ from README.md and
-docs/results-h200.md names a file that exists, and every paragraph, list item or table there that
-states a measured figure names its raw output.
+"""Raw outputs or no figure: every link into docs/measured/ from README.md and the docs that
+hold measured results (DOCUMENTS) names a file that exists, and every paragraph, list item or
+table there that states a measured figure names its raw output.
 
 The convention: a block (paragraph, list item, table or quote) that states a figure carries a
 link to its raw file under docs/measured/ (``[raw](docs/measured/FILE)`` from the README,
-``[raw](measured/FILE)`` from docs/results-h200.md), in itself or in the block just before or
+``[raw](measured/FILE)`` from a file under docs/), in itself or in the block just before or
 after it (a table's caption paragraph, or the sentence under it). A block of settings, targets
 or thresholds, not measurements, says so with ``<!-- not measured -->``. A figure whose raw
 output was lost is removed, not kept unbacked.
@@ -18,7 +18,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCUMENTS = ("README.md", "docs/results-h200.md")
+DOCUMENTS = (
+    "README.md",
+    "docs/results-h200.md",
+    "docs/estimation.md",
+    "docs/advise.md",
+    "docs/engine.md",
+)
 LINK = re.compile(r"\]\(([^)\s]*measured/[^)\s#]*)\)")
 # a stated figure: a decimal with a unit or a ratio, or "N of M"
 FIGURE = re.compile(r"\d+\.\d+\s?(?:%|x\b|s\b|kJ|J\b|W\b|mJ|img/s)|\b\d+ of \d+\b|\d[\d ]* img/s")
