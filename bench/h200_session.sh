@@ -7,7 +7,7 @@
 #   bash bench/h200_session.sh c   # the h200-1gpu sweep without its power-limit axis, and its report
 #   bash bench/h200_session.sh d   # b and c squeezed into one call, with deadlines
 # On 2026-12-02 stages a and d were run (the session's device time allowed two calls); the
-# README's "Measured on an NVIDIA H200" section reports what they printed.
+# docs/results-h200.md and docs/engine.md report what they printed.
 set -uo pipefail
 stage=${1:?stage a, b or c}
 OUT=${OUT:-bench-out}
