@@ -41,12 +41,13 @@ $(STAMP): $(DEMO_STAMP)
 	touch $(STAMP)
 
 # uv (from the dev set) makes .venv-floor with this Python and installs the package at the
-# floors (each direct dependency at the lowest version its range allows), pytest and xdist
+# floors (each direct dependency at the lowest version its range allows), pytest, xdist and
+# Hypothesis (the test tools, at their own floors)
 $(FLOOR_STAMP): $(STAMP)
 	rm -rf $(FLOOR_VENV)
 	$(BIN)/uv venv -q --python $(BIN)/python $(FLOOR_VENV)
 	$(BIN)/uv pip install -q --python $(FLOOR_VENV)/bin/python --resolution lowest-direct \
-	  $(foreach p,$(FLOOR_WHEELS),--only-binary $(p)) -e . "pytest>=8" "pytest-xdist>=3.5"
+	  $(foreach p,$(FLOOR_WHEELS),--only-binary $(p)) -e . "pytest>=8" "pytest-xdist>=3.5" "hypothesis>=6.100"
 	touch $(FLOOR_STAMP)
 
 # The demo's grid depends on the hardware: demo-gpu (ResNet-18, fp32 vs bf16 autocast) where

@@ -253,6 +253,7 @@ def small_split():
     data.clear_memory_cache()
 
 
+@pytest.mark.extra("train")  # small_split is a torch tensor
 def test_the_data_cache_never_writes_through_a_planted_link(small_split, tmp_path: Path) -> None:
     from wattlab.train import data
 
@@ -275,6 +276,7 @@ def test_the_data_cache_never_writes_through_a_planted_link(small_split, tmp_pat
     assert leftovers == []
 
 
+@pytest.mark.extra("train")  # small_split is a torch tensor
 @pytest.mark.parametrize(
     "kind", ["trusted", "writable-by-others", "writable-by-group", "another-owner", "fifo"]
 )

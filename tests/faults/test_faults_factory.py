@@ -16,6 +16,8 @@ import pytest
 
 from wattlab.errors import ConfigError
 
+pytestmark = pytest.mark.extra("train")  # a factory builds a torch nn.Module
+
 ROOT = Path(__file__).resolve().parents[2]
 WATTLAB = [sys.executable, "-m", "wattlab.cli"]
 

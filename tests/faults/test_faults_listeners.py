@@ -67,6 +67,7 @@ def test_a_one_machine_multi_process_run_listens_on_the_loopback_only(tmp_path: 
     assert wide == {}, f"listening beyond the loopback: {wide}"
 
 
+@pytest.mark.extra("train")  # wattlab.train.distributed imports torch
 def test_a_one_node_launch_binds_the_loopback() -> None:
     from wattlab.train.distributed import loopback_env, torchrun_command
 
@@ -79,6 +80,7 @@ def test_a_one_node_launch_binds_the_loopback() -> None:
     assert loopback_env({"GLOO_SOCKET_IFNAME": "eth7"})["GLOO_SOCKET_IFNAME"] == "eth7"
 
 
+@pytest.mark.extra("train")  # wattlab.train.distributed imports torch
 def test_the_local_rendezvous_store_listens_where_it_is_told() -> None:
     import psutil
 
@@ -93,6 +95,7 @@ def test_the_local_rendezvous_store_listens_where_it_is_told() -> None:
         del store
 
 
+@pytest.mark.extra("train")  # wattlab.train.distributed imports torch
 def test_a_multi_node_launch_binds_where_the_user_says() -> None:
     from wattlab.train.distributed import torchrun_command
 

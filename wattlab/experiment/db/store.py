@@ -21,6 +21,7 @@ import os
 import secrets
 import sqlite3
 import sys
+import time
 import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
@@ -136,7 +137,7 @@ def open_store(
     except sqlite3.Error as error:
         raise sqlite_error(path, error) from None
     try:
-        _prepare(conn, path, create=create, readonly=readonly)
+        _prepare_waiting(conn, path, create=create, readonly=readonly)
         if readonly:
             conn.execute("PRAGMA query_only = ON")
     except BaseException:
@@ -327,6 +328,27 @@ def _check_sqlite_header(path: Path) -> None:
         raise DataError(f"cannot read {path}: {error.strerror or error}.") from None
     if head and head != _SQLITE_MAGIC:
         raise DataError(f"{path} is not a wattlab database (not a SQLite file).")
+
+
+def _prepare_waiting(
+    conn: sqlite3.Connection, path: Path, *, create: bool, readonly: bool = False
+) -> None:
+    """``_prepare``, tried again while another process holds the lock, up to BUSY_TIMEOUT_S:
+    SQLite's busy handler does not cover every step (switching a new database to WAL while
+    another connection creates it answers "database is locked" at once)."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    pause_s = 0.01
+    while True:
+        try:
+            _prepare(conn, path, create=create, readonly=readonly)
+            return
+        except StoreLocked:
+            if time.monotonic() + pause_s >= deadline:
+                raise
+            if conn.in_transaction:
+                conn.rollback()
+            time.sleep(pause_s)
+            pause_s = min(pause_s * 2, 0.5)
 
 
 def _prepare(conn: sqlite3.Connection, path: Path, *, create: bool, readonly: bool = False) -> None:

@@ -318,6 +318,16 @@ class CommandSweepSpec(SpecBase):
             PlannedCommand(i, p, rep, p.label, p.config_hash) for i, (p, rep) in enumerate(plan)
         ]
 
+    def as_dict(self) -> dict[str, Any]:
+        """The spec as plain JSON-able data, the grid's and baseline's values as given: pydantic
+        before 2.6 dumps a ``true`` of the ``str | int | float | bool`` union as 1, which would
+        change the stored spec and its hash with the pydantic version."""
+        data = super().as_dict()
+        data["grid"] = {axis: list(values) for axis, values in self.grid.items()}
+        if self.baseline is not None:
+            data["baseline"] = dict(self.baseline)
+        return data
+
     def spec_hash(self) -> str:
         """A stable hash of what the sweep runs and how (``description`` left out)."""
         data = self.as_dict()
