@@ -639,10 +639,10 @@ def _prune(directory: Path, keep: Path) -> None:
         pass
 
 
-# A first fit on the shipped reference (183 runs): the cold-cache estimate less the warm-cache
-# one, 11.7 s - 5.4 s, on 2 idle cores (docs/measured/cpu-estimate-speed-idle-2026-12-04.txt);
-# counting the models' features is most of it. Slower on a loaded machine.
-FIRST_FIT_S = 6
+# A first fit on the shipped reference (222 runs): the cold-cache estimate less the warm-cache
+# one, 14.6 s - 4.2 s, on 2 idle cores (docs/measured/cpu-estimate-speed-idle-2026-12-04.txt).
+# Slower on a loaded machine.
+FIRST_FIT_S = 10
 FIRST_FIT_RUNS = 222
 
 
