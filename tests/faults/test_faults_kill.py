@@ -62,7 +62,10 @@ def _leftovers(folder: Path, expected: set[str]) -> set[str]:
     cleaner is done."""
     deadline = time.time() + 10
     while True:
-        found = {str(p.relative_to(folder)) for p in folder.rglob("*")} - expected
+        try:
+            found = {str(p.relative_to(folder)) for p in folder.rglob("*")} - expected
+        except FileNotFoundError as gone:  # a cleaner removes a staging folder as we walk it
+            found = {f"{gone.filename} (being removed)"}
         if not found or time.time() > deadline:
             return found
         time.sleep(0.1)
