@@ -1,32 +1,38 @@
-"""Judge `wattlab advise --probe` where nobody measured (issue 30, item 5): on this machine's GPU,
-for models outside the reference set, measure every candidate (the ground truth), run the probe
-in fresh processes, and score the probe's pick and PRE's pick from every start and limit.
+"""Judge `wattlab advise --probe` where nobody measured (issue 37, item 6): on this machine's GPU,
+for ResNet-50 and models outside the reference set, measure every candidate (the ground truth)
+in clean interleaved windows, run the probe in a fresh process, and score the probe's pick and
+PRE's pick from every start and limit.
 
-    python bench/probe_evaluate.py --out OUT                          # the defaults below
-    python bench/probe_evaluate.py --models vgg11_bn googlenet \\
-        resnet9=bench/models/resnet9.py:resnet9 --batches 96 768 --probe-s 45 --out OUT
+    python bench/probe_evaluate.py --out OUT                       # the defaults below
+    python bench/probe_evaluate.py --models resnet50 vgg11_bn \\
+        resnet9=bench/models/resnet9.py:resnet9 --batches 96 768 --out OUT
+    python bench/probe_evaluate.py truth --model resnet50 --batch 96 --json T.json  # one truth
 
-1. **Ground truth.** One trainer sweep per model (``truth-<model>``) over precision x batch
-   size, each point a timed window of ``--truth-window-s`` after its warm-up steps, twice; the
-   per-image energy and time of a point are the medians over its runs. Per-image figures scale
-   to any image count, so they stand for the advice's images.
-2. **Probes.** For each model and batch size, ``wattlab advise ... --allow precision --probe
-   S`` in a fresh process, starting from fp32 at that batch (``--json`` kept). The knob judged
-   is precision (with CUDA graphs' twins, which the truth leaves out, so they are not scored):
-   ``--allow batch`` would add the reference set's batch sizes, which the truth does not hold.
-3. **Scores.** For every start (each truth point a probe measured) and every limit (max
-   slowdown 0, 5, 20 %, none), among the precisions at the start's batch size: the probe's
-   pick is the first of its measured rows ranked from that start (``ranking.rank`` with the
-   probe's minimum saving); PRE's pick is the first of PRE's predictions of the same
-   candidates ranked from that start (with the advisor's minimum saving). Each pick's regret
-   (its true energy over the best true energy within the limit, minus 1) and violation (its
-   true time over the limit) come from the ground truth (``advise.evaluation.score_pick``).
-   Side by side: median and p90 regret, violation rate.
-4. **Cost.** Each probe's own measured energy and time, as a share of a 30-epoch CIFAR-10
-   training (50 000 images) of its start configuration, by the ground truth.
+For each model and batch size (a "pair"):
 
-Read-only on a lent GPU: no power-limit candidates (``--allow`` never names power-limit). Writes
-``OUT/probe-evaluate.json`` and prints the table; raw probe JSONs are kept in OUT/probes/.
+1. **Probe.** ``wattlab advise ... --precision fp32 --allow precision --probe S --json`` in a
+   fresh process (S = 30 by default: the probe's default length for any training of 10 minutes
+   or more). Its ``--json`` holds its windows, rows, cost and PRE's rows before the probe.
+2. **Truth.** A fresh process (``truth``) trains the model once and measures every precision
+   in training-only windows of ``--truth-window-s`` (5 s), ``--truth-rounds`` (2) times each,
+   interleaved in a fresh random order per round (``train.interleave``, the same kernels a run
+   uses: cuDNN benchmark mode); a candidate's truth is the median per image, and its spread
+   (max/min - 1 of its windows) is reported beside it.
+3. **Scores.** From every start (the four precisions at the pair's batch size) and every limit
+   (max slowdown 0, 5, 20 %, none): the probe's pick re-ranks the probe's measured windows with
+   that start as the current configuration (``probe_rows.combined``: unmeasured candidates keep
+   PRE's scaled prediction); PRE's pick ranks PRE's rows from that start with the advisor's
+   minimum saving. Regret (true energy of the pick over the best true energy within the limit,
+   minus 1) and violation (true time over the limit) from the truth. The probe ran once per
+   pair, from fp32 (the start whose cuDNN autotuning costs most); every start is scored on its
+   measured windows, which is what a probe from that start measures too (every candidate).
+4. **Checks.** Candidates measured and windows each, the probe's seconds (set-up included),
+   each measured row's energy per image against the truth, and the probe's cost as a share of a
+   30-epoch CIFAR-10 training (1.5 M images) and of a 10-minute training of the advised
+   configuration, by the truth.
+
+Read-only on a lent GPU: no power-limit candidates (``--allow precision``). Writes
+``OUT/probe-evaluate.json`` and prints the table; each pair's raw JSON is kept in OUT/raw/.
 """
 
 from __future__ import annotations
@@ -35,20 +41,27 @@ import argparse
 import json
 import math
 import os
+import random
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 ROOT = Path(__file__).resolve().parents[1]
 WATTLAB = [sys.executable, "-m", "wattlab.cli"]
 LIMITS = (0.0, 0.05, 0.20, None)
 PRECISIONS = ("fp32", "tf32", "amp-bf16", "amp-fp16")
-DEFAULT_MODELS = ("resnet9=bench/models/resnet9.py:resnet9", "vgg11_bn", "googlenet")
+DEFAULT_MODELS = (
+    "resnet50",
+    "resnet9=bench/models/resnet9.py:resnet9",
+    "vgg11_bn",
+    "googlenet",
+    "shufflenet_v2_x1_0",
+)
 CIFAR_IMAGES_30_EPOCHS = 30 * 50_000
+TEN_MINUTES_S = 600.0
 
 
 def model_args(model: str) -> tuple[str, dict[str, str]]:
@@ -59,158 +72,145 @@ def model_args(model: str) -> tuple[str, dict[str, str]]:
     return model, {"model": model}
 
 
-def truth_spec(
-    model: str,
+# ---- the truth (a fresh process per pair) ---------------------------------------------------
+
+
+def measure_truth(
     fields: dict[str, str],
-    precisions: list[str],
-    batches: list[int],
-    window_s: float,
-    device: str,
-    repetitions: int = 2,
-) -> dict[str, Any]:
-    return {
-        "name": f"truth-{model}",
-        "base": {
-            **fields,
-            "device": device,
-            "budget_s": window_s,
-            "warmup_steps": 10,
-            "epoch_eval_samples": 0,
-            "train_samples": max(4 * max(batches), 4096),
-            "test_samples": min(batches),
-        },
-        "grid": {"precision": precisions, "batch_size": batches},
-        "repetitions": repetitions,
-        "order": "random",
-        "warmup_runs": 0,
-        "cooldown_s": 0,
-    }
-
-
-def run_truth(spec: dict[str, Any], db: Path, out: Path) -> None:
-    import yaml
-
-    path = out / f"{spec['name']}.yaml"
-    path.write_text(yaml.safe_dump(spec))
-    done = subprocess.run([*WATTLAB, "sweep", str(path), "--db", str(db)], cwd=ROOT)
-    print(f"{spec['name']}: exit {done.returncode}", flush=True)
-
-
-def truth_table(db: Path, model: str) -> dict[tuple[str, int], tuple[float, float]]:
-    """(precision, batch) -> (J per image, s per image): medians of the truth sweep's ok runs."""
-    import sqlite3
-
-    con = sqlite3.connect(db)
-    rows = con.execute(
-        "SELECT precision, batch_size, energy_total_j / samples, duration_s / samples FROM runs "
-        "WHERE sweep = ? AND status = 'ok' AND samples > 0",
-        (f"truth-{model}",),
-    ).fetchall()
-    con.close()
-    by: dict[tuple[str, int], list[tuple[float, float]]] = {}
-    for precision, batch, e, t in rows:
-        by.setdefault((str(precision), int(batch)), []).append((float(e), float(t)))
-    return {
-        k: (float(np.median([e for e, _ in v])), float(np.median([t for _, t in v])))
-        for k, v in by.items()
-    }
-
-
-def run_probe(
-    model: str,
-    fields: dict[str, str],
-    gpu_name: str,
     batch: int,
-    seconds: float,
-    db: Path,
-    out: Path,
-) -> Path:
-    target = out / "probes" / f"{model}-bs{batch}.json"
-    target.parent.mkdir(parents=True, exist_ok=True)
+    precisions: list[str],
+    window_s: float,
+    rounds: int,
+    device: str,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Every precision at ``batch`` in ``rounds`` interleaved windows of ``window_s``."""
+    import torch
+
+    from wattlab.monitor import EnergyMonitor
+    from wattlab.train.config import RunConfig
+    from wattlab.train.interleave import InterleavedTrainer, Shape
+
+    cfg = RunConfig(
+        **fields,
+        device=device,
+        batch_size=batch,
+        epochs=1,
+        train_samples=max(4 * batch, 2048),
+        test_samples=256,
+    )
+    rng = random.Random(seed)
+    results: dict[str, Any] = {}
+
+    class Hooks:
+        def begin(self, name: str, epoch: int | None = None) -> None:
+            monitor.begin_window(name)
+
+        def end(self, name: str, epoch: int | None = None, samples: int = 0) -> None:
+            results[name] = monitor.end_window(name)
+
+    with EnergyMonitor(record_trace=False) as monitor:
+        trainer = InterleavedTrainer(cfg, torch.device(device))
+        shapes = [Shape(p, batch) for p in precisions if not (device == "cpu" and p == "amp-fp16")]
+        setup = {s.precision: trainer.prepare(s).setup_s for s in shapes}
+        windows: dict[str, list[dict[str, float]]] = {s.precision: [] for s in shapes}
+        for r in range(rounds):
+            order = list(shapes)
+            rng.shuffle(order)
+            for shape in order:
+                name = f"truth:{shape.precision}:{r}"
+                ran = trainer.window(shape, window_s, Hooks(), name)
+                m = results.pop(name)
+                windows[shape.precision].append(
+                    {
+                        "energy_per_image_j": m.total_energy_j / ran.images,
+                        "time_per_image_s": m.duration_s / ran.images,
+                        "duration_s": m.duration_s,
+                        "gpu_share": m.gpu_energy_j / m.total_energy_j
+                        if m.total_energy_j
+                        else 0.0,
+                    }
+                )
+    out: dict[str, Any] = {"setup_s": setup, "windows": windows, "median": {}}
+    for precision, items in windows.items():
+        e = [w["energy_per_image_j"] for w in items]
+        t = [w["time_per_image_s"] for w in items]
+        out["median"][precision] = {
+            "energy_per_image_j": statistics.median(e),
+            "time_per_image_s": statistics.median(t),
+            "spread": max(e) / min(e) - 1.0,
+        }
+    return out
+
+
+# ---- the probe (a fresh process per pair) -----------------------------------------------------
+
+
+def probe_command(
+    fields: dict[str, str], gpu_name: str, batch: int, seconds: float, target: Path
+) -> list[str]:
     flag = "--model-factory" if "model_factory" in fields else "--model"
     value = fields.get("model_factory") or fields["model"]
-    cmd = [
-        *WATTLAB,
-        "advise",
-        flag,
-        value,
-        "--gpu-name",
-        gpu_name,
-        "--epochs",
-        "30",
-        "--batch-size",
-        str(batch),
-        "--precision",
-        "fp32",
-        "--allow",
-        "precision",
-        "--probe",
-        f"{seconds:g}",
-        "--db",
-        str(db),
-        "--json",
-        str(target),
-    ]
-    started = time.monotonic()
-    done = subprocess.run(cmd, cwd=ROOT)
-    print(
-        f"probe {model} bs{batch}: exit {done.returncode} in {time.monotonic() - started:.0f} s",
-        flush=True,
+    return [
+        *WATTLAB, "advise", flag, value, "--gpu-name", gpu_name, "--epochs", "30",
+        "--batch-size", str(batch), "--precision", "fp32", "--allow", "precision",
+        "--probe", f"{seconds:g}", "--json", str(target),
+    ]  # fmt: skip
+
+
+# ---- scoring ----------------------------------------------------------------------------------
+
+
+def _option(row: dict[str, Any], per_image: float = 1.0) -> Any:
+    from wattlab.estimate.advise.ranking import Option, Setting
+
+    setting = Setting(row["precision"], int(row["batch_size"]), 1)
+    return Option(
+        setting,
+        row["energy_j"] * per_image,
+        row["duration_s"] * per_image,
+        row["energy_low_j"] * per_image,
+        row["energy_high_j"] * per_image,
+        row["duration_low_s"] * per_image,
+        row["duration_high_s"] * per_image,
+        source=str(row.get("source", "predicted")),
     )
-    return target
 
 
 def score(
-    truth: dict[tuple[str, int], tuple[float, float]],
+    truth: dict[str, tuple[float, float]],
     probe_rows: list[dict[str, Any]],
-    pre_rows: dict[tuple[str, int], dict[str, Any]],
+    pre_rows: list[dict[str, Any]],
+    batch: int,
 ) -> dict[str, list[dict[str, Any]]]:
-    """The probe's and PRE's picks from every start a probe measured, at every limit, scored
-    on the truth (see the module). ``probe_rows``: the measured rows of the probes (dicts as
-    ``--json`` writes them); ``pre_rows``: PRE's prediction per (precision, batch)."""
+    """The probe's and PRE's picks from every start and limit, scored on ``truth`` (precision ->
+    (J, s) per image). ``probe_rows``: the probe's ranked rows (``--json``; measured ones have a
+    source starting "measured"/"estimated"); ``pre_rows``: PRE's rows before the probe."""
     from wattlab.estimate.advise.advisor import MIN_PREDICTED_SAVING
     from wattlab.estimate.advise.evaluation import score_pick
-    from wattlab.estimate.advise.probe import MIN_MEASURED_SAVING
-    from wattlab.estimate.advise.ranking import Limit, Option, Setting, rank
+    from wattlab.estimate.advise.probe_rows import combined
+    from wattlab.estimate.advise.ranking import Limit, Setting, rank
 
-    def option(row: dict[str, Any]) -> Option:
-        setting = Setting(row["precision"], int(row["batch_size"]), 1)
-        return Option(
-            setting,
-            row["energy_j"],
-            row["duration_s"],
-            row["energy_low_j"],
-            row["energy_high_j"],
-            row["duration_low_s"],
-            row["duration_high_s"],
-        )
-
-    settings = [Setting(p, b, 1) for p, b in truth]
-    true = {s: truth[(s.precision, s.batch_size)] for s in settings}
-    measured = {}
-    for row in probe_rows:
-        if (row["precision"], int(row["batch_size"])) in truth and not row.get("cuda_graphs"):
-            measured[Setting(row["precision"], int(row["batch_size"]), 1)] = option(row)
-    predicted = {
-        s: option(pre_rows[(s.precision, s.batch_size)])
-        for s in settings
-        if (s.precision, s.batch_size) in pre_rows
+    settings = [Setting(p, batch, 1) for p in truth]
+    true = {s: truth[s.precision] for s in settings}
+    measured = {
+        o.setting: o
+        for o in map(_option, probe_rows)
+        if o.source.startswith(("measured", "estimated")) and o.setting in true
     }
+    predicted = [o for o in map(_option, pre_rows) if o.setting in true]
     out: dict[str, list[dict[str, Any]]] = {"probe": [], "pre": []}
     for start in settings:
+        if start not in measured or start not in {o.setting for o in predicted}:
+            continue  # the same starts for both
         for slowdown in LIMITS:
             limit = Limit(max_slowdown=slowdown)
-            for name, rows, floor in (
-                ("probe", measured, MIN_MEASURED_SAVING),
-                ("pre", predicted, MIN_PREDICTED_SAVING),
-            ):
-                if start not in rows or start not in measured:  # the same starts for both
-                    continue
-                # the knob is precision: the candidates are the start's batch size's
-                same = [s for s in settings if s.batch_size == start.batch_size]
-                options = [o for s, o in rows.items() if s.batch_size == start.batch_size]
-                pick = rank(options, start, limit, floor)[0].setting
-                scored = score_pick(pick, start, same, true, slowdown)  # best of all of them
+            picks = {
+                "probe": combined(predicted, measured, start, limit)[0].setting,
+                "pre": rank(predicted, start, limit, MIN_PREDICTED_SAVING)[0].setting,
+            }
+            for name, pick in picks.items():
+                scored = score_pick(pick, start, settings, true, slowdown)
                 out[name].append(
                     {
                         **scored,
@@ -228,145 +228,170 @@ def summary(scores: list[dict[str, Any]]) -> dict[str, Any]:
     return summarise(scores)
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS))
-    parser.add_argument("--precisions", nargs="+", default=list(PRECISIONS), choices=PRECISIONS)
-    parser.add_argument("--batches", nargs="+", type=int, default=[96, 768])
-    parser.add_argument("--truth-window-s", type=float, default=6.0)
-    parser.add_argument("--truth-repetitions", type=int, default=2)
-    parser.add_argument("--probe-s", type=float, default=45.0)
-    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    parser.add_argument("--gpu-name", default=None, help="PRE's GPU (default: this machine's).")
-    parser.add_argument("--db", default=None, help="default OUT/probe-evaluate.db")
-    parser.add_argument("--out", default=os.environ.get("OUT", "bench-out"))
-    parser.add_argument("--skip-truth", action="store_true", help="reuse the truth in --db")
-    args = parser.parse_args()
-    if os.environ.get("WATTLAB_FORBID_POWER_LIMITS") != "1":
-        print("note: power limits are never probed here (--allow precision)")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    db = Path(args.db or out / "probe-evaluate.db")
-    gpu_name = args.gpu_name
-    if gpu_name is None:
-        import torch
-
-        gpu_name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "H200"
-    result: dict[str, Any] = {"command": sys.argv, "gpu_name": gpu_name, "models": {}}
-    for model in args.models:
-        name, fields = model_args(model)
-        if not args.skip_truth:
-            spec = truth_spec(
-                name,
-                fields,
-                args.precisions,
-                args.batches,
-                args.truth_window_s,
-                args.device,
-                args.truth_repetitions,
-            )
-            run_truth(spec, db, out)
-        truth = truth_table(db, name)
-        probes, pre_rows, costs = [], {}, []
-        for batch in args.batches:
-            path = run_probe(name, fields, gpu_name, batch, args.probe_s, db, out)
-            if not path.exists():
-                continue
-            data = json.loads(path.read_text())
-            probes += [r for r in data["rows"] if r["source"].startswith(("measured", "estimated"))]
-            start = truth.get(("fp32", batch))
-            report = data.get("probe") or {}
-            if start is not None and report:
-                training_j = start[0] * CIFAR_IMAGES_30_EPOCHS
-                costs.append(
-                    {
-                        "batch": batch,
-                        "probe_j": report["energy_j"],
-                        "probe_s": report["duration_s"],
-                        "training_j": training_j,
-                        "share": report["energy_j"] / training_j,
-                    }
-                )
-        pre_rows = _pre_rows(name, fields, gpu_name, truth)
-        scores = score(truth, probes, pre_rows)
-        result["models"][name] = {
-            "truth": {f"{p} bs{b}": v for (p, b), v in truth.items()},
-            "scores": scores,
-            "probe": summary(scores["probe"]),
-            "pre": summary(scores["pre"]),
-            "cost": costs,
-        }
-    everything = {
-        k: [s for m in result["models"].values() for s in m["scores"][k]] for k in ("probe", "pre")
+def checks(
+    truth: dict[str, tuple[float, float]], data: dict[str, Any], samples: float
+) -> dict[str, Any]:
+    """Windows per candidate, the probe's seconds, each measured row's energy per image
+    against the truth, and the cost shares."""
+    report = data.get("probe") or {}
+    rows = data.get("rows", [])
+    per_candidate: dict[str, int] = {}
+    for w in report.get("window_rows", []):
+        per_candidate[w["candidate"]] = per_candidate.get(w["candidate"], 0) + 1
+    errors = {}
+    for row in rows:
+        if row["source"].startswith(("measured", "estimated")) and row["precision"] in truth:
+            got = row["energy_j"] / samples
+            errors[row["precision"]] = got / truth[row["precision"]][0] - 1.0
+    first = rows[0] if rows else None
+    shares: dict[str, float] = {}
+    if first is not None and first["precision"] in truth and report:
+        e_img, t_img = truth[first["precision"]]
+        shares["of_30_epochs"] = report["energy_j"] / (e_img * CIFAR_IMAGES_30_EPOCHS)
+        shares["of_10_minutes"] = report["energy_j"] / (e_img / t_img * TEN_MINUTES_S)
+        shares["30_epochs_s"] = t_img * CIFAR_IMAGES_30_EPOCHS
+    return {
+        "windows": per_candidate,
+        "measured": len(per_candidate),
+        "probe_s": report.get("duration_s"),
+        "setup_s": (report.get("setup_s") or 0.0)
+        + sum((report.get("candidate_setup_s") or {}).values()),
+        "energy_error": errors,
+        "cost_share": shares,
+        "advice": data.get("advice"),
     }
-    result["all"] = {k: summary(v) for k, v in everything.items()}
-    (out / "probe-evaluate.json").write_text(json.dumps(result, indent=1, default=str))
-    print_table(result)
 
 
-def _pre_rows(
-    name: str,
-    fields: dict[str, str],
-    gpu_name: str,
-    truth: dict[tuple[str, int], tuple[float, float]],
-) -> dict[tuple[str, int], dict[str, Any]]:
-    """PRE's prediction (per image x 1) of every truth point."""
-    from wattlab.estimate import pre_cache
+def judge_pair(
+    name: str, fields: dict[str, str], batch: int, args: argparse.Namespace, raw: Path
+) -> dict[str, Any]:
+    target = raw / f"probe-{name}-bs{batch}.json"
+    started = time.monotonic()
+    cmd = probe_command(fields, args.gpu_name, batch, args.probe_s, target)
+    done = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    took = time.monotonic() - started
+    (raw / f"probe-{name}-bs{batch}.txt").write_text(done.stdout + done.stderr)
+    print(f"probe {name} bs{batch}: exit {done.returncode} in {took:.0f} s", flush=True)
+    truth_path = raw / f"truth-{name}-bs{batch}.json"
+    truth_cmd = [
+        sys.executable, str(Path(__file__).resolve()), "truth", "--model", json.dumps(fields),
+        "--batch", str(batch), "--window-s", str(args.truth_window_s),
+        "--rounds", str(args.truth_rounds), "--device", args.device, "--json", str(truth_path),
+    ]  # fmt: skip
+    started = time.monotonic()
+    t_done = subprocess.run(truth_cmd, cwd=ROOT)
+    print(
+        f"truth {name} bs{batch}: exit {t_done.returncode} in {time.monotonic() - started:.0f} s",
+        flush=True,
+    )
+    if not (target.exists() and truth_path.exists()):
+        return {"error": "the probe or the truth did not finish"}
+    data = json.loads(target.read_text())
+    truth_raw = json.loads(truth_path.read_text())
+    truth = {
+        p: (v["energy_per_image_j"], v["time_per_image_s"])
+        for p, v in truth_raw["median"].items()
+    }
+    pre_rows = (data.get("probe") or {}).get("pre_rows") or []
+    samples = float(data.get("samples") or 1.0)
+    per_image_rows = [
+        {**r, **{k: r[k] / samples for k in _PER_RUN}} for r in data.get("rows", [])
+    ]
+    per_image_pre = [{**r, **{k: r[k] / samples for k in _PER_RUN}} for r in pre_rows]
+    scores = score(truth, per_image_rows, per_image_pre, batch)
+    return {
+        "truth": truth_raw,
+        "checks": checks(truth, data, samples),
+        "scores": scores,
+        "probe": summary(scores["probe"]),
+        "pre": summary(scores["pre"]),
+    }
 
-    pre, _ = pre_cache.fit_reference(None)
-    out = {}
-    for precision, batch in truth:
-        p = pre.predict_config(
-            model=fields.get("model_factory") or fields["model"],
-            gpus=1,
-            epochs=1.0,
-            gpu_name=gpu_name,
-            stem="cifar",
-            image_size=32,
-            train_size=50_000,
-            samples=1.0,
-            precision=precision,
-            batch_size=batch,
-        )
-        out[(precision, batch)] = {
-            "precision": precision,
-            "batch_size": batch,
-            "energy_j": p.energy_j,
-            "duration_s": p.duration_s,
-            "energy_low_j": p.energy_low_j,
-            "energy_high_j": p.energy_high_j,
-            "duration_low_s": p.duration_low_s,
-            "duration_high_s": p.duration_high_s,
-        }
-    return out
 
-
-def _pct(x: float) -> str:
-    return "-" if x is None or not math.isfinite(x) else f"{x:.1%}"
+_PER_RUN = (
+    "energy_j",
+    "duration_s",
+    "energy_low_j",
+    "energy_high_j",
+    "duration_low_s",
+    "duration_high_s",
+)
 
 
 def print_table(result: dict[str, Any]) -> None:
-    print(
-        "| model | method | cases | median regret | p90 regret | violations "
-        "| probe cost (share of 30 epochs) |"
-    )
-    print("| --- | --- | ---: | ---: | ---: | ---: | --- |")
-    for name, m in [*result["models"].items(), ("all", {**result["all"], "cost": []})]:
-        costs = ", ".join(
-            f"bs{c['batch']}: {c['probe_s']:.0f} s, {c['share']:.1%}" for c in m.get("cost", [])
+    print("\npair | measured | windows | probe s | set-up s | max |energy err| | cost 30 ep | "
+          "cost 10 min | probe regret med/p90 | PRE regret med/p90 | truth spread max")  # fmt: skip
+    for key, pair in result["pairs"].items():
+        if "error" in pair:
+            print(f"{key} | {pair['error']}")
+            continue
+        c = pair["checks"]
+        errs = [abs(v) for v in c["energy_error"].values()] or [math.nan]
+        spread = max(v["spread"] for v in pair["truth"]["median"].values())
+        wins = min(c["windows"].values()) if c["windows"] else 0
+        share = c["cost_share"]
+        print(
+            f"{key} | {c['measured']} | min {wins} | {c['probe_s'] or math.nan:.1f} | "
+            f"{c['setup_s']:.1f} | {max(errs):.1%} | {share.get('of_30_epochs', math.nan):.1%} | "
+            f"{share.get('of_10_minutes', math.nan):.1%} | "
+            f"{pair['probe'].get('median_regret', math.nan):.1%}/"
+            f"{pair['probe'].get('p90_regret', math.nan):.1%} | "
+            f"{pair['pre'].get('median_regret', math.nan):.1%}/"
+            f"{pair['pre'].get('p90_regret', math.nan):.1%} | {spread:.1%}"
         )
-        for method in ("probe", "pre"):
-            s = m[method] if name != "all" else result["all"][method]
-            if not s.get("n"):
-                print(
-                    f"| {name} | {method} | 0 | - | - | - | {costs if method == 'probe' else ''} |"
-                )
-                continue
-            regret = f"{_pct(s['median_regret'])} | {_pct(s['p90_regret'])}"
-            print(
-                f"| {name} | {method} | {s['n']} | {regret} "
-                f"| {_pct(s['violation_rate'])} | {costs if method == 'probe' else ''} |"
-            )
+    for who in ("probe", "pre"):
+        s = result["all"][who]
+        print(f"all {who}: {json.dumps(s, default=str)}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["truth"]:
+        p = argparse.ArgumentParser()
+        p.add_argument("truth")
+        p.add_argument("--model", required=True, help="the run fields as JSON")
+        p.add_argument("--batch", type=int, required=True)
+        p.add_argument("--window-s", type=float, default=5.0)
+        p.add_argument("--rounds", type=int, default=2)
+        p.add_argument("--device", default="cuda")
+        p.add_argument("--precisions", nargs="+", default=list(PRECISIONS))
+        p.add_argument("--json", required=True)
+        a = p.parse_args(argv)
+        result = measure_truth(
+            json.loads(a.model), a.batch, a.precisions, a.window_s, a.rounds, a.device
+        )
+        Path(a.json).write_text(json.dumps(result, indent=1))
+        return
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", nargs="+", default=list(DEFAULT_MODELS))
+    parser.add_argument("--batches", nargs="+", type=int, default=[96, 768])
+    parser.add_argument("--truth-window-s", type=float, default=5.0)
+    parser.add_argument("--truth-rounds", type=int, default=2)
+    parser.add_argument("--probe-s", type=float, default=30.0)
+    parser.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    parser.add_argument("--gpu-name", default=None, help="PRE's GPU (default: this machine's).")
+    parser.add_argument("--out", default=os.environ.get("OUT", "bench-out"))
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    raw = out / "raw"
+    raw.mkdir(parents=True, exist_ok=True)
+    if args.gpu_name is None:
+        import torch
+
+        args.gpu_name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "H200"
+    result: dict[str, Any] = {"command": sys.argv, "gpu_name": args.gpu_name, "pairs": {}}
+    path = out / "probe-evaluate.json"
+    for model in args.models:
+        name, fields = model_args(model)
+        for batch in args.batches:
+            result["pairs"][f"{name} bs{batch}"] = judge_pair(name, fields, batch, args, raw)
+            everything = {
+                k: [s for p in result["pairs"].values() for s in p.get("scores", {}).get(k, [])]
+                for k in ("probe", "pre")
+            }
+            result["all"] = {k: summary(v) for k, v in everything.items()}
+            path.write_text(json.dumps(result, indent=1, default=str))  # after every pair
+    print_table(result)
 
 
 if __name__ == "__main__":

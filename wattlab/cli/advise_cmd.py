@@ -72,14 +72,30 @@ RunId = Annotated[
         "--run", help="Start from this stored run (with --db).", callback=bounded("--run", "run_id")
     ),
 ]
+
+
+def probe_seconds(value: str | None) -> str | None:
+    """--probe's value: 'auto' (the default length), or seconds within the bounds."""
+    if value is None or value == "auto":
+        return value
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise typer.BadParameter(
+            f"--probe takes a number of seconds or 'auto', got {value[:40]!r}."
+        ) from None
+    return str(bounded("--probe", "probe_s")(seconds))
+
+
 Probe = Annotated[
-    Optional[float],
+    Optional[str],
     typer.Option(
         "--probe",
-        help="Measure the candidates on this machine for about this many seconds (--probe alone: "
-        f"{60:g} s) and rank by what was measured; the probe's runs are stored as a sweep in --db "
-        "(default wattlab.db).",
-        callback=bounded("--probe", "probe_s"),
+        help="Measure the candidates on this machine for about this many seconds, in one warm "
+        "process, interleaved, and rank by what was measured (--probe alone or 'auto': the "
+        "smaller of 30 s and 5 % of the predicted training, or PRE's advice where probing "
+        "cannot pay off). Nothing is stored.",
+        callback=probe_seconds,
     ),
 ]
 ProbeDataset = Annotated[
@@ -122,9 +138,7 @@ def advise(
     allow: Allow = None,
     db: Annotated[
         Optional[str],
-        typer.Option(
-            "--db", help="SQLite results database with the run (--run); where --probe stores."
-        ),
+        typer.Option("--db", help="SQLite results database with the run (--run)."),
     ] = None,
     run_id: RunId = None,
     data: Annotated[
@@ -152,7 +166,7 @@ def advise(
     if max_slowdown is not None and deadline_s is not None:
         raise WattlabError("give --max-slowdown or --deadline-s, not both.")
     carbon = MeasurementFlags.from_params(ctx.params).carbon()
-    if run_id is not None or (db is not None and probe is None):
+    if run_id is not None or db is not None:
         if db is None or run_id is None:
             raise WattlabError("give both --db FILE and --run ID to start from a stored run.")
         if model is not None or model_factory is not None or epochs is not None:
@@ -191,7 +205,7 @@ def advise(
         )  # fmt: skip
     if probe is not None:
         result = probe_advice(
-            result, trainee, db=db or "wattlab.db", seconds=probe, carbon=carbon,
+            result, trainee, seconds=None if probe == "auto" else float(probe), carbon=carbon,
             say=lambda line: print(line, file=sys.stderr, flush=True),
         )  # fmt: skip
     if json_path:

@@ -87,12 +87,12 @@ def _missing_extra(error: BaseException) -> str | None:
 
 
 # options whose value may be left out, with the value they then take
-OPTIONAL_VALUES = {("advise", "--probe"): "60"}
+OPTIONAL_VALUES = {("advise", "--probe"): "auto"}
 
 
 def optional_values(argv: list[str]) -> list[str]:
     """``argv`` with the default value put after an option that may go without one
-    (``wattlab advise --probe`` means ``--probe 60``): when the option is last, or the next
+    (``wattlab advise --probe`` means ``--probe auto``): when the option is last, or the next
     word is another option."""
     out = list(argv)
     for (command, flag), default in OPTIONAL_VALUES.items():

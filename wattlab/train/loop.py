@@ -181,12 +181,7 @@ def set_precision(precision: str, device: torch.device) -> tuple[Autocast, torch
             )
         if precision == "tf32":
             log.info("precision tf32 on the CPU is plain fp32 (TF32 is a GPU tensor-core format)")
-    tf32 = precision == "tf32"
-    # Legacy flags on purpose: they also set the newer fp32_precision flags consistently.
-    torch.backends.cuda.matmul.allow_tf32 = tf32
-    torch.backends.cudnn.allow_tf32 = tf32
-    if device.type == "cuda":
-        torch.backends.cudnn.benchmark = True  # trick: let cuDNN time its kernels (warm-up)
+    apply_precision_flags(precision, device)
     autocast: Autocast
     if precision.startswith("amp-"):
         dtype = torch.bfloat16 if precision == "amp-bf16" else torch.float16
@@ -196,6 +191,67 @@ def set_precision(precision: str, device: torch.device) -> tuple[Autocast, torch
     # Trick: with a fused optimizer the scaler skips inf steps on the device, without a sync.
     scaler = torch.amp.GradScaler(device.type, enabled=precision == "amp-fp16")
     return autocast, scaler
+
+
+def apply_precision_flags(precision: str, device: torch.device) -> None:
+    """The process-wide flags of ``precision``: TF32 on for tf32 only (matmuls and cuDNN
+    convolutions), and cuDNN's autotuning on CUDA. Cheap: the probe calls it at every switch
+    between precisions of one warm model."""
+    tf32 = precision == "tf32"
+    # Legacy flags on purpose: they also set the newer fp32_precision flags consistently.
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = True  # trick: let cuDNN time its kernels (warm-up)
+
+
+class TrainStep:
+    """One optimizer step of a recipe: forward and backward (under ``autocast``, through the
+    ``scaler``), gradient clipping, the update, gradients freed. With ``graphed`` set (a
+    captured ``_GraphedForwardBackward``), the forward and backward pass is replayed instead.
+    The step adds no host-device sync. ``run_training`` makes one per run; the probe
+    (``train/interleave.py``) one per candidate, all sharing one model and optimizer."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        criterion: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        recipe: Recipe,
+        autocast: Autocast,
+        scaler: torch.amp.GradScaler,
+    ) -> None:
+        self.model = model
+        self.criterion = criterion
+        self.optimizer = optimizer
+        self.recipe = recipe
+        self.autocast = autocast
+        self.scaler = scaler
+        self.clip_params = [
+            p for group in optimizer.param_groups for p in group["params"] if p.requires_grad
+        ]
+        self.graphed: _GraphedForwardBackward | None = None
+
+    def __call__(self, inputs: torch.Tensor, labels: torch.Tensor, lr: float) -> torch.Tensor:
+        optimizer, recipe = self.optimizer, self.recipe
+        for group in optimizer.param_groups:
+            group["lr"] = lr  # a Python float: setting it costs no sync
+        if self.graphed is not None:
+            loss = self.graphed.replay(inputs, labels)  # writes the same .grad tensors every step
+            if recipe.clip_grad_norm is not None:  # on the device: no sync
+                nn.utils.clip_grad_norm_(self.clip_params, recipe.clip_grad_norm, foreach=True)
+            optimizer.step()
+            return loss.detach()
+        with self.autocast():
+            loss = self.criterion(self.model(inputs), labels)
+        self.scaler.scale(loss).backward()  # the scaler is a no-op unless amp-fp16
+        if recipe.clip_grad_norm is not None:  # on the device: no sync
+            self.scaler.unscale_(optimizer)
+            nn.utils.clip_grad_norm_(self.clip_params, recipe.clip_grad_norm, foreach=True)
+        self.scaler.step(optimizer)
+        self.scaler.update()
+        optimizer.zero_grad(set_to_none=True)  # trick: free the gradients instead of zeroing
+        return loss.detach()
 
 
 def _make_optimizer(
@@ -349,30 +405,8 @@ def run_training(
     if dist.distributed:  # evaluate without DDP: its forward would sync buffers every batch
         eval_model = cast(nn.Module, torch.compile(net)) if cfg.compile else net
     optimizer = _make_optimizer(net, recipe, cfg.momentum, device)
-    clip_params = [p for p in net.parameters() if p.requires_grad]
     criterion = nn.CrossEntropyLoss(label_smoothing=cfg.label_smoothing)
-
-    graphed: _GraphedForwardBackward | None = None  # set during the warm-up (cuda_graphs)
-
-    def train_step(inputs: torch.Tensor, labels: torch.Tensor, lr: float) -> torch.Tensor:
-        for group in optimizer.param_groups:
-            group["lr"] = lr  # a Python float: setting it costs no sync
-        if graphed is not None:
-            loss = graphed.replay(inputs, labels)  # writes the same .grad tensors every step
-            if recipe.clip_grad_norm is not None:  # on the device: no sync
-                nn.utils.clip_grad_norm_(clip_params, recipe.clip_grad_norm, foreach=True)
-            optimizer.step()
-            return loss.detach()
-        with autocast():
-            loss = criterion(train_model(inputs), labels)
-        scaler.scale(loss).backward()  # the scaler is a no-op unless amp-fp16
-        if recipe.clip_grad_norm is not None:  # on the device: no sync
-            scaler.unscale_(optimizer)
-            nn.utils.clip_grad_norm_(clip_params, recipe.clip_grad_norm, foreach=True)
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad(set_to_none=True)  # trick: free the gradients instead of zeroing
-        return loss.detach()
+    train_step = TrainStep(train_model, criterion, optimizer, recipe, autocast, scaler)
 
     t_now = time.perf_counter()
     phases["setup"], t_phase = t_now - t_phase, t_now
@@ -409,11 +443,11 @@ def run_training(
                 if cfg.precision.startswith("amp-")
                 else autocast
             )
-            graphed = _GraphedForwardBackward(
+            train_step.graphed = _GraphedForwardBackward(
                 train_model, criterion, graph_autocast, optimizer, inputs, labels
             )
         _restore(net, optimizer, device, initial)
-        scaler = torch.amp.GradScaler(device.type, enabled=scaler.is_enabled())
+        train_step.scaler = torch.amp.GradScaler(device.type, enabled=scaler.is_enabled())
         hooks.end("warmup", samples=warmup_steps * cfg.batch_size)
         if cfg.budget_s is not None:  # a window of about budget_s at the steady step time
             budget = timed_budget(cfg.budget_s, step_times, budget, dist)
@@ -569,6 +603,16 @@ class _GraphedForwardBackward:
             with autocast():
                 self.loss = criterion(model(self.inputs), self.labels)
             self.loss.backward()
+        # the gradients the graph writes (its memory pool): an eager step in between (the
+        # probe's next candidate) frees .grad, and ``rebind_grads`` points it back here
+        self.params = [p for group in optimizer.param_groups for p in group["params"]]
+        self.grads = [p.grad for p in self.params]
+
+    def rebind_grads(self) -> None:
+        """Point every parameter's ``.grad`` at the tensor the graph writes (after eager steps
+        of the same model freed them)."""
+        for param, grad in zip(self.params, self.grads, strict=True):
+            param.grad = grad
 
     def replay(self, inputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """Run the captured pass on this batch; returns the loss tensor the graph writes."""

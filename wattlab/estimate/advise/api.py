@@ -15,7 +15,7 @@ def advise(
     *,
     db: str | Path | None = None,
     run: int | None = None,
-    probe_s: float | None = None,
+    probe_s: float | str | None = None,
     **options: Any,
 ) -> Advice:
     """The ranked configurations as data (``Advice``: iterate it, or ``.rows``; ``rows[0]`` is
@@ -26,16 +26,17 @@ def advise(
     allow, ...). From a stored run: ``db`` and ``run`` (its id), with max_slowdown_percent,
     deadline_s, allow, pre_model / pre_fit and carbon. Bad input raises a WattlabError.
 
-    ``probe_s``: measure the candidates on this machine for about that many seconds
-    (``probe.probe``; 60 is a good start) and rank by what was measured; each row's ``source``
-    then starts with ``measured`` (``estimated`` on a CPU without an energy counter) or
-    ``predicted``, and ``Advice.probe`` says what the probe cost. Its runs are stored as a
-    sweep in ``db`` (default ``wattlab.db``); ``dataset``/``data_dir`` choose its data."""
+    ``probe_s``: measure the candidates on this machine for about that many seconds, or
+    ``"auto"`` for the default (the smaller of 30 s and 5 % of the predicted training, or no
+    probe where that cannot pay off), in one warm process (``probe.probe``), and rank by what
+    was measured; each row's ``source`` then starts with ``measured`` or ``estimated`` (by the
+    share of its energy a counter gave) or ``predicted``, and ``Advice.probe`` says what the
+    probe cost. Nothing is stored; ``dataset``/``data_dir`` choose its data."""
     from wattlab.estimate.advise.probe import Trainee, probe, stored_trainee
 
     data = {k: options.pop(k) for k in ("dataset", "data_dir") if k in options}
     if run is None:
-        if db is not None and probe_s is None:
+        if db is not None:
             raise DataError("give both db and run to start from a stored run.")
         advice = advise_before(**options)
         if probe_s is None:
@@ -47,7 +48,7 @@ def advise(
             image_size=int(options.get("image_size", 32)),
             **data,
         )
-        return probe(advice, trainee, db=str(db or "wattlab.db"), seconds=float(probe_s))
+        return probe(advice, trainee, seconds=_seconds(probe_s))
     if db is None:
         raise DataError("give both db and run to start from a stored run.")
     from wattlab.experiment.db.store import open_store
@@ -60,7 +61,19 @@ def advise(
     if probe_s is None:
         return advice
     trainee = stored_trainee(tables[0], run)
-    return probe(advice, trainee, db=str(db), seconds=float(probe_s))
+    return probe(advice, trainee, seconds=_seconds(probe_s))
+
+
+def _seconds(probe_s: float | str) -> float | None:
+    """None for "auto" (the probe's default length), else the seconds as a number."""
+    if probe_s == "auto":
+        return None
+    try:
+        return float(probe_s)
+    except (TypeError, ValueError):
+        raise DataError(
+            f"probe_s must be a number of seconds or 'auto', got {probe_s!r}."
+        ) from None
 
 
 __all__ = ["advise"]

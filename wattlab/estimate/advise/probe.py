@@ -1,104 +1,141 @@
 """`wattlab advise --probe`: measure the candidates for a short while instead of predicting them.
 
 The advice PRE gave (``advisor.advise`` or ``stored.advise_from_run``) names the candidates;
-``probe_rows.choose_candidates`` orders them by PRE, prunes those PRE is sure lose and takes as
-many as the seconds allow (the current configuration always). They become one trainer sweep,
-``probe-<model>-<UTC time>``, in the database: each candidate's run trains the
-real model for a timed window (``budget_s``) after its warm-up steps (cuDNN's autotuning is
-there, not in the window), in one warm worker process, the current configuration first and the
-others in a random order, a second pass (repetition) when the time allows; the one sweep loop
-(``experiment.sweep.driver``) starts no run past the deadline. Stored like any sweep,
-``wattlab report --sweep probe-...`` shows them.
+``probe_rows.choose_candidates`` orders them by PRE (the current configuration first) and
+prunes those PRE is sure lose. Then, in this process, one model (``train.interleave``):
 
-The ranking then uses the measured rows (energy and time per image of each candidate's
-windows, ``probe_rows.measured_rows``) scaled to the advice's images: the advice is chosen
-among the measured candidates; those not measured (pruned, out of time, failed) keep PRE's
-prediction and are listed after them. The probe measures itself: an ``EnergyMonitor`` around
-the whole probe gives its energy, time and CO2e (``ProbeReport``).
+1. **Set-up.** The model, its optimizer and the data are built once on the device; each
+   candidate is set up in turn (real steps to a steady step time: cuDNN's autotuning of its
+   shape and dtype, as the training would do it, and a CUDA graph's capture). A candidate is
+   set up only while the windows of every candidate set up so far, ``MIN_ROUNDS`` each at the
+   shortest window, and its own expected set-up still fit the seconds; the others stay
+   unmeasured. Set-up is timed and reported apart from the windows.
+2. **Windows, interleaved in rounds.** Every candidate once per round, in a fresh random order
+   each round, so drift and heating fall on all alike; at least ``MIN_ROUNDS`` rounds, more
+   while the time allows. The window length is what the time left allows, between
+   ``WINDOW_S[device]``'s bounds. Each window is an ``EnergyMonitor`` window of its own.
+3. **Rows.** A measured candidate's row is the median energy and time per image over its
+   windows, with an interval from their range and the counter's resolution, and its
+   provenance by share (``probe_rows.measured_rows``). Candidates not measured keep PRE's
+   prediction, scaled by the probe's measured/predicted ratio and marked predicted; a
+   predicted row leads only when it beats the best measured one by ``MIN_PREDICTED_SAVING``
+   (``probe_rows.combined``).
 
-Power limits are probed only with ``--allow power-limit`` on a machine where wattlab may set
-them (root, a CUDA GPU, ``WATTLAB_FORBID_POWER_LIMITS`` unset); each such run holds its limit
-through the runner's ``PowerLimitSession``, restored at the end, on a stop signal, and from its
-journal after a kill. Elsewhere they stay predicted and the notes say why.
+The probe's own energy, time and CO2e are measured around all of it (one outer window), and
+stated with their share of the advised training. The default length is the smaller of
+``DEFAULT_PROBE_S`` and ``TRAINING_SHARE`` of the predicted training; when that cannot measure
+the candidates, or the probe would cost more energy than the change could save, the probe does
+not run and one sentence says so beside PRE's advice. Nothing is stored and no file is left:
+``--json`` carries every window.
 
-On the CPU the probe works the same way; the CPU's energy is then modelled (TDP x load), so
-its rows say ``estimated``, not ``measured``.
+Power limits and several GPUs cannot be switched inside one process here; they stay PRE's
+predictions and a note says so. On the CPU the probe works the same way; the CPU's energy is
+then modelled (TDP x load), and the rows say ``estimated`` by share.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import re
+import random
 import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 from wattlab.errors import ConfigError
 from wattlab.estimate.advise.advisor import Advice, _with_co2e
 from wattlab.estimate.advise.probe_rows import (
-    WARMUP_GUESS_S,
+    MIN_MEASURED_SAVING,
+    MIN_PREDICTED_SAVING,
+    SETUP_GUESS_S,
+    Candidate,
     Choice,
     Measured,
     choose_candidates,
+    combined,
     describe_choice,
     measured_rows,
+    scale_of,
 )
-from wattlab.estimate.advise.ranking import Option, Setting, advice_sentence, rank
+from wattlab.estimate.advise.ranking import Option, Setting, advice_sentence
 from wattlab.monitor.carbon import CarbonSettings
 
-DEFAULT_PROBE_S = 60.0
-# each candidate's timed window (s), after its warm-up steps; the counter's resolution (~1 J
-# per 25 ms on the H200's NVML counter) is well under 1 % of a 3 s window at a few hundred W
-WINDOW_S = {"cuda": 3.0, "cpu": 2.0}
-WARMUP_STEPS = 5  # untimed steps before each window (autotuning, caches); budget_s needs >= 3
-PROBE_REPETITIONS = 2  # the second pass runs when the time allows
+DEFAULT_PROBE_S = 30.0  # the default is the smaller of this and TRAINING_SHARE of the training
+TRAINING_SHARE = 0.05
 MIN_PROBE_S = 5.0
-# a measured saving leads when it is at least this share: the repetitions' spread on the H200
-# (docs/measured/h200-wide-2026-12-04: two runs of one configuration differ by ~1 %)
-MIN_MEASURED_SAVING = 0.02
+MIN_ROUNDS = 3  # windows per candidate, at least; its row is their median
+# a window's length bounds (s): the shortest keeps the counter's resolution (~0.1 s updates on
+# the H200's NVML energy counter) a few per cent of one window; longer than the longest buys
+# less than another round
+WINDOW_S = {"cuda": (1.0, 2.5), "cpu": (0.5, 2.0)}
+SWITCH_S = 0.05  # the per-window cost beyond its steps: two device syncs and the meters' reads
 
 
 @dataclass(frozen=True)
 class ProbeReport:
-    """What the probe did and what it cost (its own energy, time and CO2e, measured around
-    the whole probe; ``provenance`` says whether the energy was measured or modelled)."""
+    """What the probe did and what it cost: its own energy, time and CO2e, measured around all
+    of it, with the provenance by share; the set-up apart from the windows; its share of the
+    advised training (energy and time)."""
 
-    sweep: str
-    db: str
     device: str
     device_name: str  # the GPU's name, or "CPU"
     seconds_given: float
     duration_s: float
     energy_j: float
     co2e_kg: float
-    provenance: str
+    provenance: str  # by share: "96.7 % measured by GPU counters, 3.3 % estimated (CPU, RAM)"
+    setup_s: float  # the model, optimizer and data, once
+    candidate_setup_s: dict[str, float]  # each candidate's autotuning, capture, steady steps
+    windows_s: float  # the windows' own time, all of them
+    windows: int
+    rounds: int
+    window_s: float  # each window's length as planned
     measured: int
-    runs: int
     pruned: int
     unmeasured: int
     failed: list[str] = field(default_factory=list)
+    training_energy_share: float = math.nan  # of the advised training's energy
+    training_time_share: float = math.nan
+    window_rows: list[dict[str, Any]] = field(default_factory=list)
+    pre_rows: list[dict[str, Any]] = field(default_factory=list)  # PRE's rows before the probe
+
+    def cost(self) -> str:
+        """The probe's cost in one clause."""
+        share = (
+            f"; {self.training_energy_share:.1%} of the advised training's energy and "
+            f"{self.training_time_share:.1%} of its time"
+            if math.isfinite(self.training_energy_share)
+            else ""
+        )
+        return (
+            f"the probe took {self.duration_s:.1f} s and {self.energy_j / 1e3:.3g} kJ "
+            f"({self.provenance}), {self.co2e_kg * 1e3:.3g} g CO2e{share}"
+        )
 
     def describe(self) -> str:
-        cost = (
-            f"the probe took {self.duration_s:.0f} s and {self.energy_j / 1e3:.3g} kJ "
-            f"({self.provenance}), {self.co2e_kg * 1e3:.3g} g CO2e"
-        )
-        parts = [f"{self.measured} candidate(s) measured in {self.runs} run(s)"]
+        setups = sum(self.candidate_setup_s.values())
+        parts = [
+            f"{self.measured} candidate(s) measured in {self.windows} window(s) of "
+            f"~{self.window_s:.2g} s over {self.rounds} interleaved round(s) "
+            f"({self.windows_s:.1f} s)",
+            f"set-up {self.setup_s + setups:.1f} s ({self.setup_s:.1f} s model and data once, "
+            f"{setups:.1f} s for {len(self.candidate_setup_s)} candidate(s)' warm-up steps, "
+            "cuDNN autotuning and graph capture)",
+        ]
         if self.pruned:
             parts.append(f"{self.pruned} pruned by PRE")
         if self.unmeasured:
             parts.append(f"{self.unmeasured} not measured for lack of time")
         if self.failed:
-            parts.append(f"{len(self.failed)} could not run")
-        return (
-            f"{cost}; {', '.join(parts)}; its runs are sweep {self.sweep!r} in {self.db} "
-            f"(wattlab report --db {self.db} --sweep {self.sweep})"
+            parts.append(f"{len(self.failed)} could not run: {'; '.join(self.failed)}")
+        tuned = (
+            "; cuDNN chose its kernels by timing them (benchmark mode), as the training does"
+            if self.device == "cuda"
+            else ""
         )
+        return f"{self.cost()}; {'; '.join(parts)}{tuned}"
 
     def to_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -130,16 +167,30 @@ class Trainee:
     def name(self) -> str:
         return self.model_factory or self.model or "model"
 
-    def base(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"stem": self.stem, "image_size": self.image_size}
-        out["dataset"] = self.dataset
+    def run_config(self, device: str, settings: list[Setting]) -> Any:
+        """The ``RunConfig`` the probe's trainer is built from: the model and data, a few
+        batches of the largest candidate's size (a throughput window needs no more)."""
+        from wattlab.train.config import RunConfig
+
+        largest = max(s.batch_size for s in settings)
+        fields: dict[str, Any] = {
+            "stem": self.stem,
+            "image_size": self.image_size,
+            "dataset": self.dataset,
+            "device": device,
+            "precision": settings[0].precision,
+            "batch_size": settings[0].batch_size,
+            "epochs": 1,
+            "train_samples": max(4 * largest, 2048),
+            "test_samples": 256,
+        }
         if self.model_factory:
-            out["model_factory"] = self.model_factory
+            fields["model_factory"] = self.model_factory
         else:
-            out["model"] = self.model
+            fields["model"] = self.model
         if self.data_dir:
-            out["data_dir"] = self.data_dir
-        return out
+            fields["data_dir"] = self.data_dir
+        return RunConfig(**fields)
 
 
 def device_name(device: str) -> str:
@@ -161,260 +212,275 @@ def probe_device() -> str:
         return "cpu"
 
 
-def _power_limit_why_not(device: str) -> str:
-    """Why power-limit candidates cannot be measured here ('' when they can)."""
-    from wattlab.experiment.sweep.plan import MachineFacts
-
-    if device != "cuda":
-        return "power limits need a CUDA GPU"
-    machine = MachineFacts.detect()
-    return "" if machine.can_set_power_limits else machine.power_limit_reason
-
-
-def _runnable(option: Option, device: str, power_ok: bool) -> str:
-    """Why this candidate cannot run here ('' when it can)."""
+def _runnable(option: Option, device: str) -> str:
+    """Why this candidate cannot be measured in one process here ('' when it can)."""
     setting = option.setting
-    if setting.power_limit_w is not None and not power_ok:
+    if setting.power_limit_w is not None:
         return "power limit"
+    if setting.gpus != 1:
+        return "gpus"
     if device == "cpu" and setting.precision == "amp-fp16":
         return "amp-fp16 needs a CUDA GPU"
-    if device == "cpu" and setting.gpus > 1:
-        return f"{setting.gpus} GPUs on a machine without a CUDA GPU"
     return ""
 
 
-def sweep_name(trainee: Trainee, now: datetime | None = None) -> str:
-    """``probe-<model>-<UTC time>``: letters, digits, '.', '_' and '-' only (a sweep name)."""
-    stamp = (now or datetime.now(timezone.utc)).strftime("%Y%m%dT%H%M%SZ")
-    base = Path(trainee.name.split(":")[-1]).name
-    return f"probe-{re.sub(r'[^A-Za-z0-9_.-]+', '-', base).strip('-.') or 'model'}-{stamp}"
+def default_seconds(advice: Advice) -> tuple[float, str]:
+    """The default probe length and, when no probe is worth running, why (one sentence)."""
+    current = next(o for o in advice.rows if o.is_current)
+    share_s = TRAINING_SHARE * current.duration_s
+    seconds = min(DEFAULT_PROBE_S, share_s)
+    if seconds < MIN_PROBE_S:
+        return seconds, (
+            f"No probe: the training is predicted to take {current.duration_s:.0f} s, so "
+            f"{TRAINING_SHARE:.0%} of it ({share_s:.1f} s) is too short to measure the candidates "
+            f"(at least {MIN_PROBE_S:g} s); the advice is PRE's (give --probe SECONDS to probe "
+            "anyway)."
+        )
+    best_low = min(o.energy_low_j for o in advice.rows)
+    can_save_j = max(0.0, current.energy_j - best_low)
+    probe_j = current.energy_j / max(current.duration_s, 1e-9) * seconds
+    if probe_j >= can_save_j:
+        return seconds, (
+            f"No probe: it would cost about {probe_j / 1e3:.3g} kJ, more than the "
+            f"{can_save_j / 1e3:.3g} kJ the best change could save at most by PRE's intervals; "
+            "the advice is PRE's (give --probe SECONDS to probe anyway)."
+        )
+    return seconds, ""
 
 
-def probe_spec(
-    name: str,
+class _Hooks:
+    """Window hooks over one ``EnergyMonitor``: each window's ``Measurement`` kept by name."""
+
+    def __init__(self, monitor: Any) -> None:
+        self.monitor = monitor
+        self.results: dict[str, Any] = {}
+
+    def begin(self, name: str, epoch: int | None = None) -> None:
+        self.monitor.begin_window(name)
+
+    def end(self, name: str, epoch: int | None = None, samples: int = 0) -> None:
+        self.results[name] = self.monitor.end_window(name)
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0][:200] if lines else type(error).__name__
+
+
+@dataclass
+class _Run:
+    """What the probe's loop produced."""
+
+    windows: list[Measured] = field(default_factory=list)
+    window_rows: list[dict[str, Any]] = field(default_factory=list)
+    setup_s: float = 0.0
+    candidate_setup_s: dict[str, float] = field(default_factory=dict)
+    unmeasured: list[Candidate] = field(default_factory=list)
+    failed: dict[Setting, str] = field(default_factory=dict)
+    rounds: int = 0
+    window_s: float = 0.0
+    windows_s: float = 0.0
+
+
+def _shape(setting: Setting) -> Any:
+    from wattlab.train.interleave import Shape
+
+    return Shape(setting.precision, setting.batch_size, setting.cuda_graphs)
+
+
+def _run(
     trainee: Trainee,
-    candidates: list[Setting],
+    choice: Choice,
     device: str,
-    window_s: float,
-    seed: int | None = None,
-) -> dict[str, Any]:
-    """The probe's sweep spec: the candidates as ``only`` points of a grid over the knobs they
-    vary, each a timed window after its warm-up steps, twice when the time allows. The first
-    candidate (the current configuration: every saving is against it) runs first; the others
-    follow in a random order drawn with ``seed`` (None: a fresh one), the same in both passes."""
-    import random
+    monitor: Any,
+    stop_at: float,
+    clock: Callable[[], float],
+    rng: random.Random,
+    say: Callable[[str], None] | None,
+) -> _Run:
+    """Set up the candidates while they fit, then interleaved rounds (the module docstring)."""
+    import torch
 
-    rest = list(candidates[1:])
-    random.Random(seed).shuffle(rest)
-    candidates = [candidates[0], *rest]
-    axes = {
-        "precision": sorted({c.precision for c in candidates}),
-        "batch_size": sorted({c.batch_size for c in candidates}),
-        "cuda_graphs": sorted({c.cuda_graphs for c in candidates}),
-        "power_limit_w": sorted(
-            {c.power_limit_w for c in candidates}, key=lambda w: -1.0 if w is None else w
-        ),
-    }
-    smallest = min(c.batch_size for c in candidates)
-    largest = max(c.batch_size for c in candidates)
-    base = {
-        **trainee.base(),
-        "device": device,
-        "gpus": candidates[0].gpus if device == "cuda" else 1,
-        "budget_s": window_s,
-        "warmup_steps": WARMUP_STEPS,
-        "epoch_eval_samples": 0,
-        # a few batches of data are enough for a throughput window (the data loads faster)
-        "train_samples": max(4 * largest, 2048),
-        "test_samples": smallest,
-    }
-    return {
-        "name": name,
-        "description": "wattlab advise --probe: each candidate for a short measured window",
-        "base": base,
-        "grid": axes,
-        "only": [
-            {
-                "precision": c.precision,
-                "batch_size": c.batch_size,
-                "cuda_graphs": c.cuda_graphs,
-                "power_limit_w": c.power_limit_w,
-            }
-            for c in candidates
-        ],
-        "repetitions": PROBE_REPETITIONS,
-        "order": "sequential",
-        "warmup_runs": 0,
-        "cooldown_s": 0.0,
-    }
+    from wattlab.train.interleave import InterleavedTrainer
 
-
-def _setting_of(config: Any, gpus: int) -> Setting:
-    return Setting(
-        config.precision, int(config.batch_size), gpus, config.power_limit_w, config.cuda_graphs
+    out = _Run()
+    hooks = _Hooks(monitor)
+    low_s, high_s = WINDOW_S[device]
+    settings = [c.setting for c in choice.measure]
+    trainer = InterleavedTrainer(
+        trainee.run_config(device, settings), torch.device(device), clock=clock
     )
-
-
-def _first_line(text: Any) -> str:
-    lines = str(text or "failed").strip().splitlines()
-    return lines[0] if lines else "failed"
+    out.setup_s = trainer.setup_s
+    ready: list[Setting] = []
+    step_s: dict[Setting, float] = {}
+    for i, candidate in enumerate(choice.measure):
+        setting = candidate.setting
+        timed = list(out.candidate_setup_s.values())
+        expected = statistics.median(timed) if timed else SETUP_GUESS_S[device]
+        windows_need = MIN_ROUNDS * (len(ready) + 1) * (low_s + SWITCH_S)
+        if ready and clock() + expected + windows_need > stop_at:
+            out.unmeasured = choice.measure[i:]
+            break
+        try:
+            prepared = trainer.prepare(_shape(setting), stop_at=stop_at - windows_need)
+        except Exception as error:  # noqa: BLE001 - a candidate that cannot run is reported
+            if not ready:
+                raise ConfigError(
+                    f"the probe could not run the current configuration "
+                    f"({setting.describe()}): {_first_line(error)}"
+                ) from error
+            out.failed[setting] = _first_line(error)
+            if device == "cuda":
+                torch.cuda.empty_cache()
+            continue
+        out.candidate_setup_s[setting.describe()] = prepared.setup_s
+        step_s[setting] = prepared.step_s
+        ready.append(setting)
+        if say is not None:
+            say(
+                f"probe: set up {setting.describe()} in {prepared.setup_s:.1f} s "
+                f"({prepared.warmup_steps} steps, {prepared.step_s * 1e3:.3g} ms a step)"
+            )
+    left = stop_at - clock()
+    per_round_overhead = sum(step_s[s] + SWITCH_S for s in ready)
+    window = (left / MIN_ROUNDS - per_round_overhead) / len(ready)
+    out.window_s = min(high_s, max(low_s, window))
+    started = clock()
+    while True:
+        round_cost = sum(max(out.window_s, step_s[s]) + step_s[s] + SWITCH_S for s in ready)
+        if out.rounds >= MIN_ROUNDS and clock() + round_cost > stop_at:
+            break
+        order = list(ready)
+        rng.shuffle(order)
+        for setting in order:
+            name = f"probe:{setting.describe()}:round {out.rounds + 1}"
+            ran = trainer.window(_shape(setting), out.window_s, hooks, name)
+            m = hooks.results.pop(name)
+            out.windows.append(
+                Measured(
+                    setting=setting,
+                    samples=float(ran.images),
+                    energy_j=m.total_energy_j,
+                    duration_s=m.duration_s,
+                    uncertainty_j=m.total_uncertainty_j,
+                    parts=m.energy_parts(),
+                )
+            )
+            out.window_rows.append(
+                {
+                    "candidate": setting.describe(),
+                    "round": out.rounds + 1,
+                    "steps": ran.steps,
+                    "images": ran.images,
+                    "duration_s": m.duration_s,
+                    "energy_j": m.total_energy_j,
+                    "gpu_energy_j": m.gpu_energy_j,
+                    "uncertainty_j": m.total_uncertainty_j,
+                    "provenance": m.energy_parts().phrase(),
+                }
+            )
+        out.rounds += 1
+    out.windows_s = sum(w.duration_s for w in out.windows)
+    if say is not None:
+        say(
+            f"probe: {out.rounds} rounds of {len(ready)} window(s) of ~{out.window_s:.2g} s in "
+            f"{clock() - started:.1f} s"
+        )
+    return out
 
 
 def probe(
     advice: Advice,
     trainee: Trainee,
     *,
-    db: str,
-    seconds: float = DEFAULT_PROBE_S,
+    seconds: float | None = None,
     carbon: CarbonSettings | None = None,
     device: str | None = None,
-    window_s: float | None = None,
     say: Callable[[str], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
+    seed: int | None = None,
 ) -> Advice:
-    """``advice`` with its candidates measured (see the module). ``db``: the database the
-    probe's sweep is stored in. ``say``: called with a line per probe run (progress)."""
+    """``advice`` with its candidates measured (see the module). ``seconds``: the probe's
+    length (None: the default, which may decide not to probe). ``say``: progress lines.
+    ``seed``: the rounds' random order (None: a fresh one)."""
+    notes: list[str] = []
+    if seconds is None:
+        seconds, why_not = default_seconds(advice)
+        if why_not:
+            return replace(advice, notes=[*advice.notes, why_not], sentence=advice.sentence)
     if not (math.isfinite(seconds) and seconds >= MIN_PROBE_S):
         raise ConfigError(f"--probe needs at least {MIN_PROBE_S:g} s, got {seconds:g}.")
     device = device or probe_device()
-    window = window_s if window_s is not None else WINDOW_S[device]
     carbon = carbon or advice.carbon
-    why_no_power = _power_limit_why_not(device) if "power-limit" in advice.allowed else "n/a"
-    notes: list[str] = []
     candidates: list[Option] = []
     cannot: list[str] = []
+    kept_out = {"power limit": 0, "gpus": 0}
     for option in advice.rows:
-        reason = _runnable(option, device, power_ok=not why_no_power)
-        if reason == "power limit":
-            continue  # stays predicted; one note below
+        reason = _runnable(option, device)
+        if reason in kept_out:
+            kept_out[reason] += 1
+            continue
         if reason:
             cannot.append(f"{option.setting.describe()}: {reason}")
             continue
         candidates.append(option)
-    if "power-limit" in advice.allowed and why_no_power:
-        notes.append(f"power limits were not probed ({why_no_power}); they stay predicted")
+    if kept_out["power limit"]:
+        notes.append(
+            f"{kept_out['power limit']} power-limit candidate(s) were not probed (the probe "
+            "switches precision, batch size and CUDA graphs in one process); they stay predicted"
+        )
+    if kept_out["gpus"]:
+        notes.append(
+            f"{kept_out['gpus']} candidate(s) on other GPU counts were not probed (the probe "
+            "trains one GPU in one process); they stay predicted"
+        )
     if not any(o.setting == advice.current for o in candidates):
-        raise ConfigError(
-            f"the probe cannot run the current configuration here ({'; '.join(cannot)})."
+        why = "; ".join(cannot) or "it is not a one-GPU configuration without a power limit"
+        return replace(
+            advice,
+            notes=[
+                *advice.notes,
+                *notes,
+                f"No probe: the probe cannot run the current configuration here ({why}); "
+                "the advice is PRE's.",
+            ],
         )
     choice = choose_candidates(
-        candidates,
-        advice.current,
-        graphs="graphs" in advice.allowed and device == "cuda",
-        seconds=seconds,
-        window_s=window,
-        device=device,
+        candidates, advice.current, graphs="graphs" in advice.allowed and device == "cuda"
     )
-    name = sweep_name(trainee)
-    started = clock()
-    stop_at = started + seconds
     from wattlab.monitor import EnergyMonitor
 
+    rng = random.Random(seed)
     with EnergyMonitor(carbon=carbon, record_trace=False) as monitor:
-        runs, failed = _run_probe(name, trainee, choice, device, window, db, carbon, stop_at, say)
-    cost = monitor.result
-    assert cost is not None
-    measured_list = list(runs)
-    estimated = any(m.provenance != "measured" for m in measured_list)
-    note = (
-        "the CPU's energy is modelled from its TDP and load (no RAPL), not measured"
-        if estimated
-        else ""
-    )
-    measured = measured_rows(measured_list, advice.samples, estimated_note=note)
+        monitor.begin_window("probe")
+        stop_at = clock() + seconds
+        run = _run(trainee, choice, device, monitor, stop_at, clock, rng, say)
+        cost = monitor.end_window("probe")
+    measured = measured_rows(run.windows, advice.samples)
     measured = {s: _with_co2e(o, carbon) for s, o in measured.items()}
+    choice = replace(choice, unmeasured=[*choice.unmeasured, *run.unmeasured])
     report = ProbeReport(
-        sweep=name,
-        db=db,
         device=device,
         device_name=device_name(device),
         seconds_given=float(seconds),
         duration_s=cost.duration_s,
         energy_j=cost.total_energy_j,
         co2e_kg=cost.co2e.value_kg,
-        provenance=str(cost.total_provenance.value),
+        provenance=cost.energy_parts().phrase(),
+        setup_s=run.setup_s,
+        candidate_setup_s=run.candidate_setup_s,
+        windows_s=run.windows_s,
+        windows=len(run.windows),
+        rounds=run.rounds,
+        window_s=run.window_s,
         measured=len(measured),
-        runs=len(measured_list),
         pruned=len(choice.pruned),
-        unmeasured=len(choice.unmeasured)
-        + sum(c.setting not in measured and c.setting not in failed for c in choice.measure),
-        failed=[f"{s.describe()}: {why}" for s, why in failed.items()] + cannot,
+        unmeasured=len(choice.unmeasured),
+        failed=[f"{s.describe()}: {why}" for s, why in run.failed.items()] + cannot,
+        window_rows=run.window_rows,
+        pre_rows=[o.to_dict() for o in advice.rows],
     )
     return _advice_with(advice, measured, choice, report, notes)
-
-
-def _run_probe(
-    name: str,
-    trainee: Trainee,
-    choice: Choice,
-    device: str,
-    window_s: float,
-    db: str,
-    carbon: CarbonSettings,
-    stop_at: float,
-    say: Callable[[str], None] | None,
-) -> tuple[list[Measured], dict[Setting, str]]:
-    """Run the probe sweep; its ok runs as ``Measured``, and why each candidate that could
-    not run failed (its first error line)."""
-    from wattlab.experiment.db.store import open_store
-    from wattlab.experiment.options import WorkerOptions
-    from wattlab.experiment.specs.trainer import SweepSpec
-    from wattlab.experiment.sweep.plan import MachineFacts, make_plan, run_plan
-
-    settings = [c.setting for c in choice.measure]
-    spec = SweepSpec(**probe_spec(name, trainee, settings, device, window_s))
-    gpus = settings[0].gpus
-    with open_store(db) as store:
-        plan = make_plan(spec, store, MachineFacts.detect())
-    guess = WARMUP_GUESS_S[device] + window_s
-    for entry in plan.entries:
-        if entry.expected_s is None:
-            entry.expected_s = guess
-    todo = plan.to_run
-    if todo:
-        todo[0].expected_s = 0.0  # the current configuration always runs: savings need it
-    by_hash = {e.config_hash: _setting_of(e.config, gpus) for e in plan.entries}
-    failed = {by_hash[e.config_hash]: e.reason for e in plan.entries if e.action == "skip"}
-    started: list[float] = []
-    took: list[float] = []
-
-    def on_start(entry: Any) -> None:
-        started.append(time.monotonic())
-
-    def on_finish(entry: Any, outcome: Any) -> None:
-        took.append(time.monotonic() - started[-1])
-        for later in todo:  # no run starts that the runs so far say would cross the deadline
-            if later.expected_s is not None and later.expected_s > 0:
-                later.expected_s = max(later.expected_s, statistics.median(took))
-        if say is not None:
-            what = "ok" if outcome.status == "ok" else _first_line(outcome.error)
-            setting = by_hash[entry.config_hash].describe()
-            say(f"probe: {setting} (pass {entry.repetition + 1}): {what} in {took[-1]:.0f} s")
-
-    opts = WorkerOptions(db_path=db, carbon=carbon, progress=False)
-    run_plan(plan, opts, on_start=on_start, on_finish=on_finish, stop_at=stop_at)
-    with open_store(db, create=False, readonly=True) as store:
-        stored = store.runs(sweep=name)
-    out: list[Measured] = []
-    for _, row in stored.iterrows():
-        setting = by_hash.get(str(row["config_hash"]))
-        if setting is None:
-            continue
-        if row["status"] != "ok":
-            failed.setdefault(setting, _first_line(row.get("error")))
-            continue
-        out.append(
-            Measured(
-                setting=setting,
-                samples=float(row["samples"] or 0),
-                energy_j=float(row["energy_total_j"]),
-                duration_s=float(row["duration_s"]),
-                uncertainty_j=float(row.get("energy_uncertainty_j") or 0.0),
-                provenance=str(row.get("provenance") or "measured"),
-            )
-        )
-    ok = {m.setting for m in out}
-    return out, {s: why for s, why in failed.items() if s not in ok}
 
 
 def _advice_with(
@@ -424,36 +490,49 @@ def _advice_with(
     report: ProbeReport,
     notes: list[str],
 ) -> Advice:
-    """The advice re-ranked on the measured rows; the rest listed after them as PRE predicted
-    them, with their savings against PRE's prediction of the current configuration (a
-    measured row and a predicted one are never compared with each other)."""
-    done = [*advice.notes, *notes, *describe_choice(choice), "probe: " + report.describe()]
-    if advice.current not in measured:  # the current configuration failed or never ran
-        done.append(
-            "the probe could not measure the current configuration, so the ranking stays PRE's"
-        )
-        return replace(advice, notes=done, probe=report)
-    ranked = rank(list(measured.values()), advice.current, advice.limit, MIN_MEASURED_SAVING)
-    rest = [o for o in advice.rows if o.setting not in measured]
-    rows = [replace(o, rank=i + 1) for i, o in enumerate([*ranked, *rest])]
-    what = "estimated" if any(o.source.startswith("estimated") for o in ranked) else "measured"
-    others = len(ranked) - 1
-    if others == 0:
-        sentence = (
-            "No measured advice: the probe had time to measure only the current configuration, "
-            "so no change was measured against it (give --probe more seconds)"
-        )
-    elif ranked[0].is_current:
-        sentence = (
-            f"Keep the current configuration: none of the {others} change(s) {what} used at "
-            f"least {MIN_MEASURED_SAVING:.0%} less energy {advice.limit.describe()}"
-        )
+    """The advice ranked on the measured rows and the scaled predictions of the rest
+    (``probe_rows.combined``), the probe's cost stated with its share of the advised
+    training."""
+    choice = replace(choice, unmeasured=[c for c in choice.unmeasured if c.setting not in measured])
+    done = [*advice.notes, *notes, *describe_choice(choice)]
+    ranked = combined(advice.rows, measured, advice.current, advice.limit)
+    ranked = [_with_co2e(o, advice.carbon) for o in ranked]
+    first = ranked[0]
+    share_e = report.energy_j / first.energy_j if first.energy_j > 0 else math.nan
+    share_t = report.duration_s / first.duration_s if first.duration_s > 0 else math.nan
+    report = replace(report, training_energy_share=share_e, training_time_share=share_t)
+    what = _rows_word(measured)
+    others = len(measured) - 1
+    scale = scale_of(advice.rows, measured)
+    if first.setting in measured:
+        if first.is_current:
+            sentence = (
+                f"Keep the current configuration: none of the {others} change(s) {what} used at "
+                f"least {MIN_MEASURED_SAVING:.0%} less energy {advice.limit.describe()}"
+                if others
+                else "Keep the current configuration: the probe measured only it, and no "
+                f"unmeasured change is predicted to save at least {MIN_PREDICTED_SAVING:.0%}"
+            )
+        else:
+            sentence = advice_sentence(ranked, advice.limit, MIN_MEASURED_SAVING).rstrip(".")
+        basis = f"probed: {what} for {len(measured)} candidate(s)"
     else:
-        sentence = advice_sentence(ranked, advice.limit, MIN_MEASURED_SAVING).rstrip(".")
-    if rest:
+        sentence = advice_sentence(ranked, advice.limit, MIN_PREDICTED_SAVING).rstrip(".")
+        basis = (
+            f"predicted: PRE scaled by the probe's measured/predicted x{scale.energy:.3g}, "
+            f"at least {MIN_PREDICTED_SAVING:.0%} better than the best of the {len(measured)} "
+            f"candidate(s) {what}"
+        )
+    unmeasured = [o for o in ranked if o.setting not in measured]
+    if unmeasured:
         done.append(
-            f"rows {len(ranked) + 1}-{len(rows)} are PRE's predictions for {advice.gpu_name}, not "
-            "measured; their savings are against PRE's prediction of the current configuration"
+            f"{len(unmeasured)} row(s) not measured are PRE's predictions for {advice.gpu_name}"
+            + (
+                f", scaled by the probe's measured/predicted ratio (energy x{scale.energy:.3g}, "
+                f"time x{scale.time:.3g}, the median over {scale.count} measured candidate(s))"
+                if scale.count
+                else ""
+            )
         )
     here, there = report.device_name.lower(), advice.gpu_name.lower()
     if not (here in there or there in here):
@@ -461,20 +540,22 @@ def _advice_with(
             f"the probe measured this machine's {report.device_name}, not {advice.gpu_name}: "
             "the measured rows rank the candidates here"
         )
-    graphs_why = "CUDA graphs are not advised"
-    graphs_done = _graphs_measured(measured)
-    done = [n for n in done if not (graphs_done and n.startswith(graphs_why))]
+    if any(s.cuda_graphs for s in measured):
+        done = [n for n in done if not n.startswith("CUDA graphs are not advised")]
+    done.append("probe: " + report.describe())
     return replace(
         advice,
-        rows=rows,
-        sentence=f"{sentence} (probed: {what} for {len(measured)} candidate(s)).",
+        rows=ranked,
+        sentence=f"{sentence} ({basis}; {report.cost()}).",
         notes=done,
         probe=report,
     )
 
 
-def _graphs_measured(measured: dict[Setting, Option]) -> bool:
-    return any(s.cuda_graphs for s in measured)
+def _rows_word(measured: dict[Setting, Option]) -> str:
+    """'measured' when every measured row is by its share, else 'estimated'."""
+    words = {o.source.split(" ", 1)[0] for o in measured.values()}
+    return "measured" if words == {"measured"} else "estimated"
 
 
 def stored_trainee(runs: Any, run_id: int) -> Trainee:
@@ -490,10 +571,10 @@ def stored_trainee(runs: Any, run_id: int) -> Trainee:
 __all__ = [
     "DEFAULT_PROBE_S",
     "MIN_MEASURED_SAVING",
+    "MIN_ROUNDS",
     "ProbeReport",
     "Trainee",
+    "default_seconds",
     "probe",
-    "probe_spec",
     "stored_trainee",
-    "sweep_name",
 ]

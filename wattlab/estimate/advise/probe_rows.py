@@ -6,16 +6,22 @@ energy first) and prunes those it is sure lose: a candidate whose predicted ener
 wholly above the interval of the candidate predicted best is left out, unless it is the current
 configuration (always measured: every saving is against it). CUDA graphs have no prediction
 (the reference set has no graphs runs); a graphs candidate is ordered with its eager twin and
-kept whenever the twin is. Then the budget: a candidate's probe costs its warm-up (autotuning)
-plus its window, so candidates are taken in order while their estimated cost fits the seconds
-given; the rest are "not measured (the probe's time ran out)".
+kept whenever the twin is. The current configuration comes first; the probe then sets up the
+candidates in this order while its time allows (``probe.py``).
 
-Reading (``measured_rows``). Each measured candidate's energy and time per image are the
-median of its runs' (energy / images, duration / images); the interval is the range over its
-runs widened by each run's counter resolution (its stored ``energy_uncertainty_j``), so one run
-gets a resolution-wide interval and two get their spread: the coverage of such an interval is
-what the repetitions give, and the rows say how many runs each rests on. The advice's totals
-are per image x the advice's images (energy and time grow with the images trained).
+Reading (``measured_rows``). A measured candidate has several short windows, interleaved with
+the other candidates' in rounds. Its energy and time per image are the medians over its
+windows; the interval is the range of its windows, each widened by its counter resolution
+(the window's ``uncertainty_j``). The advice's totals are per image x the advice's images
+(energy and time grow with the images trained). The provenance is by share, summed over the
+windows (``wording.EnergyParts``).
+
+Ranking measured and predicted rows together (``combined``). PRE's rows of the candidates the
+probe did not measure are scaled by the probe's own measured/predicted ratio (the median over
+the measured candidates that PRE predicted), so that they speak of this machine's energy and
+are comparable with the measured rows; they stay marked "predicted". A predicted row may lead
+only when it is predicted to use at least ``MIN_PREDICTED_SAVING`` less than the best measured
+row: a measured row beats an equally good prediction.
 """
 
 from __future__ import annotations
@@ -25,12 +31,17 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from wattlab.estimate.advise.ranking import Option, Setting
+from wattlab.estimate.advise.ranking import Limit, Option, Setting, rank
+from wattlab.wording import EnergyParts
 
-# A candidate's probe cost before anything was measured: a warm-up (cuDNN's autotuning of every
-# new shape: 0.1-26 s on the H200, median ~5 s, docs/measured/h200-wide-2026-12-04) plus its
-# window. On the CPU there is no autotuning.
-WARMUP_GUESS_S = {"cuda": 8.0, "cpu": 2.0}
+# A candidate's set-up before any was timed (cuDNN's autotuning of a new shape and dtype in one
+# warm process; docs/advise.md); later ones expect the median of those timed so far.
+SETUP_GUESS_S = {"cuda": 3.0, "cpu": 1.0}
+# a measured saving leads when it is at least this share: interleaved windows of one
+# configuration agree within ~2 % (docs/advise.md)
+MIN_MEASURED_SAVING = 0.02
+# a predicted (unmeasured) row leads only when it beats the best measured row by this share
+MIN_PREDICTED_SAVING = 0.05
 GRAPHS_PRECISIONS = ("fp32", "tf32", "amp-bf16")  # what --cuda-graphs supports (one GPU)
 
 
@@ -61,15 +72,14 @@ def choose_candidates(
     current: Setting,
     *,
     graphs: bool,
-    seconds: float,
-    window_s: float,
-    device: str = "cuda",
-    warmup_s: float | None = None,
 ) -> Choice:
-    """The candidates to measure (see the module docstring). ``predicted``: PRE's rows of the
-    non-graph settings (the advisor's); ``graphs``: add a CUDA-graphs twin of every setting
-    whose precision supports it (one GPU, no power limit)."""
+    """The candidates to measure, in the order to set them up (see the module docstring).
+    ``predicted``: PRE's rows of the non-graph settings (the advisor's); ``graphs``: add a
+    CUDA-graphs twin of every setting whose precision supports it (one GPU, no power limit).
+    ``unmeasured`` is left empty: the probe moves there what its time did not reach."""
     by_setting = {o.setting: o for o in predicted}
+    if current not in by_setting:
+        raise ValueError("the current configuration must be among the predicted rows")
     best = min(predicted, key=lambda o: o.energy_high_j)
     keep: list[Candidate] = []
     pruned: list[Candidate] = []
@@ -91,35 +101,38 @@ def choose_candidates(
             continue
         keep.append(Candidate(option.setting, option, "PRE cannot rule it out"))
         keep += [Candidate(t, None, "CUDA graphs: no prediction, measured") for t in twins]
-    if current not in by_setting:
-        raise ValueError("the current configuration must be among the predicted rows")
-    # the current configuration first, then by PRE's order; the budget takes them in turn
-    keep.sort(key=lambda c: c.setting != current)
-    cost = (WARMUP_GUESS_S[device] if warmup_s is None else warmup_s) + window_s
-    room = max(1, int(seconds // cost))
-    return Choice(
-        keep[:room],
-        pruned,
-        [replace(c, reason="not measured: the probe's time ran out") for c in keep[room:]],
-    )
+    keep.sort(key=lambda c: c.setting != current)  # stable: PRE's order after the current
+    return Choice(keep, pruned, [])
 
 
 @dataclass(frozen=True)
 class Measured:
-    """One stored probe run of a candidate: its images, energy (J), duration (s) and the
-    counter resolution of its energy (J)."""
+    """One measured window of a candidate: its images, energy (J), duration (s), the counter
+    resolution of its energy (J) and its energy by kind and provenance."""
 
     setting: Setting
     samples: float
     energy_j: float
     duration_s: float
     uncertainty_j: float = 0.0
-    provenance: str = "measured"
+    parts: EnergyParts | None = None
 
 
-def measured_rows(
-    runs: Iterable[Measured], samples: float, *, estimated_note: str = ""
-) -> dict[Setting, Option]:
+def windows_parts(windows: Iterable[Measured]) -> EnergyParts:
+    """The windows' energy by kind and provenance, summed."""
+    total = EnergyParts({})
+    for window in windows:
+        if window.parts is not None:
+            total = total + window.parts
+    return total
+
+
+def provenance_word(parts: EnergyParts) -> str:
+    """'measured' when counters or sampled power gave most of the energy, else 'estimated'."""
+    return "measured" if parts.total_j > 0 and parts.measured_share() >= 0.5 else "estimated"
+
+
+def measured_rows(runs: Iterable[Measured], samples: float) -> dict[Setting, Option]:
     """One row per measured setting, scaled to ``samples`` images (see the module docstring)."""
     by_setting: dict[Setting, list[Measured]] = {}
     for run in runs:
@@ -133,12 +146,13 @@ def measured_rows(
         low = min(e - u for e, u in zip(energy, resolution, strict=True))
         high = max(e + u for e, u in zip(energy, resolution, strict=True))
         n = len(items)
-        what = "estimated (modelled CPU energy)" if estimated_note else "measured"
-        source = f"{what} (probe, {n} run{'s' if n > 1 else ''})"
+        parts = windows_parts(items)
+        phrase = parts.phrase() if parts.total_j > 0 else "provenance unknown"
+        source = f"{provenance_word(parts)} (probe, {n} window{'s' if n > 1 else ''}: {phrase})"
         spread = (
             "the counter's resolution"
             if n == 1
-            else f"the range of {n} runs and the counter's resolution"
+            else f"the range of {n} interleaved windows and the counter's resolution"
         )
         out[setting] = Option(
             setting=setting,
@@ -149,9 +163,68 @@ def measured_rows(
             duration_low_s=min(time) * samples,
             duration_high_s=max(time) * samples,
             source=source,
-            notes=f"interval: {spread}" + (f"; {estimated_note}" if estimated_note else ""),
+            notes=f"interval: {spread}",
+            extra={"windows": n},
         )
     return out
+
+
+@dataclass(frozen=True)
+class Scale:
+    """The probe's measured/predicted ratios (energy, time): the median over the measured
+    candidates PRE predicted, and how many that is (0: no ratio, 1.0 used)."""
+
+    energy: float = 1.0
+    time: float = 1.0
+    count: int = 0
+
+
+def scale_of(predicted: Sequence[Option], measured: dict[Setting, Option]) -> Scale:
+    pairs = [(measured[o.setting], o) for o in predicted if o.setting in measured]
+    pairs = [(m, p) for m, p in pairs if p.energy_j > 0 and p.duration_s > 0]
+    if not pairs:
+        return Scale()
+    return Scale(
+        statistics.median(m.energy_j / p.energy_j for m, p in pairs),
+        statistics.median(m.duration_s / p.duration_s for m, p in pairs),
+        len(pairs),
+    )
+
+
+def scaled(option: Option, scale: Scale) -> Option:
+    """PRE's row for this machine: energy and time x the probe's ratios, still 'predicted'."""
+    if scale.count == 0:
+        return option
+    e, t = scale.energy, scale.time
+    return replace(
+        option,
+        energy_j=option.energy_j * e,
+        energy_low_j=option.energy_low_j * e,
+        energy_high_j=option.energy_high_j * e,
+        duration_s=option.duration_s * t,
+        duration_low_s=option.duration_low_s * t,
+        duration_high_s=option.duration_high_s * t,
+        source=f"predicted (PRE x{e:.3g} energy, x{t:.3g} time: the probe's measured/predicted)",
+    )
+
+
+def combined(
+    predicted: Sequence[Option],
+    measured: dict[Setting, Option],
+    current: Setting,
+    limit: Limit,
+) -> list[Option]:
+    """Measured rows and the scaled predictions of the rest, ranked together (see the module
+    docstring); ``current`` must be measured."""
+    scale = scale_of(predicted, measured)
+    rest = [scaled(o, scale) for o in predicted if o.setting not in measured]
+    ranked = rank([*measured.values(), *rest], current, limit, MIN_MEASURED_SAVING)
+    first = ranked[0]
+    if first.setting not in measured and first.meets_limit:
+        best = next(o for o in ranked if o.setting in measured and o.meets_limit)
+        if first.energy_j > best.energy_j * (1.0 - MIN_PREDICTED_SAVING):
+            ranked = [best, *(o for o in ranked if o is not best)]
+    return [replace(o, rank=i + 1) for i, o in enumerate(ranked)]
 
 
 def merged(predicted: Sequence[Option], measured: dict[Setting, Option]) -> list[Option]:
@@ -181,12 +254,20 @@ def describe_choice(choice: Choice) -> list[str]:
 
 __all__ = [
     "GRAPHS_PRECISIONS",
-    "WARMUP_GUESS_S",
+    "MIN_MEASURED_SAVING",
+    "MIN_PREDICTED_SAVING",
+    "SETUP_GUESS_S",
     "Candidate",
     "Choice",
     "Measured",
+    "Scale",
     "choose_candidates",
+    "combined",
     "describe_choice",
     "measured_rows",
     "merged",
+    "provenance_word",
+    "scale_of",
+    "scaled",
+    "windows_parts",
 ]
