@@ -121,8 +121,8 @@ class ProbeReport:
             f"~{self.window_s:.2g} s over {self.rounds} interleaved round(s) "
             f"({self.windows_s:.1f} s)",
             f"set-up {self.setup_s + setups:.1f} s ({self.setup_s:.1f} s model and data once, "
-            f"{setups:.1f} s for {len(self.candidate_setup_s)} candidate(s)' warm-up steps, "
-            "cuDNN autotuning and graph capture)",
+            f"{setups:.1f} s for {len(self.candidate_setup_s)} candidate(s)' warm-up steps"
+            + (", cuDNN autotuning and graph capture)" if self.device == "cuda" else ")"),
         ]
         if self.pruned:
             parts.append(f"{self.pruned} pruned by PRE")
@@ -324,11 +324,6 @@ def _run(
         try:
             prepared = trainer.prepare(_shape(setting), stop_at=stop_at - windows_need)
         except Exception as error:  # noqa: BLE001 - a candidate that cannot run is reported
-            if not ready:
-                raise ConfigError(
-                    f"the probe could not run the current configuration "
-                    f"({setting.describe()}): {_first_line(error)}"
-                ) from error
             out.failed[setting] = _first_line(error)
             if device == "cuda":
                 torch.cuda.empty_cache()
@@ -341,6 +336,8 @@ def _run(
                 f"probe: set up {setting.describe()} in {prepared.setup_s:.1f} s "
                 f"({prepared.warmup_steps} steps, {prepared.step_s * 1e3:.3g} ms a step)"
             )
+    if not ready:
+        return out
     left = stop_at - clock()
     per_round_overhead = sum(step_s[s] + SWITCH_S for s in ready)
     window = (left / MIN_ROUNDS - per_round_overhead) / len(ready)
@@ -458,6 +455,18 @@ def probe(
         cost = monitor.end_window("probe")
     measured = measured_rows(run.windows, advice.samples)
     measured = {s: _with_co2e(o, carbon) for s, o in measured.items()}
+    if not measured:
+        why = "; ".join(f"{s.describe()}: {w}" for s, w in run.failed.items()) or "no time"
+        return replace(
+            advice,
+            notes=[
+                *advice.notes,
+                *notes,
+                f"No probe result: no candidate could be measured ({why}); the advice is "
+                f"PRE's. The attempt took {cost.duration_s:.1f} s and "
+                f"{cost.total_energy_j / 1e3:.3g} kJ ({cost.energy_parts().phrase()}).",
+            ],
+        )
     choice = replace(choice, unmeasured=[*choice.unmeasured, *run.unmeasured])
     report = ProbeReport(
         device=device,
@@ -502,27 +511,25 @@ def _advice_with(
     share_t = report.duration_s / first.duration_s if first.duration_s > 0 else math.nan
     report = replace(report, training_energy_share=share_e, training_time_share=share_t)
     what = _rows_word(measured)
-    others = len(measured) - 1
     scale = scale_of(advice.rows, measured)
-    if first.setting in measured:
-        if first.is_current:
-            sentence = (
-                f"Keep the current configuration: none of the {others} change(s) {what} used at "
-                f"least {MIN_MEASURED_SAVING:.0%} less energy {advice.limit.describe()}"
-                if others
-                else "Keep the current configuration: the probe measured only it, and no "
-                f"unmeasured change is predicted to save at least {MIN_PREDICTED_SAVING:.0%}"
-            )
-        else:
-            sentence = advice_sentence(ranked, advice.limit, MIN_MEASURED_SAVING).rstrip(".")
-        basis = f"probed: {what} for {len(measured)} candidate(s)"
+    changes = len([s for s in measured if s != advice.current])
+    current_word = (
+        f"the current configuration {what}"
+        if advice.current in measured
+        else "the current configuration not measured: savings against PRE's scaled prediction of it"
+    )
+    if first.setting in measured and first.is_current:
+        sentence = (
+            f"Keep the current configuration: none of the {changes} change(s) {what} used at "
+            f"least {MIN_MEASURED_SAVING:.0%} less energy, and none predicted at least "
+            f"{MIN_PREDICTED_SAVING:.0%} less, {advice.limit.describe()}"
+        )
+    elif first.setting in measured and advice.current in measured:
+        sentence = advice_sentence(ranked, advice.limit, MIN_MEASURED_SAVING).rstrip(".")
     else:
         sentence = advice_sentence(ranked, advice.limit, MIN_PREDICTED_SAVING).rstrip(".")
-        basis = (
-            f"predicted: PRE scaled by the probe's measured/predicted x{scale.energy:.3g}, "
-            f"at least {MIN_PREDICTED_SAVING:.0%} better than the best of the {len(measured)} "
-            f"candidate(s) {what}"
-        )
+    lead = what if first.setting in measured else "predicted (PRE scaled by the probe)"
+    basis = f"probed: {len(measured)} candidate(s) {what}, {current_word}; the advice is {lead}"
     unmeasured = [o for o in ranked if o.setting not in measured]
     if unmeasured:
         done.append(

@@ -6,8 +6,11 @@ energy first) and prunes those it is sure lose: a candidate whose predicted ener
 wholly above the interval of the candidate predicted best is left out, unless it is the current
 configuration (always measured: every saving is against it). CUDA graphs have no prediction
 (the reference set has no graphs runs); a graphs candidate is ordered with its eager twin and
-kept whenever the twin is. The current configuration comes first; the probe then sets up the
-candidates in this order while its time allows (``probe.py``).
+kept whenever the twin is. The probe sets the candidates up in PRE's order while its time
+allows (``probe.py``): the candidates PRE puts first are where the advice is decided, and a new
+shape's cuDNN autotuning can take half a minute (fp32 at batch 768 on the H200,
+docs/advise.md), so the current configuration is not put first; when it is left unmeasured,
+savings are against PRE's scaled prediction of it.
 
 Reading (``measured_rows``). A measured candidate has several short windows, interleaved with
 the other candidates' in rounds. Its energy and time per image are the medians over its
@@ -21,7 +24,9 @@ probe did not measure are scaled by the probe's own measured/predicted ratio (th
 the measured candidates that PRE predicted), so that they speak of this machine's energy and
 are comparable with the measured rows; they stay marked "predicted". A predicted row may lead
 only when it is predicted to use at least ``MIN_PREDICTED_SAVING`` less than the best measured
-row: a measured row beats an equally good prediction.
+row: a measured row beats an equally good prediction. A change leads the current configuration
+when it saves ``MIN_MEASURED_SAVING`` against a measured current configuration, and
+``MIN_PREDICTED_SAVING`` against a predicted one.
 """
 
 from __future__ import annotations
@@ -76,7 +81,8 @@ def choose_candidates(
     """The candidates to measure, in the order to set them up (see the module docstring).
     ``predicted``: PRE's rows of the non-graph settings (the advisor's); ``graphs``: add a
     CUDA-graphs twin of every setting whose precision supports it (one GPU, no power limit).
-    ``unmeasured`` is left empty: the probe moves there what its time did not reach."""
+    ``unmeasured`` is left empty: the probe moves there what its time did not reach. The
+    current configuration is never pruned."""
     by_setting = {o.setting: o for o in predicted}
     if current not in by_setting:
         raise ValueError("the current configuration must be among the predicted rows")
@@ -101,7 +107,6 @@ def choose_candidates(
             continue
         keep.append(Candidate(option.setting, option, "PRE cannot rule it out"))
         keep += [Candidate(t, None, "CUDA graphs: no prediction, measured") for t in twins]
-    keep.sort(key=lambda c: c.setting != current)  # stable: PRE's order after the current
     return Choice(keep, pruned, [])
 
 
@@ -215,14 +220,15 @@ def combined(
     limit: Limit,
 ) -> list[Option]:
     """Measured rows and the scaled predictions of the rest, ranked together (see the module
-    docstring); ``current`` must be measured."""
+    docstring); ``current`` must be among them, measured or predicted."""
     scale = scale_of(predicted, measured)
     rest = [scaled(o, scale) for o in predicted if o.setting not in measured]
-    ranked = rank([*measured.values(), *rest], current, limit, MIN_MEASURED_SAVING)
+    floor = MIN_MEASURED_SAVING if current in measured else MIN_PREDICTED_SAVING
+    ranked = rank([*measured.values(), *rest], current, limit, floor)
     first = ranked[0]
     if first.setting not in measured and first.meets_limit:
-        best = next(o for o in ranked if o.setting in measured and o.meets_limit)
-        if first.energy_j > best.energy_j * (1.0 - MIN_PREDICTED_SAVING):
+        best = next((o for o in ranked if o.setting in measured and o.meets_limit), None)
+        if best is not None and first.energy_j > best.energy_j * (1.0 - MIN_PREDICTED_SAVING):
             ranked = [best, *(o for o in ranked if o is not best)]
     return [replace(o, rank=i + 1) for i, o in enumerate(ranked)]
 
