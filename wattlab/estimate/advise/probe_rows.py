@@ -226,20 +226,11 @@ def combined(
     floor = MIN_MEASURED_SAVING if current in measured else MIN_PREDICTED_SAVING
     ranked = rank([*measured.values(), *rest], current, limit, floor)
     first = ranked[0]
-    if first.setting not in measured and first.meets_limit:
+    if first.setting not in measured and first.meets_limit and not first.is_current:
         best = next((o for o in ranked if o.setting in measured and o.meets_limit), None)
         if best is not None and first.energy_j > best.energy_j * (1.0 - MIN_PREDICTED_SAVING):
             ranked = [best, *(o for o in ranked if o is not best)]
     return [replace(o, rank=i + 1) for i, o in enumerate(ranked)]
-
-
-def merged(predicted: Sequence[Option], measured: dict[Setting, Option]) -> list[Option]:
-    """PRE's rows with every measured setting's row in place of its prediction, and the
-    measured settings PRE has no row for (CUDA graphs) added."""
-    out = [measured.get(o.setting, o) for o in predicted]
-    seen = {o.setting for o in predicted}
-    out += [row for setting, row in measured.items() if setting not in seen]
-    return out
 
 
 def describe_choice(choice: Choice) -> list[str]:
@@ -271,7 +262,6 @@ __all__ = [
     "combined",
     "describe_choice",
     "measured_rows",
-    "merged",
     "provenance_word",
     "scale_of",
     "scaled",
