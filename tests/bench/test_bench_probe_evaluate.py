@@ -1,5 +1,5 @@
 """bench/probe_evaluate.py's scoring: the probe's and PRE's picks from every start and limit,
-scored on a ground truth (here made up, so the right regrets are known)."""
+scored on a ground truth (here made up, so the right regrets are known), and its checks."""
 
 from __future__ import annotations
 
@@ -9,35 +9,35 @@ from typing import Any
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench" / "probe_evaluate.py"
+BENCH = Path(__file__).resolve().parents[2] / "bench"
 
 
-def _module() -> Any:
-    spec = importlib.util.spec_from_file_location("probe_evaluate", BENCH)
+def _module(name: str = "probe_evaluate") -> Any:
+    spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def _row(precision: str, batch: int, energy: float, time: float, source: str) -> dict[str, Any]:
-    return {"precision": precision, "batch_size": batch, "energy_j": energy,
+def _row(precision: str, energy: float, time: float, source: str) -> dict[str, Any]:
+    return {"precision": precision, "batch_size": 96, "energy_j": energy,
             "duration_s": time, "energy_low_j": energy * 0.98, "energy_high_j": energy * 1.02,
             "duration_low_s": time, "duration_high_s": time, "source": source}  # fmt: skip
 
 
 # per image: bf16 is cheapest and fastest, fp32 the dearest; tf32 between
-TRUTH = {("fp32", 96): (3.0, 0.010), ("tf32", 96): (2.0, 0.007), ("amp-bf16", 96): (1.0, 0.004)}
+TRUTH = {"fp32": (3.0, 0.010), "tf32": (2.0, 0.007), "amp-bf16": (1.0, 0.004)}
+MEASURED = "measured (probe, 3 windows: measured by GPU counters)"
 
 
 def test_a_probe_that_measured_the_truth_has_no_regret_and_a_wrong_pre_has_some() -> None:
     module = _module()
-    probe = [_row(p, b, e, t, "measured (probe, 2 runs)") for (p, b), (e, t) in TRUTH.items()]
+    probe = [_row(p, e, t, MEASURED) for p, (e, t) in TRUTH.items()]
     # PRE believes fp32 is cheapest (it is the dearest): its pick from any start is fp32
-    pre = {("fp32", 96): _row("fp32", 96, 0.5, 0.002, "predicted"),
-           ("tf32", 96): _row("tf32", 96, 2.0, 0.007, "predicted"),
-           ("amp-bf16", 96): _row("amp-bf16", 96, 1.5, 0.004, "predicted")}  # fmt: skip
-    scores = module.score(TRUTH, probe, pre)
+    pre = [_row("fp32", 0.5, 0.002, "predicted"), _row("tf32", 2.0, 0.007, "predicted"),
+           _row("amp-bf16", 1.5, 0.004, "predicted")]  # fmt: skip
+    scores = module.score(TRUTH, probe, pre, 96)
     assert len(scores["probe"]) == len(scores["pre"]) == 3 * 4  # 3 starts x 4 limits
     assert all(s["regret"] == 0 and not s["violation"] for s in scores["probe"])
     assert max(s["regret"] for s in scores["pre"]) == pytest.approx(3.0 / 1.0 - 1)
@@ -45,15 +45,42 @@ def test_a_probe_that_measured_the_truth_has_no_regret_and_a_wrong_pre_has_some(
     assert summary["n"] == 12 and summary["p90_regret"] > 0
 
 
-def test_only_measured_starts_are_scored_and_the_best_is_the_best_of_all() -> None:
+def test_an_unmeasured_candidate_keeps_pre_s_scaled_prediction_and_can_still_win() -> None:
     module = _module()
-    probe = [_row("fp32", 96, 3.0, 0.010, "measured (probe, 1 run)"),
-             _row("tf32", 96, 2.0, 0.007, "measured (probe, 1 run)")]  # fmt: skip
-    pre = {k: _row(k[0], k[1], e, t, "predicted") for k, (e, t) in TRUTH.items()}
-    scores = module.score(TRUTH, probe, pre)
-    starts = {s["start"]["precision"] for s in scores["probe"]}
-    assert starts == {"fp32", "tf32"}
-    assert {s["start"]["precision"] for s in scores["pre"]} == starts
-    # the probe never measured bf16, the true best: its pick (tf32) regrets 2.0 / 1.0 - 1
-    assert max(s["regret"] for s in scores["probe"]) == pytest.approx(1.0)
-    assert all(s["regret"] == 0 for s in scores["pre"])  # PRE right here: bf16 from both
+    probe = [_row("fp32", 3.0, 0.010, MEASURED), _row("tf32", 2.0, 0.007, MEASURED),
+             _row("amp-bf16", 1.0, 0.004, "predicted (PRE x1 energy)")]  # fmt: skip
+    pre = [_row(p, e, t, "predicted") for p, (e, t) in TRUTH.items()]
+    scores = module.score(TRUTH, probe, pre, 96)
+    assert {s["start"]["precision"] for s in scores["probe"]} == {"fp32", "tf32"}  # measured
+    # bf16 was never measured, but PRE's prediction of it (right here) still leads
+    assert all(
+        s["pick"]["precision"] == "amp-bf16" for s in scores["probe"] if s["limit"] == "none"
+    )
+    assert all(s["regret"] == 0 for s in scores["probe"])
+
+
+def test_the_checks_count_windows_and_compare_energy_with_the_truth() -> None:
+    module = _module()
+    data = {
+        "samples": 1000.0,
+        "advice": "Change ...",
+        "rows": [_row("amp-bf16", 1.05 * 1000, 0.004 * 1000, MEASURED)],
+        "probe": {"duration_s": 29.0, "energy_j": 300.0, "setup_s": 2.0,
+                  "candidate_setup_s": {"a": 3.0, "b": 4.0},
+                  "window_rows": [{"candidate": "amp-bf16, batch 96, 1 GPU"}] * 3},
+    }  # fmt: skip
+    c = module.checks(TRUTH, data, 1000.0)
+    assert c["windows"] == {"amp-bf16, batch 96, 1 GPU": 3} and c["setup_s"] == 9.0
+    assert c["energy_error"]["amp-bf16"] == pytest.approx(0.05)
+    assert c["cost_share"]["of_30_epochs"] == pytest.approx(300.0 / (1.0 * 30 * 50_000))
+    assert c["cost_share"]["of_10_minutes"] == pytest.approx(300.0 / (1.0 / 0.004 * 600))
+
+
+def test_the_summary_names_where_the_probe_did_worse_than_pre() -> None:
+    summary = _module("probe_summary")
+    pair = {"scores": {
+        "probe": [{"regret": 0.1, "start": {"precision": "fp32"}, "limit": "none"},
+                  {"regret": 0.0, "start": {"precision": "tf32"}, "limit": "none"}],
+        "pre": [{"regret": 0.0, "start": {"precision": "fp32"}, "limit": "none"},
+                {"regret": 0.2, "start": {"precision": "tf32"}, "limit": "none"}]}}  # fmt: skip
+    assert summary.worse_cases(pair) == [("fp32", "none", 0.1, 0.0)]

@@ -1,64 +1,43 @@
-"""`advise --probe`: the probe's sweep spec, its re-ranking on measured rows, the optional value
-of --probe, and (slow) a real probe on the CPU, where PRE stands in as a known law that is wrong
-on purpose, so the measured ranking has to come from the measurements."""
+"""`advise --probe`: the default length and when no probe pays off, the ranking of measured and
+predicted rows with the probe's cost, --probe's value, the one-process trainer (switching
+candidates in place), and (slow) a real probe on the CPU through the CLI that leaves no file."""
 
 from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import typer
 
+from wattlab.cli.advise_cmd import probe_seconds
 from wattlab.cli.app import optional_values
+from wattlab.errors import WattlabError
 from wattlab.estimate.advise.advisor import Advice
 from wattlab.estimate.advise.probe import (
+    DEFAULT_PROBE_S,
+    MIN_PROBE_S,
     ProbeReport,
-    Trainee,
     _advice_with,
-    probe_spec,
-    sweep_name,
+    _runnable,
+    default_seconds,
 )
 from wattlab.estimate.advise.probe_rows import Choice
 from wattlab.estimate.advise.ranking import Limit, Option, Setting, rank
-from wattlab.experiment.specs.trainer import SweepSpec
 
 CURRENT = Setting("fp32", 64, 1)
+BF16, TF32 = Setting("amp-bf16", 64, 1), Setting("tf32", 64, 1)
+MEASURED = "measured (probe, 3 windows: 96.0 % measured by GPU counters, 4.0 % estimated (CPU))"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _option(setting: Setting, energy_j: float, duration_s: float, source: str) -> Option:
     return Option(setting, energy_j, duration_s, energy_j * 0.95, energy_j * 1.05,
                   duration_s, duration_s, source=source)  # fmt: skip
-
-
-def test_probe_alone_takes_sixty_seconds_and_a_value_is_kept() -> None:
-    assert optional_values(["advise", "--model", "m", "--probe"]) == [
-        "advise", "--model", "m", "--probe", "60"]  # fmt: skip
-    assert optional_values(["advise", "--probe", "--model", "m"])[:3] == ["advise", "--probe", "60"]
-    assert optional_values(["advise", "--probe", "90"]) == ["advise", "--probe", "90"]
-    assert optional_values(["run", "--probe"]) == ["run", "--probe"]  # only advise has it
-
-
-def test_the_probe_spec_is_a_valid_sweep_with_the_current_configuration_first() -> None:
-    candidates = [CURRENT, Setting("amp-bf16", 64, 1), Setting("tf32", 128, 1),
-                  Setting("amp-bf16", 64, 1, cuda_graphs=True)]  # fmt: skip
-    trainee = Trainee(model="resnet18")
-    name = sweep_name(trainee)
-    assert name.startswith("probe-resnet18-")
-    orders = set()
-    for seed in range(8):
-        spec = SweepSpec(**probe_spec(name, trainee, candidates, "cuda", 3.0, seed=seed))
-        configs = [p.config for p in spec.expand()]
-        assert len(configs) == 2 * len(candidates)  # two passes
-        first = configs[0]
-        assert (first.precision, first.batch_size, first.cuda_graphs) == ("fp32", 64, False)
-        assert all(c.budget_s == 3.0 and c.warmup_steps >= 3 for c in configs)
-        assert all(c.epoch_eval_samples == 0 for c in configs)
-        orders.add(tuple((c.precision, c.batch_size, c.cuda_graphs) for c in configs[1:4]))
-    assert len(orders) > 1  # the others in a random order
 
 
 def _advice(rows: list[Option]) -> Advice:
@@ -68,144 +47,162 @@ def _advice(rows: list[Option]) -> Advice:
 
 
 def _report(device: str = "cuda", name: str = "NVIDIA H200") -> ProbeReport:
-    return ProbeReport("probe-x", "p.db", device, name, 60.0, 58.0, 9e3, 5e-4, "measured", 2,
-                       4, 1, 0)  # fmt: skip
+    return ProbeReport(
+        device=device, device_name=name, seconds_given=30.0, duration_s=29.0, energy_j=9e3,
+        co2e_kg=5e-4, provenance="95.0 % measured by GPU counters, 5.0 % estimated (CPU, RAM)",
+        setup_s=1.5, candidate_setup_s={"fp32, batch 64, 1 GPU": 4.0}, windows_s=20.0,
+        windows=6, rounds=3, window_s=1.5, measured=2, pruned=0, unmeasured=1,
+    )  # fmt: skip
 
 
-def test_the_advice_comes_from_the_measured_rows_and_the_rest_stays_predicted() -> None:
-    bf16, tf32 = Setting("amp-bf16", 64, 1), Setting("tf32", 64, 1)
-    predicted = [_option(CURRENT, 100e3, 600, "predicted"), _option(bf16, 50e3, 500, "predicted"),
-                 _option(tf32, 70e3, 550, "predicted")]  # fmt: skip
-    # measured: bf16 is slower and costs more than PRE thought; fp32 is the best
-    measured = {CURRENT: _option(CURRENT, 90e3, 500, "measured (probe, 2 runs)"),
-                bf16: _option(bf16, 120e3, 800, "measured (probe, 2 runs)")}  # fmt: skip
+def test_probe_alone_takes_the_default_and_a_value_is_kept() -> None:
+    assert optional_values(["advise", "--model", "m", "--probe"]) == [
+        "advise", "--model", "m", "--probe", "auto"]  # fmt: skip
+    assert optional_values(["advise", "--probe", "--model", "m"])[:3] == [
+        "advise", "--probe", "auto"]  # fmt: skip
+    assert optional_values(["advise", "--probe", "90"]) == ["advise", "--probe", "90"]
+    assert optional_values(["run", "--probe"]) == ["run", "--probe"]  # only advise has it
+
+
+def test_probe_seconds_are_auto_or_a_bounded_number() -> None:
+    assert probe_seconds("auto") == "auto" and probe_seconds(None) is None
+    assert float(probe_seconds("45") or 0) == 45.0
+    with pytest.raises(WattlabError, match="--probe"):
+        probe_seconds("2")  # under the bound
+    with pytest.raises(typer.BadParameter, match="number of seconds or 'auto'"):
+        probe_seconds("soon")
+
+
+def test_the_default_is_the_smaller_of_30_s_and_5_per_cent_of_the_training() -> None:
+    long = _advice([_option(CURRENT, 500e3, 3600, "predicted"), _option(BF16, 200e3, 2000, "p")])
+    assert default_seconds(long) == (DEFAULT_PROBE_S, "")
+    mid = _advice([_option(CURRENT, 100e3, 400, "predicted"), _option(BF16, 40e3, 200, "p")])
+    assert default_seconds(mid) == (pytest.approx(20.0), "")
+    short = _advice([_option(CURRENT, 100e3, 60, "predicted"), _option(BF16, 40e3, 30, "p")])
+    seconds, why = default_seconds(short)
+    assert seconds < MIN_PROBE_S
+    assert why.startswith("No probe: the training is predicted to take 60 s")
+    # nothing to win: the best change saves at most 3 kJ by PRE's intervals (bf16 at least
+    # 96.9 kJ), and 30 s of a 600 s training at 100 kJ cost about 5 kJ
+    flat = _advice([_option(CURRENT, 100e3, 600, "predicted"), _option(BF16, 102e3, 600, "p")])
+    seconds, why = default_seconds(flat)
+    assert "more than the" in why and "could save at most" in why
+
+
+def test_a_measured_change_that_saves_leads_and_the_cost_is_stated() -> None:
+    predicted = [_option(CURRENT, 100e3, 600, "predicted"), _option(BF16, 90e3, 500, "predicted"),
+                 _option(TF32, 95e3, 550, "predicted")]  # fmt: skip
+    measured = {CURRENT: _option(CURRENT, 100e3, 600, MEASURED),
+                BF16: _option(BF16, 60e3, 400, MEASURED)}  # fmt: skip
     out = _advice_with(_advice(predicted), measured, Choice([], [], []), _report(), [])
-    assert [r.setting for r in out.rows] == [CURRENT, bf16, tf32]
-    assert [r.rank for r in out.rows] == [1, 2, 3]
-    assert out.rows[0].is_current and out.rows[0].source.startswith("measured")
-    assert out.rows[1].saving == pytest.approx(1 - 120 / 90)  # against the measured current
-    assert out.rows[2].source == "predicted"
-    assert out.rows[2].saving == pytest.approx(1 - 70 / 100)  # against PRE's current
-    assert out.sentence.startswith(
-        "Keep the current configuration: none of the 1 change(s) measured used at least 2% less"
-    )
-    assert any("rows 3-3 are PRE's predictions" in n for n in out.notes)
-    assert out.probe is not None and out.to_dict()["probe"]["sweep"] == "probe-x"
+    assert out.rows[0].setting == BF16 and out.rows[0].saving == pytest.approx(0.4)
+    assert out.sentence.startswith("Change precision fp32 -> amp-bf16: 40% less energy")
+    assert "probed: 2 candidate(s) measured, the current configuration measured" in out.sentence
+    assert "the probe took 29.0 s and 9 kJ (95.0 % measured by GPU counters" in out.sentence
+    # the cost's share of the advised training: 9 kJ of bf16's 60 kJ, 29 s of its 400 s
+    assert out.probe.training_energy_share == pytest.approx(9 / 60)
+    assert out.probe.training_time_share == pytest.approx(29 / 400)
+    assert "15.0% of the advised training's energy" in out.sentence
+    tf32 = next(r for r in out.rows if r.setting == TF32)
+    assert tf32.source.startswith("predicted (PRE x")  # scaled by the probe, still predicted
+    assert any("not measured are PRE's predictions" in n for n in out.notes)
+    assert out.to_dict()["probe"]["windows"] == 6
 
 
-def test_a_probe_elsewhere_says_which_device_it_measured() -> None:
-    predicted = [_option(CURRENT, 100e3, 600, "predicted")]
-    measured = {CURRENT: _option(CURRENT, 90e3, 500, "estimated (probe, 1 run)")}
+def test_a_probe_elsewhere_says_which_device_it_measured_and_keeps_pre_s_lead() -> None:
+    predicted = [_option(CURRENT, 100e3, 600, "predicted"), _option(BF16, 50e3, 500, "predicted")]
+    measured = {CURRENT: _option(CURRENT, 90e3, 500, "estimated (probe, 3 windows: estimated)")}
     out = _advice_with(_advice(predicted), measured, Choice([], [], []), _report("cpu", "CPU"), [])
     assert any("measured this machine's CPU, not NVIDIA H200" in n for n in out.notes)
-    assert out.sentence.startswith("No measured advice: the probe had time to measure only")
-    assert "(probed: estimated for 1 candidate(s))" in out.sentence
+    # bf16 was not measured: PRE's 50 % saving, scaled by the probe (x0.9), still leads
+    assert out.rows[0].setting == BF16 and out.rows[0].source.startswith("predicted")
+    assert "the advice is predicted (PRE scaled by the probe)" in out.sentence
 
 
-def test_a_measured_change_that_saves_leads_and_says_so() -> None:
-    bf16 = Setting("amp-bf16", 64, 1)
-    predicted = [_option(CURRENT, 100e3, 600, "predicted"), _option(bf16, 90e3, 500, "predicted")]
-    measured = {CURRENT: _option(CURRENT, 100e3, 600, "measured (probe, 2 runs)"),
-                bf16: _option(bf16, 60e3, 400, "measured (probe, 2 runs)")}  # fmt: skip
-    out = _advice_with(_advice(predicted), measured, Choice([], [], []), _report(), [])
-    assert out.rows[0].setting == bf16 and out.rows[0].saving == pytest.approx(0.4)
-    assert out.sentence.startswith("Change precision fp32 -> amp-bf16: 40% less energy")
-    assert out.sentence.endswith("(probed: measured for 2 candidate(s)).")
-
-
-def test_without_a_measured_current_configuration_the_ranking_stays_pre_s() -> None:
-    predicted = [_option(CURRENT, 100e3, 600, "predicted"),
-                 _option(Setting("amp-bf16", 64, 1), 50e3, 500, "predicted")]  # fmt: skip
-    advice = _advice(predicted)
-    out = _advice_with(advice, {}, Choice([], [], []), _report(), [])
-    assert out.rows == advice.rows
-    assert any("could not measure the current configuration" in n for n in out.notes)
-
-
-def test_power_limits_are_not_probed_where_they_are_forbidden(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    from wattlab.estimate.advise import probe as probe_module
-    from wattlab.experiment.sweep.plan import MachineFacts
-
-    monkeypatch.setenv("WATTLAB_FORBID_POWER_LIMITS", "1")
-    monkeypatch.setattr(
-        MachineFacts, "detect",
-        classmethod(lambda cls: MachineFacts(1, False, "forbidden on this machine")),
-    )  # fmt: skip
-    assert "forbidden" in probe_module._power_limit_why_not("cuda")
-    assert probe_module._power_limit_why_not("cpu") == "power limits need a CUDA GPU"
+def test_only_one_gpu_configurations_without_a_power_limit_are_probed() -> None:
     capped = _option(Setting("fp32", 64, 1, power_limit_w=300.0), 1, 1, "predicted")
-    assert probe_module._runnable(capped, "cuda", power_ok=False) == "power limit"
-    fp16 = _option(Setting("amp-fp16", 64, 1), 1, 1, "predicted")
-    assert "CUDA" in probe_module._runnable(fp16, "cpu", power_ok=False)
+    assert _runnable(capped, "cuda") == "power limit"
+    assert _runnable(_option(Setting("fp32", 64, 2), 1, 1, "predicted"), "cuda") == "gpus"
+    assert "CUDA" in _runnable(_option(Setting("amp-fp16", 64, 1), 1, 1, "predicted"), "cpu")
+    assert _runnable(_option(CURRENT, 1, 1, "predicted"), "cpu") == ""
+
+
+class _Hooks:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, str, int]] = []
+
+    def begin(self, name: str, epoch: int | None = None) -> None:
+        self.calls.append(("begin", name, 0))
+
+    def end(self, name: str, epoch: int | None = None, samples: int = 0) -> None:
+        self.calls.append(("end", name, samples))
+
+
+@pytest.mark.extra("train")
+def test_one_trainer_switches_candidates_in_place_and_windows_count_their_images() -> None:
+    import torch
+
+    from wattlab.train.config import RunConfig
+    from wattlab.train.data import synthetic_dataset
+    from wattlab.train.interleave import InterleavedTrainer, Shape
+
+    cfg = RunConfig(model_factory="tests/fakes/tiny_net.py:tiny_net", device="cpu", epochs=1,
+                    batch_size=16, train_samples=256, test_samples=32)  # fmt: skip
+    dataset = synthetic_dataset(256, 32, seed=0)
+    trainer = InterleavedTrainer(cfg, torch.device("cpu"), dataset=dataset)
+    weights = trainer.net[0].weight
+    fp32, bf16, big = Shape("fp32", 16), Shape("amp-bf16", 16), Shape("tf32", 32)
+    prepared = [trainer.prepare(s) for s in (fp32, bf16, big)]
+    assert all(p.step_s > 0 and p.warmup_steps >= 3 and p.setup_s > 0 for p in prepared)
+    assert trainer.prepare(bf16) is prepared[1]  # set up once
+    hooks = _Hooks()
+    before = weights.detach().clone()
+    ran = trainer.window(big, 0.0, hooks, "w1")
+    assert torch.backends.cuda.matmul.allow_tf32  # tf32's flags, switched in place
+    assert ran.steps == 1 and ran.images == 32 and hooks.calls == [("begin", "w1", 0),
+                                                                   ("end", "w1", 32)]  # fmt: skip
+    ran = trainer.window(fp32, 0.0, hooks, "w2")
+    assert not torch.backends.cuda.matmul.allow_tf32 and ran.images == 16
+    assert trainer.net[0].weight is weights  # one model for every candidate
+    assert not torch.equal(weights.detach(), before)  # and it trains
+    with pytest.raises(WattlabError, match="CUDA graphs need a CUDA GPU"):
+        trainer.prepare(Shape("fp32", 16, cuda_graphs=True))
+
+
+def _run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "WATTLAB_CACHE_DIR": str(cwd / "cache"), "PYTHONPATH": str(ROOT)}
+    return subprocess.run([sys.executable, "-m", "wattlab.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=900, env=env)  # fmt: skip
 
 
 @pytest.mark.slow
-def test_a_cpu_probe_measures_stores_and_costs_itself(tmp_path: Path) -> None:
-    """The whole probe on this machine's CPU through the CLI: the candidates run as a stored
-    probe sweep, the measured rows lead and say estimated (the CPU energy is modelled), the
-    probe's own cost is given, amp-fp16 is listed as not runnable here."""
-    env = {**os.environ, "WATTLAB_CACHE_DIR": str(tmp_path / "cache")}
-    done = subprocess.run(
-        [sys.executable, "-m", "wattlab.cli", "advise", "--model", "resnet18", "--gpu-name",
-         "H200", "--epochs", "1", "--batch-size", "16", "--train-size", "1024", "--allow",
-         "precision", "--probe", "25", "--db", "p.db", "--json", "a.json"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=900, env=env,
-    )  # fmt: skip
+@pytest.mark.extra("train")
+def test_a_cpu_probe_measures_interleaved_windows_costs_itself_and_leaves_no_file(
+    tmp_path: Path,
+) -> None:
+    """The whole probe on this machine's CPU through the CLI, with a tiny model so the
+    candidates fit: every measured candidate has at least 3 windows, interleaved in rounds;
+    the rows say estimated by share (the CPU's energy is modelled); the probe's cost is in the
+    sentence; amp-fp16 is listed as not runnable; nothing is left in the folder."""
+    factory = str(ROOT / "tests" / "fakes" / "tiny_net.py") + ":tiny_net"
+    work = tmp_path / "work"
+    work.mkdir()
+    done = _run_cli(["advise", "--model-factory", factory, "--gpu-name", "H200", "--epochs",
+                     "30", "--batch-size", "32", "--allow", "precision", "--probe", "20",
+                     "--json", str(tmp_path / "a.json")], work)  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "probe: fp32, batch 16" in done.stderr  # a line per probe run, the current first
-    result = json.loads((tmp_path / "a.json").read_text())
+    assert "probe: set up" in done.stderr and "rounds of" in done.stderr
+    result: dict[str, Any] = json.loads((tmp_path / "a.json").read_text())
     probe = result["probe"]
-    assert probe["device"] == "cpu" and probe["runs"] >= 1 and probe["duration_s"] > 0
-    assert probe["energy_j"] > 0 and probe["provenance"] == "estimated"
+    assert probe["device"] == "cpu" and probe["energy_j"] > 0 and probe["rounds"] >= 3
+    assert probe["provenance"].startswith("estimated")
     assert any("amp-fp16" in f and "CUDA" in f for f in probe["failed"])
-    rows = result["rows"]
-    assert rows[0]["source"].startswith("estimated") and "probe" in rows[0]["source"]
-    measured = [r for r in rows if r["source"].startswith("estimated")]
-    assert len(measured) == probe["measured"] >= 1
-    assert all(r["source"] == "predicted" for r in rows[len(measured) :])
-    con = sqlite3.connect(tmp_path / "p.db")
-    stored = con.execute(
-        "SELECT status, budget_window, samples, energy_total_j FROM runs WHERE sweep = ?",
-        (probe["sweep"],),
-    ).fetchall()
-    con.close()
-    assert len([r for r in stored if r[0] == "ok"]) == probe["runs"]
-    assert all(r[2] > 0 and r[3] > 0 for r in stored if r[0] == "ok")
-
-
-@pytest.mark.slow
-def test_a_probe_from_a_stored_run_trains_its_model_and_stores_beside_it(tmp_path: Path) -> None:
-    """``advise --db DB --run ID --probe``: the model comes from the stored run, the probe's
-    sweep is stored in the same database, and PRE's correction by the run is still said."""
-    from wattlab.experiment.db.store import open_store
-
-    db = tmp_path / "runs.db"
-    with open_store(db) as store:
-        run_id = store.insert_run(
-            {"status": "ok", "config_hash": "adv", "config_json": {"model": "resnet18"},
-             "label": "resnet18 1xGPU fp32 bs16", "model": "resnet18", "device": "cuda",
-             "gpus": 1, "precision": "fp32", "batch_size": 16, "epochs": 1, "samples": 1024,
-             "train_size": 1024, "image_size": 32, "stem": "cifar", "duration_s": 2.0,
-             "energy_total_j": 900.0, "energy_gpu_j": 800.0, "gpu_name": "NVIDIA H200",
-             "gpu_tdp_w": 700.0, "power_limit_w": 700.0},
-            [{"name": "budget", "start_s": 0.0, "duration_s": 2.0, "energy_total_j": 800.0}],
-            [(0.5, "gpu:0", 400.0), (1.5, "gpu:0", 400.0)],
-        )  # fmt: skip
-    env = {**os.environ, "WATTLAB_CACHE_DIR": str(tmp_path / "cache")}
-    done = subprocess.run(
-        [sys.executable, "-m", "wattlab.cli", "advise", "--db", str(db), "--run", str(run_id),
-         "--allow", "precision", "--probe", "--json", "a.json"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=900, env=env,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    result = json.loads((tmp_path / "a.json").read_text())
-    assert result["probe"]["seconds_given"] == 60.0  # --probe alone
-    assert any(f"PRE corrected by run {run_id}" in n for n in result["notes"])
-    con = sqlite3.connect(db)
-    models = con.execute(
-        "SELECT DISTINCT model FROM runs WHERE sweep = ?", (result["probe"]["sweep"],)
-    ).fetchall()
-    con.close()
-    assert models == [("resnet18",)]
+    windows: dict[str, list[int]] = {}
+    for w in probe["window_rows"]:
+        windows.setdefault(w["candidate"], []).append(w["round"])
+    assert len(windows) == probe["measured"] >= 1
+    assert all(sorted(r) == list(range(1, probe["rounds"] + 1)) for r in windows.values())
+    measured = [r for r in result["rows"] if r["source"].startswith("estimated (probe")]
+    assert len(measured) == probe["measured"]
+    assert "the probe took" in result["advice"] and "g CO2e" in result["advice"]
+    assert sorted(p.name for p in work.iterdir()) == ["cache"]  # no database, no lock file
