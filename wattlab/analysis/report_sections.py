@@ -13,7 +13,7 @@ import pandas as pd
 from wattlab.analysis import plots
 from wattlab.analysis.chance import Chance, chance_of
 from wattlab.analysis.energy_shares import config_parts, describe_shares
-from wattlab.analysis.phases import PHASE_NAMES
+from wattlab.analysis.phases import PHASE_ENERGY_WORDS, PHASE_NAMES
 from wattlab.analysis.report_document import (
     Block,
     Bullets,
@@ -657,7 +657,7 @@ def phase_blocks(phases: dict[str, Any] | None) -> list[Block]:
     rows.append(["all phases", fmt(phases["total_s"]), "100.0 %", ""])
     sentence = (
         f"Over {phases['runs']} run(s), {fmt(phases['total_s'])} s of wall time were spent in "
-        f"the runs' phases, of which the measured training budget took "
+        f"the runs' phases, of which the training budget (the window the comparisons use) took "
         f"{pct(phases['budget_share'], False)}; the rest is overhead."
     )
     return [
@@ -667,7 +667,7 @@ def phase_blocks(phases: dict[str, Any] | None) -> list[Block]:
             ["Phase", "Total (s)", "Share", "Median per run (s)"],
             rows,
             "Wall time per phase, summed over the runs that recorded it (failed runs included). "
-            "Only the budget phase is measured for energy.",
+            + PHASE_ENERGY_WORDS,
         ),
     ]
 

@@ -185,6 +185,7 @@ def report(
             sweep=sweep_name,
             carbon=(region, carbon_intensity, intensity_range, pue),
             training_type=training_type,
+            windows=windows,
         )
         return
     if run_id is not None:
@@ -252,6 +253,7 @@ def _write_statement(
     sweep: str | None,
     carbon: tuple[Optional[str], Optional[float], Optional[str], Optional[float]],
     training_type: str | None,
+    windows: Any = None,
 ) -> None:
     """statement.md into ``out`` (and its facts as JSON), printed as well unless the JSON goes
     to stdout."""
@@ -277,6 +279,7 @@ def _write_statement(
         training_type=training_type,
         command=command,
         what=f"sweep {sweep}" if sweep else None,
+        windows=windows,
     )
     if out is not None:
         with output_folder(out):  # removed again if writing fails
