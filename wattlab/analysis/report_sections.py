@@ -85,6 +85,8 @@ def header_blocks(
     blocks: list[Block] = [Bullets(items)]
     blocks += left_out_blocks(data["runs"].get("left_out") or [])
     blocks += provenance_blocks(data.get("energy_shares"))
+    if data.get("estimate_assumptions"):  # fallback TDP, machine-wide load, the RAM model
+        blocks.append(Para(str(data["estimate_assumptions"])))
     blocks += interval_blocks(summary, data["intervals"])
     if windows is not None and "short_window" in windows.columns and not windows.empty:
         ids = set(numeric(ok["id"]).tolist()) if "id" in ok.columns else set()

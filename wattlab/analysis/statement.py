@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from wattlab.analysis.assumptions import estimation_methods
 from wattlab.analysis.intervals import median_interval
 from wattlab.analysis.run_windows import RunWhole, holds_words, run_wholes, whole_parts
 from wattlab.analysis.runs_table import (
@@ -61,7 +62,6 @@ from wattlab.monitor.carbon import (
     region_table,
 )
 from wattlab.wording import (
-    KIND_NAMES,
     IntervalKind,
     and_join,
     component_kind,
@@ -249,38 +249,6 @@ def _gpu_settings(ok: pd.DataFrame) -> tuple[str, dict[str, Any]]:
         "idle_power_w_median": float(np.median(idle)) if idle else None,
     }
     return sentence, facts
-
-
-def _estimation_methods(runs: list[StoredRun]) -> list[str]:
-    """How the estimated part was modelled, per kind, from the runs' components."""
-    from wattlab.meters.modelled import RAM_W_PER_GIB
-
-    kinds: dict[str, set[str]] = {}
-    for run in runs:
-        comps = run.components_json or {}
-        if not comps and run.provenance == "estimated":
-            kinds.setdefault("total", set())
-        for name, info in comps.items():
-            if not isinstance(info, dict) or info.get("provenance") != "estimated":
-                continue
-            if info.get("in_total") is False:
-                continue
-            kinds.setdefault(component_kind(name), set()).add(str(info.get("ram_measure") or ""))
-    out = []
-    if "cpu" in kinds:
-        out.append("the CPU from its TDP and utilisation (±40 %)")
-    if "ram" in kinds:
-        measure = {"system": "the system's used memory", "process": "the training's memory"}
-        used = sorted({measure.get(m, "memory in use") for m in kinds["ram"] if m})
-        what = and_join(used or ["memory in use"])
-        out.append(
-            f"the RAM at {RAM_W_PER_GIB:g} W per GiB of {what} (Green Algorithms' figure, ±50 %)"
-        )
-    for kind in sorted(set(kinds) - {"cpu", "ram", "total"}):
-        out.append(f"the {KIND_NAMES[kind]} from a model")
-    if "total" in kinds:
-        out.append("whole-run totals from a model")
-    return out
 
 
 def stored_carbon(ok: pd.DataFrame) -> Carbon | None:
@@ -503,7 +471,7 @@ def energy_statement(
     total_j = float(sum(w.run_j for w in wholes))
     hardware, hardware_used, hw_facts = _hardware(ok, typed)
     settings, gpu_facts = _gpu_settings(ok) if hw_facts["gpu_counts"] else ("", {})
-    methods = _estimation_methods(typed)
+    methods = estimation_methods(typed)
     chosen = given_carbon(carbon, region) if carbon is not None else stored_carbon(ok)
     sentences = [f"{subject.who} used {subject.words} on {hardware}."]
     if settings:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from wattlab.analysis.assumptions import assumptions_sentence
 from wattlab.analysis.budget_windows import budget_windows
 from wattlab.analysis.chance import summary_verdict
 from wattlab.analysis.codecarbon_error import codecarbon_errors
@@ -142,9 +143,10 @@ def summary_to_json(
     (by share over all ok runs; without ``runs`` the weakest any configuration names) and
     ``measured_share`` (null without ``runs``), and with ``runs``: ``runs`` (ok and failed counts,
     failures with their errors), ``hardware``, ``carbon``, ``energy_shares`` (see
-    :mod:`wattlab.analysis.energy_shares`), ``budget_windows`` (runs of a command sweep: how
-    many marked their budget window, see :mod:`wattlab.analysis.budget_windows`; null for
-    others) and ``phase_times`` (see
+    :mod:`wattlab.analysis.energy_shares`), ``estimate_assumptions`` (what the estimated part
+    assumed, :mod:`wattlab.analysis.assumptions`; null when nothing was estimated),
+    ``budget_windows`` (runs of a command sweep: how many marked their budget window, see
+    :mod:`wattlab.analysis.budget_windows`; null for others) and ``phase_times`` (see
     :mod:`wattlab.analysis.phases`; null without phase columns), ``pareto_axes`` (the axes
     of the front: energy, time and optionally accuracy) and, with ``runs``,
     ``energy_to_accuracy`` (see :mod:`wattlab.analysis.energy_to_accuracy`; from ``windows``
@@ -211,6 +213,7 @@ def summary_to_json(
         }
         out["hardware"] = hardware(runs)
         out["energy_shares"] = energy_shares(runs)
+        out["estimate_assumptions"] = assumptions_sentence(StoredRun.from_frame(ok_runs(runs)))
         out["budget_windows"] = budget_windows(runs)  # command runs: marked or whole process
         out["phase_times"] = phase_times(runs)
         out["energy_to_accuracy"] = energy_to_accuracy(runs, windows, target_accuracy)

@@ -541,6 +541,15 @@ def provenance_by_share(
     return word, {"measured": 1.0, "sampled": 1.0, "estimated": 0.0}.get(word)
 
 
+# what a modelled meter assumed, kept with its component in components_json (issue 39)
+ASSUMPTION_KEYS = ("ram_measure", "tdp_w", "tdp_source", "utilisation", "cpu_model", "logical_cpus")
+
+
+def estimate_assumptions(details: Mapping[str, Any]) -> dict[str, Any]:
+    """The assumptions among a meter's details (:data:`ASSUMPTION_KEYS`), for its component."""
+    return {k: details[k] for k in ASSUMPTION_KEYS if details.get(k) is not None}
+
+
 def component_energies(window: Measurement) -> dict[str, dict[str, Any]]:
     """``components_json``: each component's energy, provenance, uncertainty and whether it
     counts in the total."""
@@ -774,12 +783,11 @@ def build_run_row(
     utilization_percent, utilization_basis = _budget_utilization(budget)
     energy = EnergyColumns.of(budget, wall_s=whole.duration_s)
     components = energy.components_json
-    for payload in payloads:  # say which memory the RAM estimate counted
+    for payload in payloads:  # say what the estimates assumed (TDP, load, which memory)
         for meter in payload["meters"]:
-            measure = meter["details"].get("ram_measure")
             for comp in components:  # multi-node names carry the host: node-a/ram:estimated
-                if measure and comp.rsplit("/", 1)[-1] == meter["component"]:
-                    components[comp]["ram_measure"] = measure
+                if comp.rsplit("/", 1)[-1] == meter["component"]:
+                    components[comp].update(estimate_assumptions(meter["details"]))
     limits = [d.get("power_limit_w") for d in gpu_details if d.get("power_limit_w") is not None]
     tdps = [
         d.get("default_power_limit_w")
