@@ -160,8 +160,8 @@ def report(
         trace = store.trace()
         scheduler_jobs = store.scheduler_jobs()
         spec = store.sweep_spec(sweep_name) if sweep_name is not None else None
-    if sweep_name is not None and len(runs) == 0:
-        raise WattlabError(f"the database {db} holds no runs of sweep {sweep_name!r}.")
+        if sweep_name is not None and len(runs) == 0:
+            raise WattlabError(store.unknown_sweep(sweep_name))
     _, no_energy = without_finite_energy(runs)  # the analysis leaves them out and names them
     if no_energy:  # an ok run without a finite energy cannot be compared: named, left out
         shown = ", ".join(map(str, no_energy[:20])) + (" ..." if len(no_energy) > 20 else "")

@@ -1060,6 +1060,20 @@ class Store:
         """Registered sweeps: name, spec_json, spec_hash, order_seed, created_at."""
         return self._frame("SELECT * FROM sweeps ORDER BY created_at, name", [], "sweeps")
 
+    def sweep_names(self) -> list[str]:
+        """Every sweep this database knows (registered, or named by a run), sorted."""
+        with self._sql():
+            rows = self._conn.execute(
+                "SELECT sweep FROM runs WHERE sweep IS NOT NULL UNION SELECT name FROM sweeps"
+            ).fetchall()
+        return sorted({str(r[0]) for r in rows})
+
+    def unknown_sweep(self, name: str) -> str:
+        """One sentence for a sweep name this database does not hold, listing the ones it does."""
+        known = self.sweep_names()
+        listed = ", ".join(known) if known else "none (only lone `wattlab run` runs)"
+        return f"the database {self.path} holds no runs of sweep {name!r}; its sweeps: {listed}."
+
     def sweep_spec(self, name: str) -> dict[str, Any] | None:
         """The stored spec of sweep ``name`` as a dict, or None when there is no such sweep."""
         with self._sql():
