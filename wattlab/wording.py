@@ -390,19 +390,27 @@ def time_comparison(speedup: float, per_image: bool, same: float = 0.01) -> str:
 
 
 def chance_words(
-    best_accuracy: float, chance: float, threshold: float, test_images: int, alpha: float
+    best_accuracy: float,
+    chance: float,
+    threshold: float,
+    test_images: int,
+    alpha: float,
+    what: str = "best accuracy",
+    unit: str = "test image",
 ) -> str:
     """ "no configuration learned beyond chance (best accuracy 12.1 % on 512 test images;
     chance is 10.0 %, and guessing reaches 14.5 % with probability 0.1 % at most)"; with too
-    few test images for any accuracy to count, it says that instead."""
+    few test images for any accuracy to count, it says that instead. ``what`` names the
+    accuracy ("best per-epoch accuracy" where it is not the final one), ``unit`` what was
+    scored ("test sample" for a model that does not see images)."""
     if not math.isfinite(threshold):
         return (
-            f"no accuracy can be told from chance on {plural(test_images, 'test image')} "
+            f"no accuracy can be told from chance on {plural(test_images, unit)} "
             f"(chance is {percent(chance)}; guessing gets even all of them right with "
             f"probability above {coverage_text(alpha)})"
         )
     return (
-        f"no configuration learned beyond chance (best accuracy {percent(best_accuracy)} on "
-        f"{plural(test_images, 'test image')}; chance is {percent(chance)}, and guessing "
+        f"no configuration learned beyond chance ({what} {percent(best_accuracy)} on "
+        f"{plural(test_images, unit)}; chance is {percent(chance)}, and guessing "
         f"reaches {percent(threshold)} with probability {coverage_text(alpha)} at most)"
     )

@@ -222,7 +222,8 @@ def config_table(summary: pd.DataFrame, runs: pd.DataFrame, data: dict[str, Any]
     every = plots.component_provenances(runs)  # one pass over the runs, not one per row
     shares = config_parts(runs)
     chances = {
-        h: chance_of(row.get("dataset"), row.get("test_size")) for h, row in summary.iterrows()
+        h: chance_of(row.get("dataset"), row.get("test_size"), classes=row.get("classes"))
+        for h, row in summary.iterrows()
     }
     at_chance: list[Chance] = []
     for h, row in summary.iterrows():
@@ -630,13 +631,23 @@ def energy_to_accuracy_blocks(eta: dict[str, Any] | None) -> list[Block]:
         ]
         for c in eta["configurations"]
     ]
-    headers = ["configuration", "reached", "energy (J)", "time (s)", "epoch", "best accuracy"]
+    headers = [
+        "configuration",
+        "reached",
+        "energy (J)",
+        "time (s)",
+        "epoch",
+        "best per-epoch accuracy (subset)",
+    ]
     blocks.append(Table(headers, rows))
     blocks.append(
         Para(
             "Energy to accuracy (as Zeus defines it): the cumulative energy of the training "
             "epochs and their per-epoch evaluations up to the first epoch whose accuracy on "
-            "the fixed subset reaches the target; medians over the runs that reached it."
+            "the fixed subset reaches the target; medians over the runs that reached it. The "
+            "best per-epoch accuracy is the median over a configuration's runs of their best "
+            "epoch on that subset, not the final test accuracy the findings and the "
+            "configuration table give (after the last epoch, on the whole test set)."
         )
     )
     return blocks

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from wattlab.analysis.baseline import default_baseline, find_baseline
+from wattlab.analysis.chance import classes_of_run
 from wattlab.analysis.energy_shares import config_parts
 from wattlab.analysis.intervals import CI_LEVEL, change_interval, median_interval, min_runs_for
 from wattlab.analysis.runs_table import (
@@ -150,6 +151,7 @@ def summarize(
         else:
             prov = group["provenance"] if "provenance" in group.columns else [None] * len(group)
             row["provenance"], row["measured_share"] = weakest_provenance(list(prov)), math.nan
+        row["classes"] = classes_of_run(first.get("dataset"), first.get("config_json"))
         per_config_values[config_hash] = values
         rows.append(row)
     rows.sort(key=_sort_key)
