@@ -50,3 +50,21 @@ def test_a_text_classifier_at_chance_is_called_so(accuracy, test_size, at_chance
         sentence = verdict["sentence"]
         assert "No configuration learned beyond chance (best accuracy 57.8 %" in sentence
         assert "on 200 test samples; chance is 50.0 %" in sentence and "image" not in sentence
+
+
+def test_a_text_models_report_speaks_of_samples(tmp_path) -> None:
+    from wattlab.analysis.report import write_report
+
+    runs = _hf_runs(0.578, 200)
+    runs.loc[runs["id"] == 3, "samples"] = 400  # different counts: the per-sample wording
+    paths = write_report(runs, None, None, tmp_path)
+    md = paths.markdown.read_text()
+    assert "sample" in md and "image" not in md.replace(".png", "").replace(".svg", "").lower()
+    assert paths.summary["sample_noun"] == "sample"
+    assert "image" not in paths.summary["finding"]["sentence"]
+
+
+def test_an_image_report_keeps_its_images() -> None:
+    runs = _hf_runs(0.9, 200).assign(dataset="synthetic", config_json="{}")
+    _, summary = analyze_runs(runs)
+    assert summary["sample_noun"] == "image"
