@@ -580,6 +580,29 @@ def plot_power_traces(
     )
 
 
+PARITY_TICKS = 5  # at most this many labelled ticks per axis of the square parity figure
+
+
+def parity_ticks(ax: Any, log: bool) -> None:
+    """At most :data:`PARITY_TICKS` labelled ticks per axis, as plain numbers ("2000", not
+    "2x10^3"), no labelled minor ticks, and the x labels turned: on a square axis a span of
+    less than a decade otherwise labels every minor tick and the labels run into each other."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+
+    low, high = ax.get_xlim()
+    decades = math.log10(high / low) if log and low > 0 and high > low else 0.0
+    # 1-2-5 within about a decade and a half, 1-3 up to three decades, else the decades alone
+    subs = (1.0, 2.0, 5.0) if decades <= 1.5 else (1.0, 3.0) if decades <= 2.5 else (1.0,)
+    for axis in (ax.xaxis, ax.yaxis):
+        if log:
+            axis.set_major_locator(LogLocator(subs=subs, numticks=PARITY_TICKS + 1))
+            axis.set_minor_formatter(NullFormatter())
+        else:
+            axis.set_major_locator(MaxNLocator(nbins=PARITY_TICKS))
+        axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:.3g}"))
+    ax.tick_params(axis="x", labelrotation=30)
+
+
 def plot_codecarbon_parity(
     runs: pd.DataFrame, out_dir: Path, context: str, windows: pd.DataFrame | None = None
 ) -> FigureFile | None:
@@ -623,6 +646,7 @@ def plot_codecarbon_parity(
     ax.set_xlim(lim)
     ax.set_ylim(lim)
     ax.set_aspect("equal")
+    parity_ticks(ax, log)
     estimated = cc.get("reference") == "wattlab's estimate"
     scale = ", log scale" if log else ""
     ax.set_xlabel(f"wattlab, {'estimated' if estimated else 'measured'} ({unit}{scale})")
