@@ -77,7 +77,7 @@ def _load_words(infos: list[dict[str, Any]]) -> str:
         )
     if "machine-wide" in loads:
         return "the whole machine's CPU utilisation for some runs"
-    return "its CPU utilisation (whose scope the runs did not record)"
+    return "a CPU utilisation whose scope the runs did not record"
 
 
 def _cpu_names(infos: list[dict[str, Any]], runs: list[StoredRun]) -> str:
