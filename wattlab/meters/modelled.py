@@ -87,6 +87,11 @@ _LOAD_WORDS = {
 }
 
 
+def _of_model(model: object) -> str:
+    """ " of Intel(R) Xeon(R) Processor" for a meter's description ("" when not known)."""
+    return f" of {model}" if isinstance(model, str) and model.strip() else ""
+
+
 def _tdp_words(source: str) -> str:
     """Where a TDP came from, for a meter's description: an assumed fallback says so."""
     if source == "per-thread fallback":
@@ -279,7 +284,8 @@ class CpuEstimateMeter(_IntegratingMeter):
             provenance=Provenance.ESTIMATED,
             source="model",
             description=(
-                f"estimated CPU power = {self.tdp_w:g} W TDP ({_tdp_words(tdp_source)}) x "
+                f"estimated CPU power{_of_model(info_details.get('cpu_model'))} = "
+                f"{self.tdp_w:g} W TDP ({_tdp_words(tdp_source)}) x "
                 f"({idle_fraction:g} + {1 - idle_fraction:g} x "
                 f"{_LOAD_WORDS[load]}), +-{CPU_RELATIVE_UNCERTAINTY:.0%}"
                 + ("; every process's load counts as the run's" if load == "machine-wide" else "")
