@@ -107,8 +107,8 @@ def test_runs_stored_by_the_callbacks(tmp_path: Path) -> None:
         )  # fmt: skip
         store_run(db, row, [], [])
     with open_store(db, readonly=True) as store:
-        runs = store.runs()
-    stated = energy_statement(runs, training_type="fine-tuning")
+        runs, windows = store.runs(), store.windows()
+    stated = energy_statement(runs, training_type="fine-tuning", windows=windows)
     p = stated.paragraph
     assert (
         "One training of bert-base fine-tune used 1.05 kJ of electricity in the budget "
@@ -123,6 +123,7 @@ def test_runs_stored_by_the_callbacks(tmp_path: Path) -> None:
     card = yaml.safe_load(stated.model_card)["co2_eq_emissions"]
     assert card["training_type"] == "fine-tuning" and card["hardware_used"] == "1 GPU"
     unknown = energy_statement(runs)  # the callbacks cannot tell pre-training from fine-tuning
+    assert "as no windows were given" in unknown.paragraph  # none passed: it says so
     assert "training_type" not in yaml.safe_load(unknown.model_card)["co2_eq_emissions"]
     assert any("--training-type" in note for note in unknown.notes)
 

@@ -326,16 +326,21 @@ class _Subject:
     interval: dict[str, Any] | None
 
 
-def _where(wholes: Sequence[RunWhole], many: bool) -> str:
-    """Which window the headline energy is: the whole run, or (no run window stored) the
-    budget window only."""
+def _where(wholes: Sequence[RunWhole], many: bool, given: bool = True) -> str:
+    """Which window the headline energy is: the whole run, or (no run window stored, or no
+    windows ``given``) the budget window only."""
     if any(w.has_run_window for w in wholes):
         return " over " + ("their whole runs" if many else "the whole run")
-    return " in the budget (training) window only, as no run window was stored"
+    why = "no run window was stored" if given else "no windows were given"
+    return f" in the budget (training) window only, as {why}"
 
 
 def _subject(
-    ok: pd.DataFrame, wholes: Sequence[RunWhole], run_id: int | None, what: str | None
+    ok: pd.DataFrame,
+    wholes: Sequence[RunWhole],
+    run_id: int | None,
+    what: str | None,
+    given: bool = True,
 ) -> _Subject:
     energy = np.array([w.run_j for w in wholes], dtype="float64")
     budget = np.array([w.budget_j for w in wholes], dtype="float64")
@@ -348,19 +353,19 @@ def _subject(
         stated = ""
         if unc is not None and math.isfinite(unc) and unc > 0:
             stated = f" ± {fmt_energy(unc)}, the meters' stated uncertainty"
-        words = f"{fmt_energy(energy_j)} of electricity{_where(wholes, False)}"
+        words = f"{fmt_energy(energy_j)} of electricity{_where(wholes, False, given)}"
         if has_whole:
             words += f" (its budget window, the timed training: {fmt_energy(budget_j)}{stated})"
         else:
             stated = stated.replace(", the meters'", " (the meters'") + (")" if stated else "")
-            words = f"{fmt_energy(energy_j)}{stated} of electricity{_where(wholes, False)}"
+            words = f"{fmt_energy(energy_j)}{stated} of electricity{_where(wholes, False, given)}"
         return _Subject("run", energy_j, budget_j, words, f"Run {run_id} ({label})", None)
     if configs == 1:
         median, budget_median = float(np.median(energy)), float(np.median(budget))
         iv = median_interval(energy)
         kind = IntervalKind(len(energy), iv.method, iv.coverage)
         words = (
-            f"{fmt_energy(median)} of electricity{_where(wholes, False)} (median of "
+            f"{fmt_energy(median)} of electricity{_where(wholes, False, given)} (median of "
             f"{plural(len(energy), 'run')}"
         )
         if kind.has_interval:
@@ -380,7 +385,7 @@ def _subject(
     total_j, budget_j = float(energy.sum()), float(budget.sum())
     where = f" of {what}" if what else ""
     who = f"The {plural(len(ok), 'run')}{where} ({configs} configurations) together"
-    words = f"{fmt_energy(total_j)} of electricity{_where(wholes, True)}"
+    words = f"{fmt_energy(total_j)} of electricity{_where(wholes, True, given)}"
     if has_whole:
         words += f" ({fmt_energy(budget_j)} of it in their budget windows, the timed training)"
     return _Subject("selection", total_j, budget_j, words, who, None)
@@ -466,7 +471,7 @@ def energy_statement(
     ok, left_out = _select(runs, run_id)
     typed = StoredRun.from_frame(ok)
     wholes = run_wholes(typed, windows)
-    subject = _subject(ok, wholes, run_id, what)
+    subject = _subject(ok, wholes, run_id, what, given=windows is not None)
     parts = whole_parts(wholes)
     total_j = float(sum(w.run_j for w in wholes))
     hardware, hardware_used, hw_facts = _hardware(ok, typed)
