@@ -523,11 +523,13 @@ def energy_statement(
         if chosen is not None
         else "the intensities stored with the runs"
     )
+    budget_g = subject.budget_j / subject.energy_j * co2 * 1e3 if subject.energy_j > 0 else 0.0
+    alone = f"; the budget window alone {_number(budget_g, 4)} g" if math.isfinite(budget_g) else ""
     window = (
-        "whole run windows (warm-up, evaluation and set-up included; the budget window alone "
-        f"{_number(subject.budget_j / subject.energy_j * co2 * 1e3, 4)} g)"
+        f"whole run windows (warm-up, evaluation and set-up included{alone})"
         if any(w.has_run_window for w in wholes) and subject.energy_j > 0
-        else "budget (training) windows only: no run window was stored"
+        else "budget (training) windows only: "
+        + ("no run window was stored" if windows is not None else "no windows were given")
     )
     source = f"wattlab {version}: {what_scope}; {window}; energy {parts.short()}; {intensity}"
     kind = training_type or built_in_training_type(typed)
