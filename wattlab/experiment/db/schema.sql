@@ -95,7 +95,7 @@ CREATE TABLE IF NOT EXISTS windows (
   energy_total_j REAL, energy_gpu_j REAL, energy_cpu_j REAL, energy_dram_j REAL,
   energy_other_j REAL,
   mean_power_w REAL,
-  provenance TEXT,                 -- by share, as in runs.provenance
+  provenance TEXT,                 -- by share, as in runs.provenance (before version 8: weakest)
   short_window INTEGER NOT NULL DEFAULT 0, -- 1 when shorter than a counter's update period
   -- schema version 7: test accuracy (0..1) on the fixed subset, on 'epoch_eval' windows
   accuracy REAL
