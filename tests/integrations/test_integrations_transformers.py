@@ -140,6 +140,7 @@ def test_trainer_logs_energy_per_window_and_stores_the_run(tmp_path, way):
     named = provenances_named(run["provenance"])  # by share: one word only when it is all
     assert named != ["unknown"] and 0.0 <= run["energy_measured_share"] <= 1.0
     assert (named == ["estimated"]) == (run["energy_measured_share"] == 0.0)
+    assert run["test_size"] == 16  # what eval_accuracy was scored on: held against chance
     assert '"per_device_train_batch_size": 8' in run["config_json"]
     assert sorted(windows["name"]) == ["epoch", "epoch", "eval", "eval", "train"]
 
