@@ -102,6 +102,21 @@ def provenance_of(value: object) -> str:
     return text if isinstance(text, str) and text in PROVENANCES else "unknown"
 
 
+def provenances_named(value: object) -> list[str]:
+    """The provenances a stored provenance names: ["measured"] for "measured", ["measured",
+    "estimated"] for a by-share text "93.1 % measured, 6.9 % estimated"
+    (:meth:`EnergyParts.short`); ["unknown"] for anything else."""
+    word = provenance_of(value)
+    if word != "unknown" or not isinstance(value, str):
+        return [word]
+    named = []
+    for piece in value.split(","):
+        last = piece.strip().rsplit(" ", 1)[-1]
+        if last in PROVENANCES and last not in named and "%" in piece:
+            named.append(last)
+    return named or ["unknown"]
+
+
 @dataclass(frozen=True)
 class EnergyParts:
     """Energy (J) by component kind and provenance, summed over any number of runs or windows,
@@ -375,19 +390,27 @@ def time_comparison(speedup: float, per_image: bool, same: float = 0.01) -> str:
 
 
 def chance_words(
-    best_accuracy: float, chance: float, threshold: float, test_images: int, alpha: float
+    best_accuracy: float,
+    chance: float,
+    threshold: float,
+    test_images: int,
+    alpha: float,
+    what: str = "best accuracy",
+    unit: str = "test image",
 ) -> str:
     """ "no configuration learned beyond chance (best accuracy 12.1 % on 512 test images;
     chance is 10.0 %, and guessing reaches 14.5 % with probability 0.1 % at most)"; with too
-    few test images for any accuracy to count, it says that instead."""
+    few test images for any accuracy to count, it says that instead. ``what`` names the
+    accuracy ("best per-epoch accuracy" where it is not the final one), ``unit`` what was
+    scored ("test sample" for a model that does not see images)."""
     if not math.isfinite(threshold):
         return (
-            f"no accuracy can be told from chance on {plural(test_images, 'test image')} "
+            f"no accuracy can be told from chance on {plural(test_images, unit)} "
             f"(chance is {percent(chance)}; guessing gets even all of them right with "
             f"probability above {coverage_text(alpha)})"
         )
     return (
-        f"no configuration learned beyond chance (best accuracy {percent(best_accuracy)} on "
-        f"{plural(test_images, 'test image')}; chance is {percent(chance)}, and guessing "
+        f"no configuration learned beyond chance ({what} {percent(best_accuracy)} on "
+        f"{plural(test_images, unit)}; chance is {percent(chance)}, and guessing "
         f"reaches {percent(threshold)} with probability {coverage_text(alpha)} at most)"
     )

@@ -107,21 +107,23 @@ def test_runs_stored_by_the_callbacks(tmp_path: Path) -> None:
         )  # fmt: skip
         store_run(db, row, [], [])
     with open_store(db, readonly=True) as store:
-        runs = store.runs()
-    stated = energy_statement(runs, training_type="fine-tuning")
+        runs, windows = store.runs(), store.windows()
+    stated = energy_statement(runs, training_type="fine-tuning", windows=windows)
     p = stated.paragraph
     assert (
-        "One training of bert-base fine-tune used 1.05 kJ of electricity (median of 3 runs; " in p
+        "One training of bert-base fine-tune used 1.05 kJ of electricity in the budget "
+        "(training) window only, as no run window was stored (median of 3 runs; " in p
     )
     assert "min–max of 3 runs, 75 % coverage: 1.00 kJ to 1.10 kJ" in p
     assert "1 GPU whose model was not recorded" in p  # the callbacks store no GPU name
     assert "Their driver, power limit and idle power were not recorded." in p
     # 950 of 1050 J from the GPU's counter, 100 J from the CPU model
     assert "90.5 % measured by GPU counters, 9.5 % estimated (CPU)" in p
-    assert "the CPU from its TDP and utilisation" in p
+    assert "the CPU (" in p and "a TDP whose origin the runs did not record" in p
     card = yaml.safe_load(stated.model_card)["co2_eq_emissions"]
     assert card["training_type"] == "fine-tuning" and card["hardware_used"] == "1 GPU"
     unknown = energy_statement(runs)  # the callbacks cannot tell pre-training from fine-tuning
+    assert "as no windows were given" in unknown.paragraph  # none passed: it says so
     assert "training_type" not in yaml.safe_load(unknown.model_card)["co2_eq_emissions"]
     assert any("--training-type" in note for note in unknown.notes)
 
@@ -160,11 +162,16 @@ def test_a_command_sweeps_runs(tmp_path: Path) -> None:
                                     [BudgetSegment(block, samples=80)], started_unix=0.0,
                                     ended_unix=seconds + 5)  # fmt: skip
             out, err = tmp_path / f"{rep}.out", tmp_path / f"{rep}.err"
-            store.finish_run(run_id, command_record.finished_row(point, result, monitor, out, err))
-        runs = store.runs()
-    stated = energy_statement(runs)
+            row = command_record.finished_row(point, result, monitor, out, err)
+            rows, _ = command_record.windows_and_trace(result, SimpleNamespace(trace=[]))
+            store.finish_run(run_id, row, rows)
+        runs, windows = store.runs(), store.windows()
+    stated = energy_statement(runs, windows=windows)
     p = stated.paragraph
-    assert "used 3.30 kJ of electricity (median of 2 runs; min–max of 2 runs, 50 % coverage" in p
+    # the whole process (16 s median at 300 W), the marked block beside it (11 s)
+    assert "used 4.80 kJ of electricity over the whole run (median of 2 runs; min–max of 2 " in p
+    assert "its budget window, the timed training: 3.30 kJ)" in p
+    assert "the budget window (timed training) held 68.8 %" in p
     assert "1 x NVIDIA H200" in p and "driver 580.1" in p
     assert "drew 70 W idle just before each run" in p
     assert "All of it was read from hardware: measured by GPU counters." in p
@@ -221,3 +228,31 @@ def test_config_picks_one_configuration_or_says_why_not(h200_db: Path) -> None:
         select_config(runs, "batch_size=7")
     with pytest.raises(ConfigError, match="--config key 'colour' is not a configuration column"):
         select_config(runs, "colour=red")
+
+
+def test_the_statement_heads_with_the_whole_run(h200_db: Path) -> None:
+    """With the windows, the headline is the run windows (warm-up, evaluation and set-up
+    included), the budget beside it, and the shares of what the run windows hold add up."""
+    with open_store(h200_db, readonly=True) as store:
+        runs = store.runs(sweep=SWEEP)
+        windows = store.windows()
+    stated = energy_statement(runs, windows=windows)
+    with sqlite3.connect(h200_db) as conn:
+        (run_j, budget_j, warmup_j) = conn.execute(
+            "select sum(case when w.name = 'run' then w.energy_total_j end), "
+            "sum(case when w.name = 'budget' then w.energy_total_j end), "
+            "sum(case when w.name = 'warmup' then w.energy_total_j end) "
+            "from windows w join runs r on r.id = w.run_id where r.sweep = ? and r.status = 'ok'",
+            (SWEEP,),
+        ).fetchone()
+    facts = stated.facts
+    assert facts["window"] == "run" and facts["energy_j"] == pytest.approx(run_j)
+    assert facts["budget_energy_j"] == pytest.approx(budget_j) and run_j > budget_j
+    assert facts["run_windows_hold_j"]["warmup"] == pytest.approx(warmup_j)
+    assert sum(facts["run_windows_hold_j"].values()) == pytest.approx(run_j)
+    p = stated.paragraph
+    assert "over their whole runs" in p and "of it in their budget windows" in p
+    assert f"warm-up {warmup_j / run_j:.1%}".replace("%", " %") in p
+    card = yaml.safe_load(stated.model_card)["co2_eq_emissions"]
+    assert card["emissions"] == pytest.approx(run_j / 3.6e6 * 0.2 * 1e3, rel=1e-3)
+    assert "whole run windows (warm-up, evaluation and set-up included" in card["source"]

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from wattlab.wording import provenances_named
+
 WATTLAB = [sys.executable, "-m", "wattlab.cli"]
 TINY = [
     "--device", "cpu", "--model", "mobilenet_v3_small", "--stem", "imagenet",
@@ -83,7 +85,9 @@ def test_run_stores_one_complete_row(run_db):
 def test_run_json_output(run_db):
     data = json.loads((run_db / "run.json").read_text())
     assert data["status"] == "ok" and data["samples"] == 768
-    assert data["provenance"] in ("measured", "sampled", "estimated")
+    named = provenances_named(data["provenance"])  # by share: one word only when it is all
+    assert named != ["unknown"] and 0.0 <= data["energy_measured_share"] <= 1.0
+    assert (named == ["estimated"]) == (data["energy_measured_share"] == 0.0)
 
 
 @pytest.mark.slow

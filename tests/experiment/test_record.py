@@ -215,3 +215,52 @@ def test_a_command_sweep_builds_its_rows_from_the_column_groups(tmp_path):
     third = runs.loc[refused_id]
     assert third["status"] == "failed" and third["error"] == "stored elsewhere"
     assert third["energy_total_j"] == pytest.approx(950.0)
+
+
+def test_version_8_fills_the_measured_share_of_stored_runs_from_their_components(tmp_path):
+    """The H200 reference database (schema 4) stored "estimated" for runs 87-97 % counter-
+    measured; opened, each run gets its measured share and its provenance by share."""
+    import gzip
+    import json
+    import shutil
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[2] / "docs/measured/h200-reference-2026-12-03-main.db.gz"
+    path = tmp_path / "v4.db"
+    with gzip.open(src, "rb") as packed, path.open("wb") as out:
+        shutil.copyfileobj(packed, out)
+    with sqlite3.connect(path) as conn:
+        assert (
+            conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0] == "4"
+        )
+    conn.close()
+    with open_store(path) as store:
+        runs = store.runs(status="ok")
+    assert len(runs) > 0
+    for _, row in runs.iterrows():
+        parts = json.loads(row["components_json"])
+        total = sum(p["energy_j"] for p in parts.values() if p.get("in_total", True))
+        measured = sum(
+            p["energy_j"]
+            for p in parts.values()
+            if p.get("in_total", True) and p["provenance"] in ("measured", "sampled")
+        )
+        assert row["energy_measured_share"] == pytest.approx(measured / total)
+        if 0 < measured < total:
+            assert (
+                row["provenance"].endswith(" % estimated") and " % measured, " in row["provenance"]
+            )
+
+
+def test_a_new_row_states_its_provenance_by_share():
+    from wattlab.experiment.db.record import provenance_by_share
+
+    comps = {
+        "gpu:0": {"energy_j": 90.0, "provenance": "measured"},
+        "cpu:estimated": {"energy_j": 10.0, "provenance": "estimated"},
+        "psys": {"energy_j": 500.0, "provenance": "measured", "in_total": False},
+    }
+    assert provenance_by_share(comps, "estimated") == ("90.0 % measured, 10.0 % estimated", 0.9)
+    assert provenance_by_share({}, "estimated") == ("estimated", 0.0)
+    assert provenance_by_share(None, "sampled") == ("sampled", 1.0)
+    assert provenance_by_share(None, None) == ("unknown", None)

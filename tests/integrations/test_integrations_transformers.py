@@ -21,6 +21,7 @@ from transformers import (  # noqa: E402
 from wattlab.errors import WattlabError  # noqa: E402
 from wattlab.experiment.db.store import open_store  # noqa: E402
 from wattlab.integrations.transformers import WattlabCallback, precision_of  # noqa: E402
+from wattlab.wording import provenances_named  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -136,7 +137,10 @@ def test_trainer_logs_energy_per_window_and_stores_the_run(tmp_path, way):
     assert run["batch_size"] == 8 and run["precision"] == "fp32" and run["epochs"] == 2.0
     assert run["samples"] == trainer.state.global_step * 8
     assert 0.0 <= run["accuracy"] <= 1.0 and run["train_loss"] > 0
-    assert run["provenance"] in ("measured", "sampled", "estimated")
+    named = provenances_named(run["provenance"])  # by share: one word only when it is all
+    assert named != ["unknown"] and 0.0 <= run["energy_measured_share"] <= 1.0
+    assert (named == ["estimated"]) == (run["energy_measured_share"] == 0.0)
+    assert run["test_size"] == 16  # what eval_accuracy was scored on: held against chance
     assert '"per_device_train_batch_size": 8' in run["config_json"]
     assert sorted(windows["name"]) == ["epoch", "epoch", "eval", "eval", "train"]
 

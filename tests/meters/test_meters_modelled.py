@@ -47,7 +47,7 @@ def test_cpu_estimate_integrates_the_linear_model():
     clock.t = 3.0
     assert meter.energy_j() == pytest.approx(130.0 + 100.0)  # then 100 W for 1 s
     assert meter.relative_uncertainty() == 0.4
-    assert "0.3 + 0.7 x CPU utilisation" in meter.info.description
+    assert "0.3 + 0.7 x a given CPU utilisation" in meter.info.description
     assert meter.info.details["tdp_source"] == "user"
     meter.close()
     assert meter.energy_j() == pytest.approx(230.0)

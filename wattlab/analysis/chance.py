@@ -48,11 +48,14 @@ class Chance:
     chance: float
     threshold: float
     alpha: float = CHANCE_ALPHA
+    unit: str = "test image"  # "test sample" for a task that is not one of wattlab's images
 
     @classmethod
-    def of(cls, classes: int, test_images: int, alpha: float = CHANCE_ALPHA) -> Chance:
+    def of(
+        cls, classes: int, test_images: int, alpha: float = CHANCE_ALPHA, unit: str = "test image"
+    ) -> Chance:
         threshold = chance_threshold(classes, test_images, alpha)
-        return cls(classes, test_images, 1.0 / classes, threshold, alpha)
+        return cls(classes, test_images, 1.0 / classes, threshold, alpha, unit)
 
     def beyond(self, accuracy: float | None) -> bool:
         """Whether ``accuracy`` is beyond what guessing reaches (False for a missing one)."""
@@ -67,17 +70,51 @@ def classes_of(dataset: object) -> int | None:
     return NUM_CLASSES.get(dataset) if isinstance(dataset, str) else None
 
 
-def chance_of(dataset: object, test_images: object, alpha: float = CHANCE_ALPHA) -> Chance | None:
-    """Chance for accuracies measured on ``test_images`` images of ``dataset``; None when
-    either is unknown."""
-    classes = classes_of(dataset)
+def classes_of_run(dataset: object, config: object) -> int | None:
+    """How many classes a run's task has: its wattlab dataset's, else what its stored
+    configuration says (a Hugging Face model's ``id2label`` or ``num_labels``, a config's
+    ``num_classes``); None when neither says."""
+    import json
+
+    known = classes_of(dataset)
+    if known is not None:
+        return known
+    if isinstance(config, str):
+        try:
+            config = json.loads(config)
+        except ValueError:
+            return None
+    if not isinstance(config, dict):
+        return None
+    model_config = config.get("model_config")
+    for holder in (model_config, config):
+        if not isinstance(holder, dict):
+            continue
+        labels = holder.get("id2label")
+        if isinstance(labels, dict) and len(labels) >= 2:
+            return len(labels)
+        for key in ("num_labels", "num_classes"):
+            value = holder.get(key)
+            if isinstance(value, int) and not isinstance(value, bool) and value >= 2:
+                return value
+    return None
+
+
+def chance_of(
+    dataset: object, test_images: object, alpha: float = CHANCE_ALPHA, classes: object = None
+) -> Chance | None:
+    """Chance for accuracies measured on ``test_images`` samples of ``dataset`` (or of a task
+    with ``classes`` classes, when the dataset is not one wattlab knows); None when either is
+    unknown."""
+    classes = classes_of(dataset) or _whole(classes)
     try:
         n = int(float(test_images))  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
     if classes is None or n < 1:
         return None
-    return Chance.of(classes, n, alpha)
+    unit = "test image" if classes_of(dataset) is not None else "test sample"
+    return Chance.of(classes, n, alpha, unit)
 
 
 @dataclass(frozen=True)
@@ -121,37 +158,54 @@ class ChanceVerdict:
         if not self.none_beyond or self.chance is None:
             return ""
         c = self.chance
-        text = chance_words(self.best_accuracy, c.chance, c.threshold, c.test_images, c.alpha)
+        text = chance_words(
+            self.best_accuracy, c.chance, c.threshold, c.test_images, c.alpha, unit=c.unit
+        )
         return text[0].upper() + text[1:] + "."
 
 
+def _whole(value: object) -> int | None:
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+    return int(number) if math.isfinite(number) and number >= 2 else None
+
+
 def summary_verdict(summary: Any) -> ChanceVerdict:
-    """The verdict over a summary table's configurations (their dataset, median test_size and
-    median accuracy)."""
+    """The verdict over a summary table's configurations (their dataset or classes, median
+    test_size and median accuracy)."""
     if "accuracy" not in summary.columns:
         return ChanceVerdict(False, (), math.nan, None)
     return verdict(
         [
-            (str(row["label"]), row.get("dataset"), row.get("test_size"), row.get("accuracy"))
+            (
+                str(row["label"]),
+                row.get("dataset"),
+                row.get("test_size"),
+                row.get("accuracy"),
+                row.get("classes"),
+            )
             for _, row in summary.iterrows()
         ]
     )
 
 
-def verdict(rows: list[tuple[str, object, object, object]]) -> ChanceVerdict:
-    """The verdict over ``(label, dataset, test_images, accuracy)`` rows, one per configuration
-    (rows without an accuracy are skipped)."""
+def verdict(rows: list[tuple[Any, ...]]) -> ChanceVerdict:
+    """The verdict over ``(label, dataset, test_images, accuracy[, classes])`` rows, one per
+    configuration (rows without an accuracy are skipped)."""
     judged, beyond, best, best_chance = True, [], -math.inf, None
     seen = False
-    for label, dataset, test_images, accuracy in rows:
+    for label, dataset, test_images, accuracy, *rest in rows:
+        classes = rest[0] if rest else None
         try:
-            acc = float(accuracy)  # type: ignore[arg-type]
+            acc = float(accuracy)
         except (TypeError, ValueError):
             continue
         if not math.isfinite(acc):
             continue
         seen = True
-        chance = chance_of(dataset, test_images)
+        chance = chance_of(dataset, test_images, classes=classes)
         if chance is None:
             judged = False
             continue

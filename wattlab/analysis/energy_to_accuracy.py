@@ -126,7 +126,12 @@ def energy_to_accuracy(
     best_seen = float(curves["accuracy"].max())
     if chance is not None and not chance.beyond(best_seen) and target is None:
         words = chance_words(
-            best_seen, chance.chance, chance.threshold, chance.test_images, chance.alpha
+            best_seen,
+            chance.chance,
+            chance.threshold,
+            chance.test_images,
+            chance.alpha,
+            what="best per-epoch accuracy",
         )
         return {
             "measured": True,

@@ -1,8 +1,12 @@
 """Where a sweep's time went: the wall time of each phase of each run (launch, set-up, data,
 warm-up, budget, eval, teardown), from the ``phase_*_s`` columns of the runs table.
 
-Only the budget phase is measured for energy; everything else is overhead. Runs of every
-status count (a failed run's time was spent too); a run without phase times is left out.
+The comparisons use the budget phase's energy, but it is not the only one measured: warm-up,
+budget and evaluation each have an energy window, and the run window spans data loading to the
+end of evaluation (all in the windows table; the energy statement heads with the run window).
+Launch, the worker's own set-up before the run window and teardown are outside every window.
+Runs of every status count (a failed run's time was spent too); a run without phase times is
+left out.
 """
 
 from __future__ import annotations
@@ -15,6 +19,12 @@ import pandas as pd
 
 from wattlab.analysis.runs_table import numeric
 
+PHASE_ENERGY_WORDS = (
+    "The comparisons use the budget window's energy; warm-up, evaluation and the whole run "
+    "(data loading to the end of evaluation) are measured too and stored in the windows table "
+    "(`wattlab report --statement` states the whole run). Launch, the set-up before the run "
+    "window and teardown fall outside every energy window."
+)
 PHASES = ("launch", "setup", "data", "warmup", "budget", "eval", "teardown")
 PHASE_COLUMNS = tuple(f"phase_{p}_s" for p in PHASES)
 PHASE_NAMES = {

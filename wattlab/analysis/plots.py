@@ -284,11 +284,13 @@ def plot_energy_time(
     pareto: Sequence[object] = (),
     region: Sequence[object] = (),
     per_image: bool = False,
+    noun: str = "image",
 ) -> FigureFile:
     """(a) Median energy vs median time per configuration with the interval of each median as
     error bars (the legend names their coverage: :func:`wattlab.wording.interval_legend`), the
     Pareto front joined and highlighted, the operating region ringed, the baseline marked.
-    ``per_image`` (the runs saw different numbers of images) draws both per image."""
+    ``per_image`` (the runs saw different numbers of images) draws both per image (per
+    ``noun``: "sample" for a task that is not images)."""
     fig = _new_figure(8.0, 5.6)
     ax = fig.add_subplot()
     t_col = "duration_per_sample_s" if per_image else "duration_s"
@@ -359,8 +361,8 @@ def plot_energy_time(
         if np.isfinite(x) and np.isfinite(y)
     ]
     if per_image:  # the runs saw different numbers of images: a whole run is no common unit
-        ax.set_xlabel("training time per image of the budget (ms, median)")
-        ax.set_ylabel(f"energy per image, all components ({unit}, median)")
+        ax.set_xlabel(f"training time per {noun} of the budget (ms, median)")
+        ax.set_ylabel(f"energy per {noun}, all components ({unit}, median)")
     else:
         ax.set_xlabel("training time of the budget (s, median)")
         ax.set_ylabel(f"energy, all components ({unit}, median)")
@@ -368,7 +370,7 @@ def plot_energy_time(
     ax.legend(fontsize=8, loc="best")
     place_labels(fig, ax, points)
     title = (
-        "Energy vs time " + ("per image, " if per_image else "") + "per configuration"
+        "Energy vs time " + (f"per {noun}, " if per_image else "") + "per configuration"
     ) + note.replace("configurations:", "named:")
     return _save(fig, out_dir, "energy_vs_time", title, context)
 
@@ -578,6 +580,29 @@ def plot_power_traces(
     )
 
 
+PARITY_TICKS = 5  # at most this many labelled ticks per axis of the square parity figure
+
+
+def parity_ticks(ax: Any, log: bool) -> None:
+    """At most :data:`PARITY_TICKS` labelled ticks per axis, as plain numbers ("2000", not
+    "2x10^3"), no labelled minor ticks, and the x labels turned: on a square axis a span of
+    less than a decade otherwise labels every minor tick and the labels run into each other."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, MaxNLocator, NullFormatter
+
+    low, high = ax.get_xlim()
+    decades = math.log10(high / low) if log and low > 0 and high > low else 0.0
+    # 1-2-5 within about a decade and a half, 1-3 up to three decades, else the decades alone
+    subs = (1.0, 2.0, 5.0) if decades <= 1.5 else (1.0, 3.0) if decades <= 2.5 else (1.0,)
+    for axis in (ax.xaxis, ax.yaxis):
+        if log:
+            axis.set_major_locator(LogLocator(subs=subs, numticks=PARITY_TICKS + 1))
+            axis.set_minor_formatter(NullFormatter())
+        else:
+            axis.set_major_locator(MaxNLocator(nbins=PARITY_TICKS))
+        axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:.3g}"))
+    ax.tick_params(axis="x", labelrotation=30)
+
+
 def plot_codecarbon_parity(
     runs: pd.DataFrame, out_dir: Path, context: str, windows: pd.DataFrame | None = None
 ) -> FigureFile | None:
@@ -621,6 +646,7 @@ def plot_codecarbon_parity(
     ax.set_xlim(lim)
     ax.set_ylim(lim)
     ax.set_aspect("equal")
+    parity_ticks(ax, log)
     estimated = cc.get("reference") == "wattlab's estimate"
     scale = ", log scale" if log else ""
     ax.set_xlabel(f"wattlab, {'estimated' if estimated else 'measured'} ({unit}{scale})")
@@ -645,12 +671,13 @@ def plot_run_figures(
     region: Sequence[object] = (),
     windows: pd.DataFrame | None = None,
     per_image: bool = False,
+    noun: str = "image",
 ) -> list[FigureFile]:
     """All figures of a run report, in report order; the trace and CodeCarbon figures are
     skipped when there is nothing to draw."""
     context = figure_context(runs)
     figures = [
-        plot_energy_time(summary, out_dir, context, pareto, region, per_image),
+        plot_energy_time(summary, out_dir, context, pareto, region, per_image, noun),
         plot_energy_components(summary, runs, out_dir, context),
         plot_co2e(summary, out_dir, context),
         plot_power_traces(

@@ -19,6 +19,7 @@ from wattlab.analysis.baseline import parse_baseline, spec_baseline
 from wattlab.analysis.report_document import Block, Bullets, Figure, Heading, Para, ReportPaths
 from wattlab.analysis.report_files import prepare_out_dir, write_document
 from wattlab.analysis.runs_table import REQUIRED_COLUMNS, failed_runs, ok_runs, split_unusable
+from wattlab.analysis.sample_noun import blocks_in_samples, in_samples, sample_noun
 from wattlab.analysis.scaling import scaling_efficiency
 from wattlab.analysis.scheduler_energy import scheduler_energy_blocks
 from wattlab.analysis.summary import summarize
@@ -123,6 +124,11 @@ def analyze_runs(
     data["baseline"]["source"] = source
     data["runs"]["left_out"] = left_out
     data["sweep"] = sweep
+    data["sample_noun"] = sample_noun(runs)  # "image", or "sample" for a non-image task
+    if data["sample_noun"] == "sample" and isinstance(data.get("finding"), dict):
+        finding = data["finding"]
+        if isinstance(finding.get("sentence"), str):
+            finding["sentence"] = in_samples(finding["sentence"])
     return summary, data
 
 
@@ -230,6 +236,7 @@ def write_report(
         region=region,
         windows=windows,
         per_image=data.get("pareto_per") == "image",
+        noun=str(data.get("sample_noun") or "image"),
     )
     title = title or (f"wattlab report: sweep {sweep}" if sweep else "wattlab report")
     if advice:
@@ -246,6 +253,8 @@ def write_report(
         min_saving=min_saving,
         max_penalty=max_penalty,
     )
+    if data.get("sample_noun") == "sample":
+        blocks = blocks_in_samples(blocks)
     data["title"] = title
     data["generated_at"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     data["figures"] = [f.png.name for f in figures]

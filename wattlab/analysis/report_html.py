@@ -31,7 +31,12 @@ tr:nth-child(even) td{background:#fafafa}
 padding:.5em .8em}
 figure{margin:1.2em 0}figure img{max-width:100%;height:auto;border:1px solid #eee}
 figcaption{font-size:.88em;color:#444}
+.table-wrap{overflow-x:auto;max-width:100%;-webkit-overflow-scrolling:touch}
+.table-wrap table{margin:0}
+@media (max-width:700px){body{margin:1em auto;padding:0 .5em}table{font-size:.72em}
+th,td{padding:.2em .3em}}
 """
+TABLE_WRAP = '<div class="table-wrap">'  # a table wider than the page scrolls, never cut off
 
 
 def render_html(title: str, blocks: Sequence[Block], out_dir: Path) -> str:
@@ -60,7 +65,10 @@ def render_html(title: str, blocks: Sequence[Block], out_dir: Path) -> str:
             body = "".join(
                 "<tr>" + "".join(f"<td>{h(x)}</td>" for x in row) + "</tr>" for row in block.rows
             )
-            parts.append(f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+            parts.append(
+                f"{TABLE_WRAP}<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+                "</div>"
+            )
             if block.note:
                 parts.append(f'<p class="note">{h(block.note)}</p>')
         elif isinstance(block, Figure):

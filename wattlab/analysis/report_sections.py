@@ -13,7 +13,7 @@ import pandas as pd
 from wattlab.analysis import plots
 from wattlab.analysis.chance import Chance, chance_of
 from wattlab.analysis.energy_shares import config_parts, describe_shares
-from wattlab.analysis.phases import PHASE_NAMES
+from wattlab.analysis.phases import PHASE_ENERGY_WORDS, PHASE_NAMES
 from wattlab.analysis.report_document import (
     Block,
     Bullets,
@@ -85,6 +85,8 @@ def header_blocks(
     blocks: list[Block] = [Bullets(items)]
     blocks += left_out_blocks(data["runs"].get("left_out") or [])
     blocks += provenance_blocks(data.get("energy_shares"))
+    if data.get("estimate_assumptions"):  # fallback TDP, machine-wide load, the RAM model
+        blocks.append(Para(str(data["estimate_assumptions"])))
     blocks += interval_blocks(summary, data["intervals"])
     if windows is not None and "short_window" in windows.columns and not windows.empty:
         ids = set(numeric(ok["id"]).tolist()) if "id" in ok.columns else set()
@@ -220,7 +222,8 @@ def config_table(summary: pd.DataFrame, runs: pd.DataFrame, data: dict[str, Any]
     every = plots.component_provenances(runs)  # one pass over the runs, not one per row
     shares = config_parts(runs)
     chances = {
-        h: chance_of(row.get("dataset"), row.get("test_size")) for h, row in summary.iterrows()
+        h: chance_of(row.get("dataset"), row.get("test_size"), classes=row.get("classes"))
+        for h, row in summary.iterrows()
     }
     at_chance: list[Chance] = []
     for h, row in summary.iterrows():
@@ -628,13 +631,23 @@ def energy_to_accuracy_blocks(eta: dict[str, Any] | None) -> list[Block]:
         ]
         for c in eta["configurations"]
     ]
-    headers = ["configuration", "reached", "energy (J)", "time (s)", "epoch", "best accuracy"]
+    headers = [
+        "configuration",
+        "reached",
+        "energy (J)",
+        "time (s)",
+        "epoch",
+        "best per-epoch accuracy (subset)",
+    ]
     blocks.append(Table(headers, rows))
     blocks.append(
         Para(
             "Energy to accuracy (as Zeus defines it): the cumulative energy of the training "
             "epochs and their per-epoch evaluations up to the first epoch whose accuracy on "
-            "the fixed subset reaches the target; medians over the runs that reached it."
+            "the fixed subset reaches the target; medians over the runs that reached it. The "
+            "best per-epoch accuracy is the median over a configuration's runs of their best "
+            "epoch on that subset, not the final test accuracy the findings and the "
+            "configuration table give (after the last epoch, on the whole test set)."
         )
     )
     return blocks
@@ -657,7 +670,7 @@ def phase_blocks(phases: dict[str, Any] | None) -> list[Block]:
     rows.append(["all phases", fmt(phases["total_s"]), "100.0 %", ""])
     sentence = (
         f"Over {phases['runs']} run(s), {fmt(phases['total_s'])} s of wall time were spent in "
-        f"the runs' phases, of which the measured training budget took "
+        f"the runs' phases, of which the training budget (the window the comparisons use) took "
         f"{pct(phases['budget_share'], False)}; the rest is overhead."
     )
     return [
@@ -667,7 +680,7 @@ def phase_blocks(phases: dict[str, Any] | None) -> list[Block]:
             ["Phase", "Total (s)", "Share", "Median per run (s)"],
             rows,
             "Wall time per phase, summed over the runs that recorded it (failed runs included). "
-            "Only the budget phase is measured for energy.",
+            + PHASE_ENERGY_WORDS,
         ),
     ]
 

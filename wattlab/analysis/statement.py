@@ -1,13 +1,20 @@
 """The energy statement: one paragraph a paper can quote, and the Hugging Face model-card block,
 built from stored runs (``wattlab report --statement``).
 
-**What "the training" is.** With ``run_id`` it is that one run: its energy, with the meters'
-stated uncertainty. Else, when the selected runs (all of them, or one sweep's) hold one
-configuration, it is one training of that configuration: the median energy of its repetitions
-with the interval of the median and its true coverage, and what all repetitions used together.
+**What "the training" is.** With ``run_id`` it is that one run. Else, when the selected runs
+(all of them, or one sweep's) hold one configuration, it is one training of that configuration:
+the median energy of its repetitions with the interval of the median and its true coverage, and
+what all repetitions used together.
 When they hold several configurations there is no one training to speak of: the statement is
 about the whole selection (the energy all its runs used, which is what the study cost), and a
 table gives each configuration's median; pick one with ``--run ID`` or ``--sweep NAME``.
+
+**Which energy.** The headline is each run's ``run`` window: data loading, set-up, the untimed
+warm-up, the budget window and the final evaluation (a command run's: the whole process). The
+budget window, the timed training the reports compare, stands beside it (with the meters'
+stated uncertainty for one run), and a sentence says what share of the run windows the budget,
+warm-up, evaluation and the rest held (:mod:`wattlab.analysis.run_windows`). A run that stored no
+run window (a callback's) counts with its budget window, and the statement says so.
 
 Every clause comes from the runs: the provenance by share and how the estimated part was
 modelled; the GPUs, their driver and power limit (or that they were not recorded, as for runs
@@ -32,8 +39,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from wattlab.analysis.energy_shares import config_parts, rows_parts
+from wattlab.analysis.assumptions import estimation_methods
 from wattlab.analysis.intervals import median_interval
+from wattlab.analysis.run_windows import RunWhole, holds_words, run_wholes, whole_parts
 from wattlab.analysis.runs_table import (
     intensity_range,
     numeric,
@@ -54,7 +62,6 @@ from wattlab.monitor.carbon import (
     region_table,
 )
 from wattlab.wording import (
-    KIND_NAMES,
     IntervalKind,
     and_join,
     component_kind,
@@ -244,38 +251,6 @@ def _gpu_settings(ok: pd.DataFrame) -> tuple[str, dict[str, Any]]:
     return sentence, facts
 
 
-def _estimation_methods(runs: list[StoredRun]) -> list[str]:
-    """How the estimated part was modelled, per kind, from the runs' components."""
-    from wattlab.meters.modelled import RAM_W_PER_GIB
-
-    kinds: dict[str, set[str]] = {}
-    for run in runs:
-        comps = run.components_json or {}
-        if not comps and run.provenance == "estimated":
-            kinds.setdefault("total", set())
-        for name, info in comps.items():
-            if not isinstance(info, dict) or info.get("provenance") != "estimated":
-                continue
-            if info.get("in_total") is False:
-                continue
-            kinds.setdefault(component_kind(name), set()).add(str(info.get("ram_measure") or ""))
-    out = []
-    if "cpu" in kinds:
-        out.append("the CPU from its TDP and utilisation (±40 %)")
-    if "ram" in kinds:
-        measure = {"system": "the system's used memory", "process": "the training's memory"}
-        used = sorted({measure.get(m, "memory in use") for m in kinds["ram"] if m})
-        what = and_join(used or ["memory in use"])
-        out.append(
-            f"the RAM at {RAM_W_PER_GIB:g} W per GiB of {what} (Green Algorithms' figure, ±50 %)"
-        )
-    for kind in sorted(set(kinds) - {"cpu", "ram", "total"}):
-        out.append(f"the {KIND_NAMES[kind]} from a model")
-    if "total" in kinds:
-        out.append("whole-run totals from a model")
-    return out
-
-
 def stored_carbon(ok: pd.DataFrame) -> Carbon | None:
     """The intensity and PUE stored with the runs, when all runs share them (None when they
     differ: a traced intensity, or runs priced differently)."""
@@ -344,32 +319,59 @@ def built_in_training_type(runs: list[StoredRun]) -> str | None:
 @dataclass(frozen=True)
 class _Subject:
     scope: str  # "run", "configuration" or "selection"
-    energy_j: float  # the energy the statement is about
-    words: str  # that energy in words, with its interval or uncertainty
+    energy_j: float  # the energy the statement is about: the run windows
+    budget_j: float  # the same scope's budget windows
+    words: str  # that energy in words, with its interval, and the budget beside it
     who: str  # the sentence's subject
     interval: dict[str, Any] | None
 
 
-def _subject(ok: pd.DataFrame, run_id: int | None, what: str | None) -> _Subject:
-    energy = numeric(ok[RunCol.ENERGY_TOTAL_J])
-    total_j = float(energy.sum())
+def _where(wholes: Sequence[RunWhole], many: bool, given: bool = True) -> str:
+    """Which window the headline energy is: the whole run, or (no run window stored, or no
+    windows ``given``) the budget window only."""
+    if any(w.has_run_window for w in wholes):
+        return " over " + ("their whole runs" if many else "the whole run")
+    why = "no run window was stored" if given else "no windows were given"
+    return f" in the budget (training) window only, as {why}"
+
+
+def _subject(
+    ok: pd.DataFrame,
+    wholes: Sequence[RunWhole],
+    run_id: int | None,
+    what: str | None,
+    given: bool = True,
+) -> _Subject:
+    energy = np.array([w.run_j for w in wholes], dtype="float64")
+    budget = np.array([w.budget_j for w in wholes], dtype="float64")
     first = StoredRun.from_row(ok.iloc[0])
     label = str(first.label)
     configs = ok[RunCol.CONFIG_HASH].astype("object").nunique()
+    has_whole = any(w.has_run_window for w in wholes)
     if run_id is not None:  # ok holds that one run, its energy finite (split_unusable)
-        energy_j, unc = float(energy[0]), first.energy_uncertainty_j
-        words = fmt_energy(energy_j)
+        energy_j, budget_j, unc = float(energy[0]), float(budget[0]), first.energy_uncertainty_j
+        stated = ""
         if unc is not None and math.isfinite(unc) and unc > 0:
-            words += f" ± {fmt_energy(unc)} (the meters' stated uncertainty)"
-        words += " of electricity"
-        return _Subject("run", energy_j, words, f"Run {run_id} ({label})", None)
+            stated = f" ± {fmt_energy(unc)}, the meters' stated uncertainty"
+        words = f"{fmt_energy(energy_j)} of electricity{_where(wholes, False, given)}"
+        if has_whole:
+            words += f" (its budget window, the timed training: {fmt_energy(budget_j)}{stated})"
+        else:
+            stated = stated.replace(", the meters'", " (the meters'") + (")" if stated else "")
+            words = f"{fmt_energy(energy_j)}{stated} of electricity{_where(wholes, False, given)}"
+        return _Subject("run", energy_j, budget_j, words, f"Run {run_id} ({label})", None)
     if configs == 1:
-        median = float(np.median(energy))
+        median, budget_median = float(np.median(energy)), float(np.median(budget))
         iv = median_interval(energy)
         kind = IntervalKind(len(energy), iv.method, iv.coverage)
-        words = f"{fmt_energy(median)} of electricity (median of {plural(len(energy), 'run')}"
+        words = (
+            f"{fmt_energy(median)} of electricity{_where(wholes, False, given)} (median of "
+            f"{plural(len(energy), 'run')}"
+        )
         if kind.has_interval:
             words += f"; {interval_words(kind)}: {fmt_energy(iv.low)} to {fmt_energy(iv.high)}"
+        if has_whole:
+            words += f"; its budget window, the timed training: {fmt_energy(budget_median)}"
         words += ")"
         interval = {
             "low_j": iv.low,
@@ -377,10 +379,16 @@ def _subject(ok: pd.DataFrame, run_id: int | None, what: str | None) -> _Subject
             "coverage": iv.coverage,
             "method": iv.method,
         }
-        return _Subject("configuration", median, words, f"One training of {label}", interval)
+        return _Subject(
+            "configuration", median, budget_median, words, f"One training of {label}", interval
+        )
+    total_j, budget_j = float(energy.sum()), float(budget.sum())
     where = f" of {what}" if what else ""
     who = f"The {plural(len(ok), 'run')}{where} ({configs} configurations) together"
-    return _Subject("selection", total_j, f"{fmt_energy(total_j)} of electricity", who, None)
+    words = f"{fmt_energy(total_j)} of electricity{_where(wholes, True, given)}"
+    if has_whole:
+        words += f" ({fmt_energy(budget_j)} of it in their budget windows, the timed training)"
+    return _Subject("selection", total_j, budget_j, words, who, None)
 
 
 def _provenance_sentence(parts: Any, methods: list[str]) -> str:
@@ -397,12 +405,12 @@ def _times(n: int) -> str:
     return {1: "once", 2: "twice"}.get(n, f"{n} times")
 
 
-def _repetitions_sentence(ok: pd.DataFrame, scope: str) -> str:
+def _repetitions_sentence(ok: pd.DataFrame, scope: str, total_j: float) -> str:
     reps = ok.groupby(ok[RunCol.CONFIG_HASH].astype("object")).size()
     if scope == "configuration":
         if len(ok) == 1:
             return "The configuration was run once."
-        total = fmt_energy(float(numeric(ok[RunCol.ENERGY_TOTAL_J]).sum()))
+        total = fmt_energy(total_j)
         return f"The configuration was run {_times(len(ok))}, {total} in all."
     if scope == "selection":
         lo, hi = int(reps.min()), int(reps.max())
@@ -410,12 +418,20 @@ def _repetitions_sentence(ok: pd.DataFrame, scope: str) -> str:
     return ""
 
 
-def _stored_co2e(ok: pd.DataFrame, scope: str) -> tuple[float, float, float]:
-    """The stored CO2e of the subject: the run's, the median of a configuration's runs, or the
-    sum over the selection (kg; value, low, high)."""
+def _stored_co2e(
+    ok: pd.DataFrame, scope: str, wholes: Sequence[RunWhole]
+) -> tuple[float, float, float]:
+    """The stored CO2e of the subject, each run's scaled from its budget window to its run
+    window (run_j / budget_j): the run's, the median of a configuration's runs, or the sum over
+    the selection (kg; value, low, high)."""
+    scale = np.array(
+        [w.run_j / w.budget_j if w.budget_j > 0 else math.nan for w in wholes], dtype="float64"
+    )
     out = []
     for column in (RunCol.CO2E_KG, RunCol.CO2E_LOW_KG, RunCol.CO2E_HIGH_KG):
-        x = np.array(_finite(ok, column))
+        stored = numeric(ok[column]) if column in ok.columns else np.full(len(ok), math.nan)
+        x = stored * scale
+        x = x[np.isfinite(x)]
         if x.size == 0:
             out.append(math.nan)
         elif scope == "run":
@@ -437,11 +453,14 @@ def energy_statement(
     command: str = "wattlab report --statement",
     version: str | None = None,
     what: str | None = None,
+    windows: pd.DataFrame | None = None,
 ) -> EnergyStatement:
     """The statement of ``runs`` (already narrowed to a sweep, when one was asked for); see the
-    module docstring. ``carbon`` re-prices the CO2e (``region`` names its country);
-    ``training_type`` is "pre-training" or "fine-tuning" (default: "pre-training" for
-    wattlab's own trainer, else unknown); ``what`` names the selection ("sweep h200-1gpu").
+    module docstring. ``windows``: the store's windows table (the runs' ``run`` windows; without
+    it every run counts with its budget window, and the statement says so). ``carbon``
+    re-prices the CO2e (``region`` names its country); ``training_type`` is "pre-training" or
+    "fine-tuning" (default: "pre-training" for wattlab's own trainer, else unknown); ``what``
+    names the selection ("sweep h200-1gpu").
     Raises DataError when there is nothing to state."""
     if version is None:
         from wattlab import __version__ as version
@@ -451,18 +470,24 @@ def energy_statement(
         )
     ok, left_out = _select(runs, run_id)
     typed = StoredRun.from_frame(ok)
-    subject = _subject(ok, run_id, what)
-    parts = rows_parts(typed)
+    wholes = run_wholes(typed, windows)
+    subject = _subject(ok, wholes, run_id, what, given=windows is not None)
+    parts = whole_parts(wholes)
+    total_j = float(sum(w.run_j for w in wholes))
     hardware, hardware_used, hw_facts = _hardware(ok, typed)
     settings, gpu_facts = _gpu_settings(ok) if hw_facts["gpu_counts"] else ("", {})
-    methods = _estimation_methods(typed)
+    methods = estimation_methods(typed)
     chosen = given_carbon(carbon, region) if carbon is not None else stored_carbon(ok)
     sentences = [f"{subject.who} used {subject.words} on {hardware}."]
     if settings:
         sentences.append(settings)
+    holds = holds_words(wholes)
+    if holds:
+        sentences.append(holds[0].upper() + holds[1:] + ".")
     sentences.append(_provenance_sentence(parts, methods))
-    if _repetitions_sentence(ok, subject.scope):
-        sentences.append(_repetitions_sentence(ok, subject.scope))
+    repetitions = _repetitions_sentence(ok, subject.scope, total_j)
+    if repetitions:
+        sentences.append(repetitions)
     if chosen is not None:
         co2, co2_low, co2_high = chosen.co2e_kg(subject.energy_j)
         sentences.append(
@@ -472,13 +497,14 @@ def energy_statement(
             f"intensity is {chosen.source}."
         )
     else:
-        co2, co2_low, co2_high = _stored_co2e(ok, subject.scope)
+        co2, co2_low, co2_high = _stored_co2e(ok, subject.scope, wholes)
         intensities = ", ".join(f"{x:g}" for x in _unique(ok, RunCol.INTENSITY_KG_PER_KWH))
         pues = ", ".join(f"{x:g}" for x in _unique(ok, RunCol.PUE)) or "not recorded"
         sentences.append(
             f"Its CO2e at the carbon intensities stored with the runs (they differ between runs: "
             f"{intensities} kgCO2e/kWh; PUE {pues}) is {fmt_co2e_g(co2)} "
-            f"({fmt_co2e_g(co2_low)} to {fmt_co2e_g(co2_high)})."
+            f"({fmt_co2e_g(co2_low)} to {fmt_co2e_g(co2_high)}), each run's stored CO2e "
+            "scaled from its budget window to its whole run."
         )
     sentences.append(f"Stated by wattlab {version} (`{command}`).")
     if left_out:
@@ -497,7 +523,15 @@ def energy_statement(
         if chosen is not None
         else "the intensities stored with the runs"
     )
-    source = f"wattlab {version}: {what_scope}; energy {parts.short()}; {intensity}"
+    budget_g = subject.budget_j / subject.energy_j * co2 * 1e3 if subject.energy_j > 0 else 0.0
+    alone = f"; the budget window alone {_number(budget_g, 4)} g" if math.isfinite(budget_g) else ""
+    window = (
+        f"whole run windows (warm-up, evaluation and set-up included{alone})"
+        if any(w.has_run_window for w in wholes) and subject.energy_j > 0
+        else "budget (training) windows only: "
+        + ("no run window was stored" if windows is not None else "no windows were given")
+    )
+    source = f"wattlab {version}: {what_scope}; {window}; energy {parts.short()}; {intensity}"
     kind = training_type or built_in_training_type(typed)
     location = chosen.location if chosen is not None else None
     card = _model_card(co2 * 1e3, source, kind, location, hardware_used)
@@ -507,7 +541,17 @@ def energy_statement(
         "runs": len(ok),
         "configurations": int(ok[RunCol.CONFIG_HASH].astype("object").nunique()),
         "energy_j": subject.energy_j,
-        "total_energy_j": float(numeric(ok[RunCol.ENERGY_TOTAL_J]).sum()),
+        "window": "run" if any(w.has_run_window for w in wholes) else "budget",
+        "budget_energy_j": subject.budget_j,
+        "total_energy_j": total_j,
+        "total_budget_energy_j": float(sum(w.budget_j for w in wholes)),
+        "run_windows_hold_j": {
+            "budget": float(sum(w.budget_j for w in wholes if w.has_run_window)),
+            "warmup": float(sum(w.warmup_j for w in wholes)),
+            "eval": float(sum(w.eval_j for w in wholes)),
+            "rest": float(sum(w.rest_j for w in wholes)),
+        },
+        "runs_without_run_window": [w.run_id for w in wholes if not w.has_run_window],
         "energy_interval": subject.interval,
         "provenance": parts.phrase(detail=True),
         "measured_share": parts.measured_share(),
@@ -532,7 +576,7 @@ def energy_statement(
         "version": version,
         "command": command,
     }
-    table = _config_table(ok) if subject.scope == "selection" else []
+    table = _config_table(ok, wholes) if subject.scope == "selection" else []
     notes = []
     if subject.scope == "selection":
         notes.append(
@@ -560,14 +604,18 @@ def energy_statement(
     )
 
 
-def _config_table(ok: pd.DataFrame) -> list[str]:
+def _config_table(ok: pd.DataFrame, wholes: Sequence[RunWhole]) -> list[str]:
     rows = [
-        "| Configuration | Runs | Median energy | Interval of the median | Provenance |",
-        "| --- | --- | --- | --- | --- |",
+        "| Configuration | Runs | Median energy (whole run) | Interval of the median | "
+        "Median budget window | Provenance |",
+        "| --- | --- | --- | --- | --- | --- |",
     ]
-    parts = config_parts(ok)
+    hashes = ok[RunCol.CONFIG_HASH].astype("object").tolist()
     for config_hash, group in ok.groupby(ok[RunCol.CONFIG_HASH].astype("object"), sort=False):
-        energy = numeric(group[RunCol.ENERGY_TOTAL_J])
+        mine = [w for w, h in zip(wholes, hashes, strict=True) if h == config_hash]
+        energy = np.array([w.run_j for w in mine], dtype="float64")
+        budget = float(np.median([w.budget_j for w in mine]))
+        parts = whole_parts(mine)
         iv = median_interval(energy)
         kind = IntervalKind(len(energy), iv.method, iv.coverage)
         span = interval_words(kind)
@@ -576,7 +624,7 @@ def _config_table(ok: pd.DataFrame) -> list[str]:
         label = str(group[RunCol.LABEL].iloc[0]).replace("|", "\\|")
         rows.append(
             f"| {label} | {len(group)} | {fmt_energy(float(np.median(energy)))} | {span} | "
-            f"{parts[str(config_hash)].short()} |"
+            f"{fmt_energy(budget)} | {parts.short()} |"
         )
     return rows
 

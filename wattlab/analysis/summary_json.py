@@ -8,10 +8,11 @@ from typing import Any
 
 import pandas as pd
 
+from wattlab.analysis.assumptions import assumptions_sentence
 from wattlab.analysis.budget_windows import budget_windows
 from wattlab.analysis.chance import summary_verdict
 from wattlab.analysis.codecarbon_error import codecarbon_errors
-from wattlab.analysis.energy_shares import config_parts, energy_shares
+from wattlab.analysis.energy_shares import config_parts, energy_parts, energy_shares
 from wattlab.analysis.energy_to_accuracy import energy_to_accuracy
 from wattlab.analysis.headline import finding
 from wattlab.analysis.intervals import CI_LEVEL, min_runs_for
@@ -80,8 +81,9 @@ def _config_record(
         "accuracy": row.get("accuracy"),
         "accuracy_ci": [row.get("accuracy_ci_low"), row.get("accuracy_ci_high")],
         "power_limit_w": row.get("power_limit_w"),
-        "provenance": row.get("provenance"),
+        "provenance": provenance_text or row.get("provenance"),
         "provenance_shares": provenance_text,
+        "measured_share": row.get("measured_share"),
         "images_per_run": [row.get("samples_low"), row.get("samples_high")],
         "interval": interval_words(interval_kind(row)),
         "time_change": row.get("time_change"),
@@ -127,7 +129,9 @@ def summary_to_json(
     ``configurations`` (one dict per configuration: ``label``, ``config_hash``, ``axes``, ``n``,
     ``time_s`` and ``energy_j`` medians with ``time_s_ci`` / ``energy_j_ci`` [low, high] and
     their ``ci_method`` / ``ci_coverage``, per-component energies, ``energy_per_sample_j``,
-    ``co2e_kg`` with ``co2e_low_kg`` / ``co2e_high_kg``, ``accuracy``, ``provenance``,
+    ``co2e_kg`` with ``co2e_low_kg`` / ``co2e_high_kg``, ``accuracy``, ``provenance`` (by
+    share: "93.1 % measured, 6.9 % estimated"; one word only when it is all) and
+    ``measured_share`` (0..1),
     ``time_change`` / ``energy_change`` against the baseline with intervals,
     ``is_baseline``, ``pareto``, ``operating_region`` (against its own highest power limit),
     ``region_vs_baseline``), ``baseline`` (label, config_hash, axes), ``pareto``,
@@ -136,11 +140,13 @@ def summary_to_json(
     (min_saving, max_penalty, region_reference), ``intervals`` (see
     :func:`intervals_summary`), ``scaling``, ``power_limit_effects``, ``codecarbon``
     (:func:`codecarbon_errors`, or ``{"measured": false}`` without runs), ``provenance``
-    (weakest over all configurations), and with ``runs``: ``runs`` (ok and failed counts,
+    (by share over all ok runs; without ``runs`` the weakest any configuration names) and
+    ``measured_share`` (null without ``runs``), and with ``runs``: ``runs`` (ok and failed counts,
     failures with their errors), ``hardware``, ``carbon``, ``energy_shares`` (see
-    :mod:`wattlab.analysis.energy_shares`), ``budget_windows`` (runs of a command sweep: how
-    many marked their budget window, see :mod:`wattlab.analysis.budget_windows`; null for
-    others) and ``phase_times`` (see
+    :mod:`wattlab.analysis.energy_shares`), ``estimate_assumptions`` (what the estimated part
+    assumed, :mod:`wattlab.analysis.assumptions`; null when nothing was estimated),
+    ``budget_windows`` (runs of a command sweep: how many marked their budget window, see
+    :mod:`wattlab.analysis.budget_windows`; null for others) and ``phase_times`` (see
     :mod:`wattlab.analysis.phases`; null without phase columns), ``pareto_axes`` (the axes
     of the front: energy, time and optionally accuracy) and, with ``runs``,
     ``energy_to_accuracy`` (see :mod:`wattlab.analysis.energy_to_accuracy`; from ``windows``
@@ -186,7 +192,12 @@ def summary_to_json(
         "power_limit_effects": power_limit_effects(summary, min_saving, max_penalty).to_dict(
             orient="records"
         ),
-        "provenance": weakest_provenance(summary["provenance"]),
+        "provenance": (
+            energy_parts(runs).short()
+            if runs is not None and energy_parts(runs).shares()
+            else weakest_provenance(summary["provenance"])
+        ),
+        "measured_share": energy_parts(runs).measured_share() if runs is not None else None,
         "accuracy_vs_chance": summary_verdict(summary).to_dict(),
         "codecarbon": codecarbon_errors(runs, windows) if runs is not None else {"measured": False},
     }
@@ -202,6 +213,7 @@ def summary_to_json(
         }
         out["hardware"] = hardware(runs)
         out["energy_shares"] = energy_shares(runs)
+        out["estimate_assumptions"] = assumptions_sentence(StoredRun.from_frame(ok_runs(runs)))
         out["budget_windows"] = budget_windows(runs)  # command runs: marked or whole process
         out["phase_times"] = phase_times(runs)
         out["energy_to_accuracy"] = energy_to_accuracy(runs, windows, target_accuracy)

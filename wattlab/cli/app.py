@@ -34,6 +34,28 @@ app = typer.Typer(
     help="Measure, compare and predict the energy, time and CO2e of deep-learning training.",
 )
 
+
+def _print_version(value: bool) -> None:
+    if value:
+        from wattlab import __version__
+
+        print(f"wattlab {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        help="Print wattlab's version and exit.",
+        callback=_print_version,
+        is_eager=True,
+    ),
+) -> None:
+    """Measure, compare and predict the energy, time and CO2e of deep-learning training."""
+
+
 # --- the commands, in the order `wattlab --help` lists them ------------------------------
 app.command("devices")(devices_cmd.devices)
 app.command("monitor", context_settings=monitor_cmd.CONTEXT_SETTINGS)(monitor_cmd.monitor)

@@ -160,8 +160,8 @@ def report(
         trace = store.trace()
         scheduler_jobs = store.scheduler_jobs()
         spec = store.sweep_spec(sweep_name) if sweep_name is not None else None
-    if sweep_name is not None and len(runs) == 0:
-        raise WattlabError(f"the database {db} holds no runs of sweep {sweep_name!r}.")
+        if sweep_name is not None and len(runs) == 0:
+            raise WattlabError(store.unknown_sweep(sweep_name))
     _, no_energy = without_finite_energy(runs)  # the analysis leaves them out and names them
     if no_energy:  # an ok run without a finite energy cannot be compared: named, left out
         shown = ", ".join(map(str, no_energy[:20])) + (" ..." if len(no_energy) > 20 else "")
@@ -185,6 +185,7 @@ def report(
             sweep=sweep_name,
             carbon=(region, carbon_intensity, intensity_range, pue),
             training_type=training_type,
+            windows=windows,
         )
         return
     if run_id is not None:
@@ -252,6 +253,7 @@ def _write_statement(
     sweep: str | None,
     carbon: tuple[Optional[str], Optional[float], Optional[str], Optional[float]],
     training_type: str | None,
+    windows: Any = None,
 ) -> None:
     """statement.md into ``out`` (and its facts as JSON), printed as well unless the JSON goes
     to stdout."""
@@ -277,6 +279,7 @@ def _write_statement(
         training_type=training_type,
         command=command,
         what=f"sweep {sweep}" if sweep else None,
+        windows=windows,
     )
     if out is not None:
         with output_folder(out):  # removed again if writing fails

@@ -62,6 +62,7 @@ NUMERIC_FEATURES = (
 CATEGORICAL_FEATURES = ("precision",)
 FEATURES = NUMERIC_FEATURES + CATEGORICAL_FEATURES
 
+REFERENCE_SOURCE = "from the shipped reference data, as torch is not installed"
 CIFAR_TRAIN_SIZE = 50_000
 DEFAULT_IMAGE_SIZE = 32
 BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "amp-bf16": 2, "amp-fp16": 2}
@@ -79,6 +80,7 @@ class ModelCost:
     layers: int | None = None
     tokens_per_image: int | None = None
     attention_flops_per_sample: float | None = None
+    source: str = "counted"  # or REFERENCE_SOURCE: read from the shipped reference data
 
     @property
     def gflops_per_sample(self) -> float:
@@ -106,19 +108,63 @@ def clear_model_cost_cache() -> None:
     _STRUCTURE_CACHE.clear()
 
 
-def _models_module() -> Any:
+def _models_module(model: str = "", stem: str = "cifar", image_size: int = 32) -> Any:
     try:
         return importlib.import_module("wattlab.train.models")
     except ImportError as error:
         name = getattr(error, "name", None) or "torch"
+        known = reference_models(stem, image_size)
+        instead = (
+            f"pick a model whose cost the shipped reference data holds at stem {stem!r} and "
+            f"image size {image_size} ({', '.join(known)})"
+            if known
+            else "give --db or --data with runs of this model (their model_gflops_per_sample)"
+        )
         raise MissingExtraError(
             missing_sentence(
-                "counting a model's cost",
-                name,
-                "train",
-                instead="record model_gflops_per_sample in the data",
+                f"counting the cost of model {model!r}", name, "train", instead=instead
             )
         ) from None
+
+
+def _reference_rows(stem: str, image_size: int) -> pd.DataFrame:
+    """The shipped reference runs at ``stem`` and ``image_size`` with a forward cost and a
+    parameter count (empty when the reference cannot be read)."""
+    from wattlab.estimate.reference import load_default_reference
+
+    try:
+        runs, _ = load_default_reference()
+    except (WattlabError, OSError):
+        return pd.DataFrame()
+    need = ("model", "stem", "image_size", "model_gflops_per_sample", "params")
+    if any(c not in runs.columns for c in need):
+        return pd.DataFrame()
+    gflops = pd.to_numeric(runs["model_gflops_per_sample"], errors="coerce")
+    params = pd.to_numeric(runs["params"], errors="coerce")
+    size = pd.to_numeric(runs["image_size"], errors="coerce").fillna(DEFAULT_IMAGE_SIZE)
+    keep = (gflops > 0) & (params > 0) & (runs["stem"].astype("object") == stem)
+    return runs[keep & (size == int(image_size))]
+
+
+def reference_models(stem: str = "cifar", image_size: int = DEFAULT_IMAGE_SIZE) -> list[str]:
+    """The models whose forward cost the shipped reference data holds at this stem and size."""
+    rows = _reference_rows(stem, image_size)
+    return sorted({str(m) for m in rows["model"]}) if not rows.empty else []
+
+
+def reference_cost(model: str, stem: str, image_size: int) -> ModelCost | None:
+    """``model``'s forward FLOPs per image and parameters as the shipped reference data holds
+    them (the median over its runs; counted by wattlab when they were measured); None when it
+    holds none. Activations and layers are not stored there, so they stay unknown."""
+    rows = _reference_rows(stem, image_size)
+    if rows.empty:
+        return None
+    mine = rows[rows["model"].astype("object") == model]
+    if mine.empty:
+        return None
+    gflops = float(pd.to_numeric(mine["model_gflops_per_sample"]).median())
+    params = int(pd.to_numeric(mine["params"]).median())
+    return ModelCost(forward_flops_per_sample=gflops * 1e9, params=params, source=REFERENCE_SOURCE)
 
 
 def _build(models: Any, model: str, stem: str, image_size: int, num_classes: int) -> Any:
@@ -170,12 +216,21 @@ def model_cost(
     """Forward FLOPs per image, parameters, activations, layers, tokens and attention FLOPs of
     model ``model`` (a torchvision name or a factory ref), counted from the module built on the
     CPU (``wattlab.train.models.profile_model``); cached per (model, stem, image_size,
-    num_classes). A model that cannot be built is a ConfigError.
+    num_classes). A model that cannot be built is a ConfigError. Without torch, the cost the
+    shipped reference data holds (:func:`reference_cost`: FLOPs and parameters, no activations
+    or layers); a model it does not hold is a MissingExtraError that names the models it does.
     """
     key = (model, stem, int(image_size), int(num_classes))
     if key in _COST_CACHE:
         return _COST_CACHE[key]
-    models = _models_module()
+    try:
+        models = _models_module(model, stem, int(image_size))
+    except MissingExtraError:  # without torch: the shipped reference data may hold its cost
+        known = reference_cost(model, stem, int(image_size)) if num_classes == 10 else None
+        if known is None:
+            raise
+        _COST_CACHE[key] = known
+        return known
     module = _build(models, model, stem, int(image_size), int(num_classes))
     profile = _profile(models, module, model, int(image_size))
     flops = float(profile.forward_flops_per_sample)

@@ -130,6 +130,7 @@ def estimate_all(
         runs_df=runs_df,
         pre_model=pre_model,
         pre_fit=pre_fit,
+        cost_source=cost.source,
     )
     return [planned.estimate_of(method.name) for method in registry.predicting()]
 

@@ -382,7 +382,7 @@ def export_store(
             wanted = {int(i) for i in run_ids}
             runs = runs[runs["id"].isin(wanted)]
         if sweep is not None and runs.empty:
-            raise DataError(f"the database {db_path} holds no runs of sweep {sweep!r}.")
+            raise DataError(store.unknown_sweep(sweep))
         windows = store.windows([int(i) for i in runs["id"]])
     rows = [{k: (None if _is_nan(v) else v) for k, v in r.items()} for r in runs.to_dict("records")]
     by_run: dict[int, list[dict[str, Any]]] = {}

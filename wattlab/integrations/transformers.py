@@ -336,6 +336,10 @@ class WattlabCallback(TrainerCallback, CallbackSettings):
             sweep=self.sweep,
         )
         row["config_json"] = {**config, "training_arguments": args_dict}
+        try:  # what eval_accuracy was scored on, so the report can hold it against chance
+            row["test_size"] = len(trainer.eval_dataset)  # type: ignore[attr-defined]
+        except (AttributeError, TypeError):
+            pass
         windows = []
         for key, m in self.results.items():
             name, _, index = key.partition(":")

@@ -81,6 +81,29 @@ CPU_TDP_TABLE: tuple[CpuSpec, ...] = (
 )
 
 
+_LOAD_WORDS = {
+    "machine-wide": "the whole machine's CPU utilisation",
+    "given": "a given CPU utilisation",
+}
+
+
+def _of_model(model: object) -> str:
+    """ " of Intel(R) Xeon(R) Processor" for a meter's description ("" when not known)."""
+    return f" of {model}" if isinstance(model, str) and model.strip() else ""
+
+
+def _tdp_words(source: str) -> str:
+    """Where a TDP came from, for a meter's description: an assumed fallback says so."""
+    if source == "per-thread fallback":
+        return (
+            f"assumed: {PER_THREAD_FALLBACK_W:g} W per logical CPU, as the CPU model is not in "
+            "wattlab's table; --cpu-tdp sets it"
+        )
+    return {"table": "from wattlab's table of CPU models", "user": "given with --cpu-tdp"}.get(
+        source, source
+    )
+
+
 @dataclass(frozen=True)
 class TdpChoice:
     """Where a CPU TDP came from, for info.details."""
@@ -243,12 +266,14 @@ class CpuEstimateMeter(_IntegratingMeter):
         self.tdp_w = float(tdp_w)
         self.idle_fraction = idle_fraction
         self._utilisation = utilisation_fn or CpuTimesUtilisation()
+        load = "machine-wide" if utilisation_fn is None else "given"
         self._utilisation()  # start the first interval
         super().__init__(clock)
         info_details: dict[str, object] = {
             "tdp_w": self.tdp_w,
             "tdp_source": tdp_source,
             "idle_fraction": idle_fraction,
+            "utilisation": load,  # machine-wide: every process's load counts as the run's
             "model": "tdp_w * (idle_fraction + (1 - idle_fraction) * utilisation)",
             "relative_uncertainty": CPU_RELATIVE_UNCERTAINTY,
         }
@@ -259,9 +284,11 @@ class CpuEstimateMeter(_IntegratingMeter):
             provenance=Provenance.ESTIMATED,
             source="model",
             description=(
-                f"estimated CPU power = {self.tdp_w:g} W TDP ({tdp_source}) x "
-                f"({idle_fraction:g} + {1 - idle_fraction:g} x CPU utilisation), "
-                f"+-{CPU_RELATIVE_UNCERTAINTY:.0%}"
+                f"estimated CPU power{_of_model(info_details.get('cpu_model'))} = "
+                f"{self.tdp_w:g} W TDP ({_tdp_words(tdp_source)}) x "
+                f"({idle_fraction:g} + {1 - idle_fraction:g} x "
+                f"{_LOAD_WORDS[load]}), +-{CPU_RELATIVE_UNCERTAINTY:.0%}"
+                + ("; every process's load counts as the run's" if load == "machine-wide" else "")
             ),
             update_period_s=ESTIMATE_UPDATE_PERIOD_S,
             details=info_details,

@@ -132,6 +132,7 @@ class PlannedRun:
     runs_df: pd.DataFrame | None = None  # measured runs to fit PRE on
     pre_model: PreModel | None = None
     pre_fit: Callable[[], tuple[PreModel | None, str]] | None = None
+    cost_source: str = "counted"  # or "from the shipped reference data" (no torch)
     _made: dict[str, Estimate] = field(default_factory=dict, repr=False)
 
     def estimate_of(self, name: str) -> Estimate:

@@ -58,7 +58,8 @@ def predict(planned: PlannedRun) -> Estimate:
         carbon=planned.carbon,
     )
     if estimate.ok:
-        estimate.notes = estimate.notes.replace("(recorded)", f"({planned.model}, counted)")
+        source = f"({planned.model}, {planned.cost_source})"
+        estimate.notes = estimate.notes.replace("(recorded)", source)
     return estimate
 
 

@@ -142,6 +142,8 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
     *_declare(6, ("pid_started_unix", _REAL)),
     # the synthetic task and training recipe versions (issue 22; NULL task on CIFAR-10)
     *_declare(7, ("synthetic_version", _INT), ("recipe", _INT)),
+    # the measured share of the budget's energy (issue 39: provenance by share, not weakest-of)
+    *_declare(8, ("energy_measured_share", _REAL)),
 )
 RUN_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in RUN_COLUMNS)
 
@@ -270,8 +272,9 @@ class EnergyColumns(ColumnGroup):
     energy_dram_j: float
     energy_other_j: float
     energy_uncertainty_j: float
-    provenance: str
+    provenance: str  # by share: "93.1 % measured, 6.9 % estimated"; one word when it is all
     components_json: dict[str, dict[str, Any]]
+    energy_measured_share: float | None  # from a counter or sampled power (0..1)
     co2e_kg: float
     co2e_low_kg: float
     co2e_high_kg: float
@@ -282,6 +285,8 @@ class EnergyColumns(ColumnGroup):
         from wattlab.monitor.carbon import window_co2e
 
         c = window_co2e(window)  # a traced intensity is weighted by the window's power
+        components = component_energies(window)
+        provenance, share = provenance_by_share(components, window.total_provenance.value)
         return cls(
             duration_s=window.duration_s,
             wall_s=window.duration_s if wall_s is None else wall_s,
@@ -291,8 +296,9 @@ class EnergyColumns(ColumnGroup):
             energy_dram_j=window.dram_energy_j,
             energy_other_j=window.other_energy_j,
             energy_uncertainty_j=window.total_uncertainty_j,
-            provenance=window.total_provenance.value,
-            components_json=component_energies(window),
+            provenance=provenance,
+            components_json=components,
+            energy_measured_share=share,
             co2e_kg=c.value_kg,
             co2e_low_kg=c.low_kg,
             co2e_high_kg=c.high_kg,
@@ -507,9 +513,41 @@ def window_row(name: str, epoch: int | None, m: Measurement, samples: int | None
         "energy_dram_j": m.dram_energy_j,
         "energy_other_j": m.other_energy_j,
         "mean_power_w": m.mean_power_w,
-        "provenance": m.total_provenance.value,
+        "provenance": provenance_by_share(component_energies(m), m.total_provenance.value)[0],
         "short_window": int(m.is_short),
     }
+
+
+def provenance_by_share(
+    components: Mapping[str, Any] | None, fallback: object
+) -> tuple[str, float | None]:
+    """A window's provenance by share and its measured share, from its components (those
+    summed into the total): ("93.1 % measured, 6.9 % estimated", 0.931); one word when one
+    provenance holds all the energy (``wattlab.wording.EnergyParts.short``). Without components
+    with energy: ``fallback``'s word, and its share when the word says it (1 for measured or
+    sampled, 0 for estimated, None when unknown)."""
+    from wattlab.wording import EnergyParts, provenance_of
+
+    triples: list[tuple[object, object, float]] = []
+    for name, info in (components or {}).items():
+        if isinstance(info, Mapping) and info.get("in_total", True) is not False:
+            energy = info.get("energy_j")
+            if isinstance(energy, int | float):
+                triples.append((name, info.get("provenance"), float(energy)))
+    parts = EnergyParts.of_components(triples)
+    if parts.shares():
+        return parts.short(), parts.measured_share()
+    word = provenance_of(fallback)
+    return word, {"measured": 1.0, "sampled": 1.0, "estimated": 0.0}.get(word)
+
+
+# what a modelled meter assumed, kept with its component in components_json (issue 39)
+ASSUMPTION_KEYS = ("ram_measure", "tdp_w", "tdp_source", "utilisation", "cpu_model", "logical_cpus")
+
+
+def estimate_assumptions(details: Mapping[str, Any]) -> dict[str, Any]:
+    """The assumptions among a meter's details (:data:`ASSUMPTION_KEYS`), for its component."""
+    return {k: details[k] for k in ASSUMPTION_KEYS if details.get(k) is not None}
 
 
 def component_energies(window: Measurement) -> dict[str, dict[str, Any]]:
@@ -745,12 +783,11 @@ def build_run_row(
     utilization_percent, utilization_basis = _budget_utilization(budget)
     energy = EnergyColumns.of(budget, wall_s=whole.duration_s)
     components = energy.components_json
-    for payload in payloads:  # say which memory the RAM estimate counted
+    for payload in payloads:  # say what the estimates assumed (TDP, load, which memory)
         for meter in payload["meters"]:
-            measure = meter["details"].get("ram_measure")
             for comp in components:  # multi-node names carry the host: node-a/ram:estimated
-                if measure and comp.rsplit("/", 1)[-1] == meter["component"]:
-                    components[comp]["ram_measure"] = measure
+                if comp.rsplit("/", 1)[-1] == meter["component"]:
+                    components[comp].update(estimate_assumptions(meter["details"]))
     limits = [d.get("power_limit_w") for d in gpu_details if d.get("power_limit_w") is not None]
     tdps = [
         d.get("default_power_limit_w")

@@ -1,11 +1,11 @@
--- wattlab results database, schema version 7. Units are in the column names.
+-- wattlab results database, schema version 8. Units are in the column names.
 -- One row per run in `runs`; a run's windows (warm-up, each epoch, evaluation, the whole run)
 -- in `windows`; its power trace in `trace`. Rows of one run are written in one transaction.
 
 CREATE TABLE IF NOT EXISTS meta (
   key TEXT PRIMARY KEY,
   value TEXT NOT NULL
-);  -- ('app', 'wattlab'), ('schema_version', '7'), written by store.py
+);  -- ('app', 'wattlab'), ('schema_version', '8'), written by store.py
 
 CREATE TABLE IF NOT EXISTS runs (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -34,7 +34,8 @@ CREATE TABLE IF NOT EXISTS runs (
   energy_total_j REAL,             -- budget window, all components, all ranks, each once
   energy_gpu_j REAL, energy_cpu_j REAL, energy_dram_j REAL, energy_other_j REAL,
   energy_uncertainty_j REAL,
-  provenance TEXT,                 -- weakest provenance of the total
+  provenance TEXT,                 -- by share: '93.1 % measured, 6.9 % estimated'; one word
+                                   -- ('measured', 'sampled', 'estimated') only when it is all
   components_json TEXT,            -- {component: {energy_j, provenance, uncertainty_j}}
   co2e_kg REAL, co2e_low_kg REAL, co2e_high_kg REAL,
   intensity_kg_per_kwh REAL, pue REAL,
@@ -78,7 +79,9 @@ CREATE TABLE IF NOT EXISTS runs (
   pid_started_unix REAL,           -- psutil's create_time() of `pid` (s since the epoch)
   -- schema version 7: the synthetic task's version (NULL on CIFAR-10) and the recipe's
   synthetic_version INTEGER,
-  recipe INTEGER
+  recipe INTEGER,
+  -- schema version 8: the share of energy_total_j a counter or sampled power gave (0..1)
+  energy_measured_share REAL
 );
 CREATE INDEX IF NOT EXISTS runs_by_config ON runs (sweep, config_hash, repetition, status);
 
@@ -92,7 +95,7 @@ CREATE TABLE IF NOT EXISTS windows (
   energy_total_j REAL, energy_gpu_j REAL, energy_cpu_j REAL, energy_dram_j REAL,
   energy_other_j REAL,
   mean_power_w REAL,
-  provenance TEXT,
+  provenance TEXT,                 -- by share, as in runs.provenance (before version 8: weakest)
   short_window INTEGER NOT NULL DEFAULT 0, -- 1 when shorter than a counter's update period
   -- schema version 7: test accuracy (0..1) on the fixed subset, on 'epoch_eval' windows
   accuracy REAL

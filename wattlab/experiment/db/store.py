@@ -38,7 +38,7 @@ from wattlab.experiment.db.record import added_in
 if TYPE_CHECKING:
     from wattlab.experiment.db.stored_run import StoredRun
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # The columns each version added to `runs` (declared once, in wattlab.experiment.db.record).
 _V2_RUN_COLUMNS = added_in(2)  # phases, idle readings, the claiming process
 _V3_RUN_COLUMNS = added_in(3)  # how GPU utilisation was obtained, STEP's marks
@@ -46,6 +46,7 @@ _V4_RUN_COLUMNS = added_in(4)  # STEP's calibrated interval
 _V5_RUN_COLUMNS = added_in(5)  # runs of a command sweep (wattlab.experiment.sweep.command_plan)
 _V6_RUN_COLUMNS = added_in(6)  # when the claiming process started (pid reuse)
 _V7_RUN_COLUMNS = added_in(7)  # the synthetic task's and the recipe's versions
+_V8_RUN_COLUMNS = added_in(8)  # the measured share (provenance by share)
 # version -> the run columns its successor added: opening an older database adds them (NULL)
 _ADDED_RUN_COLUMNS = {
     1: _V2_RUN_COLUMNS,
@@ -54,6 +55,7 @@ _ADDED_RUN_COLUMNS = {
     4: _V5_RUN_COLUMNS,
     5: _V6_RUN_COLUMNS,
     6: _V7_RUN_COLUMNS,
+    7: _V8_RUN_COLUMNS,
 }
 # version -> the windows columns its successor added (7: per-epoch accuracy, epoch_eval rows)
 _ADDED_WINDOW_COLUMNS: dict[int, tuple[tuple[str, str], ...]] = {6: (("accuracy", "REAL"),)}
@@ -430,8 +432,9 @@ def _migrate(conn: sqlite3.Connection, from_version: int) -> None:
     run columns (2: phases, idle readings, the claiming process; 3: how GPU utilisation was
     obtained, STEP's marks; 4: STEP's calibrated interval; 5: a command run's exit code,
     output files, budget window and marks; 6: when the claiming process started; 7: the
-    synthetic task's and recipe's versions, the windows' per-epoch accuracy), in one
-    transaction; a second
+    synthetic task's and recipe's versions, the windows' per-epoch accuracy; 8: the measured
+    share, filled for the stored runs from their components, whose provenance becomes the
+    provenance by share), in one transaction; a second
     process migrating the same file waits, then finds it done."""
     conn.execute("BEGIN IMMEDIATE")
     try:
@@ -447,6 +450,8 @@ def _migrate(conn: sqlite3.Connection, from_version: int) -> None:
                 for name, kind in _ADDED_WINDOW_COLUMNS.get(step, ()):
                     if name not in have_w:
                         conn.execute(f"ALTER TABLE windows ADD COLUMN {name} {kind}")
+            if from_version < 8:
+                _fill_measured_share(conn)
             conn.execute(
                 "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),)
             )
@@ -455,6 +460,30 @@ def _migrate(conn: sqlite3.Connection, from_version: int) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+
+
+def _fill_measured_share(conn: sqlite3.Connection) -> None:
+    """Schema 8's data step: each stored run's measured share and provenance by share, from its
+    per-component energies (``components_json``); a run without them keeps its word, and its
+    share is what the word says (1 measured or sampled, 0 estimated, NULL unknown)."""
+    from wattlab.experiment.db.record import provenance_by_share
+
+    rows = conn.execute("SELECT id, components_json, provenance FROM runs").fetchall()
+    for run_id, cell, word in rows:
+        components = None
+        if isinstance(cell, str) and cell.strip():
+            with contextlib.suppress(ValueError):
+                components = json.loads(cell)
+        text: str | None
+        text, share = provenance_by_share(
+            components if isinstance(components, dict) else None, word
+        )
+        if word is None and not components:
+            text = None  # a claim or a failure: nothing to say
+        conn.execute(
+            "UPDATE runs SET provenance = ?, energy_measured_share = ? WHERE id = ?",
+            (text, share, run_id),
+        )
 
 
 def _create_schema(conn: sqlite3.Connection) -> None:
@@ -1030,6 +1059,20 @@ class Store:
     def sweeps(self) -> pd.DataFrame:
         """Registered sweeps: name, spec_json, spec_hash, order_seed, created_at."""
         return self._frame("SELECT * FROM sweeps ORDER BY created_at, name", [], "sweeps")
+
+    def sweep_names(self) -> list[str]:
+        """Every sweep this database knows (registered, or named by a run), sorted."""
+        with self._sql():
+            rows = self._conn.execute(
+                "SELECT sweep FROM runs WHERE sweep IS NOT NULL UNION SELECT name FROM sweeps"
+            ).fetchall()
+        return sorted({str(r[0]) for r in rows})
+
+    def unknown_sweep(self, name: str) -> str:
+        """One sentence for a sweep name this database does not hold, listing the ones it does."""
+        known = self.sweep_names()
+        listed = ", ".join(known) if known else "none (only lone `wattlab run` runs)"
+        return f"the database {self.path} holds no runs of sweep {name!r}; its sweeps: {listed}."
 
     def sweep_spec(self, name: str) -> dict[str, Any] | None:
         """The stored spec of sweep ``name`` as a dict, or None when there is no such sweep."""

@@ -84,6 +84,7 @@ class RunCol:
     ENERGY_OTHER_J: Final = "energy_other_j"
     ENERGY_UNCERTAINTY_J: Final = "energy_uncertainty_j"
     PROVENANCE: Final = "provenance"
+    ENERGY_MEASURED_SHARE: Final = "energy_measured_share"
     COMPONENTS_JSON: Final = "components_json"
     GPU_UTILIZATION_PERCENT: Final = "gpu_utilization_percent"
     IDLE_POWER_W: Final = "idle_power_w"
@@ -164,7 +165,8 @@ class StoredRun:
     energy_dram_j: float | None = None
     energy_other_j: float | None = None
     energy_uncertainty_j: float | None = None
-    provenance: str | None = None  # the weakest of the total's
+    provenance: str | None = None  # by share ("93.1 % measured, 6.9 % estimated"); older: weakest
+    energy_measured_share: float | None = None  # schema 8: from counters or sampled power (0..1)
     components_json: dict[str, Any] | None = None  # {component: {energy_j, provenance, ...}}
     gpu_utilization_percent: float | None = None
     idle_power_w: float | None = None

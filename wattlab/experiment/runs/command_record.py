@@ -27,6 +27,7 @@ from wattlab.experiment.db.record import (
     GpuColumns,
     PhaseColumns,
     cpuinfo_model,
+    estimate_assumptions,
     idle_group,
     row_of,
     window_row,
@@ -131,10 +132,10 @@ def finished_row(
         return row_of([end, _failure(error or str(result.meter_error))])
     gpu_details = [m.info.details for m in monitor.meters if m.info.component.startswith("gpu")]
     energy = EnergyColumns.of(budget, wall_s=run.duration_s)
-    for meter in monitor.meters:  # say which memory the RAM estimate counted
-        measure = meter.info.details.get("ram_measure")
-        if measure and meter.info.component in energy.components_json:
-            energy.components_json[meter.info.component]["ram_measure"] = measure
+    for meter in monitor.meters:  # say what the estimates assumed (TDP, load, which memory)
+        if meter.info.component in energy.components_json:
+            assumed = estimate_assumptions(meter.info.details)
+            energy.components_json[meter.info.component].update(assumed)
     utilization = [v for k, v in budget.utilization_percent.items() if k.startswith("gpu")]
     measured = CommandBudgetColumns(
         device="cuda" if gpu_details else "cpu",
