@@ -4,6 +4,7 @@ migrations, and every module that lists columns."""
 from __future__ import annotations
 
 import sqlite3
+from pathlib import Path
 from dataclasses import fields
 
 import pytest
@@ -215,3 +216,29 @@ def test_a_command_sweep_builds_its_rows_from_the_column_groups(tmp_path):
     third = runs.loc[refused_id]
     assert third["status"] == "failed" and third["error"] == "stored elsewhere"
     assert third["energy_total_j"] == pytest.approx(950.0)
+
+
+def test_the_fingerprint_names_wattlab_and_the_checkout_it_ran_in(tmp_path: Path) -> None:
+    import subprocess
+
+    from wattlab import __version__
+    from wattlab.experiment.db.record import fingerprint_columns
+
+    outside = fingerprint_columns(str(tmp_path))  # not a git checkout
+    assert outside.wattlab_version == __version__
+    assert outside.code_commit is None and outside.code_dirty is None
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}  # fmt: skip
+    (tmp_path / "train.py").write_text("print(1)\n")
+    for args in (["init", "-q"], ["add", "train.py"], ["commit", "-qm", "x"]):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, env=env)
+    head = subprocess.run(
+        ["git", "-C", str(tmp_path), "rev-parse", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    clean = fingerprint_columns(str(tmp_path))
+    assert (clean.code_commit, clean.code_dirty) == (head, 0)
+    (tmp_path / "train.py").write_text("print(2)\n")
+    assert fingerprint_columns(str(tmp_path)).code_dirty == 1

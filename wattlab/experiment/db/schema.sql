@@ -1,11 +1,11 @@
--- wattlab results database, schema version 7. Units are in the column names.
+-- wattlab results database, schema version 8. Units are in the column names.
 -- One row per run in `runs`; a run's windows (warm-up, each epoch, evaluation, the whole run)
 -- in `windows`; its power trace in `trace`. Rows of one run are written in one transaction.
 
 CREATE TABLE IF NOT EXISTS meta (
   key TEXT PRIMARY KEY,
   value TEXT NOT NULL
-);  -- ('app', 'wattlab'), ('schema_version', '7'), written by store.py
+);  -- ('app', 'wattlab'), ('schema_version', '8'), written by store.py
 
 CREATE TABLE IF NOT EXISTS runs (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -78,7 +78,14 @@ CREATE TABLE IF NOT EXISTS runs (
   pid_started_unix REAL,           -- psutil's create_time() of `pid` (s since the epoch)
   -- schema version 7: the synthetic task's version (NULL on CIFAR-10) and the recipe's
   synthetic_version INTEGER,
-  recipe INTEGER
+  recipe INTEGER,
+  -- schema version 8: the run's fingerprint, so `wattlab compare` compares like with like
+  wattlab_version TEXT,            -- wattlab.__version__ of the process that ran it
+  code_commit TEXT,                -- HEAD of the git checkout it ran in (NULL outside one)
+  code_dirty INTEGER,              -- 1 when that checkout had uncommitted changes to tracked files
+  torch_version TEXT,              -- torch.__version__ (NULL when torch was not loaded)
+  cuda_version TEXT,               -- the CUDA torch was built with (torch.version.cuda)
+  cudnn_version TEXT               -- torch.backends.cudnn.version()
 );
 CREATE INDEX IF NOT EXISTS runs_by_config ON runs (sweep, config_hash, repetition, status);
 

@@ -38,7 +38,7 @@ from wattlab.experiment.db.record import added_in
 if TYPE_CHECKING:
     from wattlab.experiment.db.stored_run import StoredRun
 
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 # The columns each version added to `runs` (declared once, in wattlab.experiment.db.record).
 _V2_RUN_COLUMNS = added_in(2)  # phases, idle readings, the claiming process
 _V3_RUN_COLUMNS = added_in(3)  # how GPU utilisation was obtained, STEP's marks
@@ -46,6 +46,7 @@ _V4_RUN_COLUMNS = added_in(4)  # STEP's calibrated interval
 _V5_RUN_COLUMNS = added_in(5)  # runs of a command sweep (wattlab.experiment.sweep.command_plan)
 _V6_RUN_COLUMNS = added_in(6)  # when the claiming process started (pid reuse)
 _V7_RUN_COLUMNS = added_in(7)  # the synthetic task's and the recipe's versions
+_V8_RUN_COLUMNS = added_in(8)  # the run's fingerprint: wattlab, code commit, torch, CUDA, cuDNN
 # version -> the run columns its successor added: opening an older database adds them (NULL)
 _ADDED_RUN_COLUMNS = {
     1: _V2_RUN_COLUMNS,
@@ -54,6 +55,7 @@ _ADDED_RUN_COLUMNS = {
     4: _V5_RUN_COLUMNS,
     5: _V6_RUN_COLUMNS,
     6: _V7_RUN_COLUMNS,
+    7: _V8_RUN_COLUMNS,
 }
 # version -> the windows columns its successor added (7: per-epoch accuracy, epoch_eval rows)
 _ADDED_WINDOW_COLUMNS: dict[int, tuple[tuple[str, str], ...]] = {6: (("accuracy", "REAL"),)}
@@ -430,8 +432,8 @@ def _migrate(conn: sqlite3.Connection, from_version: int) -> None:
     run columns (2: phases, idle readings, the claiming process; 3: how GPU utilisation was
     obtained, STEP's marks; 4: STEP's calibrated interval; 5: a command run's exit code,
     output files, budget window and marks; 6: when the claiming process started; 7: the
-    synthetic task's and recipe's versions, the windows' per-epoch accuracy), in one
-    transaction; a second
+    synthetic task's and recipe's versions, the windows' per-epoch accuracy; 8: the run's
+    fingerprint), in one transaction; a second
     process migrating the same file waits, then finds it done."""
     conn.execute("BEGIN IMMEDIATE")
     try:

@@ -27,6 +27,7 @@ from wattlab.experiment.db.record import (
     GpuColumns,
     PhaseColumns,
     cpuinfo_model,
+    fingerprint_columns,
     idle_group,
     row_of,
     window_row,
@@ -86,7 +87,8 @@ def claim_row(
         pid=os.getpid(),
         pid_started_unix=process_started_unix(os.getpid()),
     )
-    return row_of([identity, point.columns, claim, idle_group(idle)])
+    code = fingerprint_columns(str(point.cwd) if point.cwd else None)  # the command's checkout
+    return row_of([identity, point.columns, claim, code, idle_group(idle)])
 
 
 def _command(point: CommandPoint) -> dict[str, Any]:
