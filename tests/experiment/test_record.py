@@ -4,8 +4,8 @@ migrations, and every module that lists columns."""
 from __future__ import annotations
 
 import sqlite3
-from pathlib import Path
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
 
@@ -227,8 +227,12 @@ def test_the_fingerprint_names_wattlab_and_the_checkout_it_ran_in(tmp_path: Path
     outside = fingerprint_columns(str(tmp_path))  # not a git checkout
     assert outside.wattlab_version == __version__
     assert outside.code_commit is None and outside.code_dirty is None
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}  # fmt: skip
+    who = {
+        f"GIT_{r}_{k}": v
+        for r in ("AUTHOR", "COMMITTER")
+        for k, v in (("NAME", "t"), ("EMAIL", "t@t"))
+    }
+    env = {**who, "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
     (tmp_path / "train.py").write_text("print(1)\n")
     for args in (["init", "-q"], ["add", "train.py"], ["commit", "-qm", "x"]):
         subprocess.run(["git", "-C", str(tmp_path), *args], check=True, env=env)
