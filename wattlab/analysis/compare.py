@@ -27,6 +27,7 @@ The smallest detectable change is the true change the gate catches with probabil
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -161,25 +162,25 @@ def compare_values(
     n_b, n_c = int(lb.size), int(lc.size)
     mean_b, mean_c = _geomean(lb), _geomean(lc)
     ratio = mean_c / mean_b if n_b and n_c else math.nan
-    base = {
-        "baseline_n": n_b,
-        "candidate_n": n_c,
-        "baseline_mean": mean_b,
-        "candidate_mean": mean_c,
-        "ratio": ratio,
-        "confidence": confidence,
-        "threshold": threshold,
-        "session_sd": session_sd,
-        "resolution": resolution,
-    }
+    made = functools.partial(
+        Change,
+        baseline_n=n_b,
+        candidate_n=n_c,
+        baseline_mean=mean_b,
+        candidate_mean=mean_c,
+        ratio=ratio,
+        confidence=confidence,
+        threshold=threshold,
+        session_sd=session_sd,
+        resolution=resolution,
+    )
     if n_b < 2 or n_c < 2:
         few = [
             f"the {s} has {n} repetition{'s' if n != 1 else ''}"
             for s, n in (("baseline", n_b), ("candidate", n_c))
             if n < 2
         ]
-        return Change(
-            **base,
+        return made(
             low=math.nan,
             high=math.nan,
             verdict="no interval",
@@ -200,8 +201,7 @@ def compare_values(
     verdict: Verdict = (
         "regression" if low > 0 else "improvement" if high < 0 else "no detectable change"
     )
-    return Change(
-        **base,
+    return made(
         low=math.exp(low),
         high=math.exp(high),
         verdict=verdict,

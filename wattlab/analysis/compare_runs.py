@@ -93,7 +93,11 @@ def load_side(spec: SideSpec, configs: Sequence[str] = ()) -> Side:
 
     with open_store(spec.path, readonly=True) as store:
         runs = store.stored_runs(sweep=spec.sweep, status="ok")
-        sweeps = [] if runs or spec.sweep is None else sorted(store.sweeps()["name"].tolist())
+        sweeps = (
+            []
+            if runs or spec.sweep is None
+            else sorted({r.sweep for r in store.stored_runs(status="ok") if r.sweep})
+        )
     if not runs:
         if spec.sweep is not None:
             known = ", ".join(sweeps[:8]) or "none"
@@ -346,18 +350,21 @@ def compare_sides(
         label = rb[0].label or hb
         if hc != hb:
             label = f"{label} -> {rc[0].label or hc}"
-        common = {"threshold": threshold, "confidence": each, "session_sd": used_sd}
         energy = compare_values(
             [energy_per_sample_j(r) for r in rb],
             [energy_per_sample_j(r) for r in rc],
             resolution=energy_resolution(rb) + energy_resolution(rc),
-            **common,
+            threshold=threshold,
+            confidence=each,
+            session_sd=used_sd,
         )
         time = compare_values(
             [time_per_sample_s(r) for r in rb],
             [time_per_sample_s(r) for r in rc],
             resolution=time_resolution(rb) + time_resolution(rc),
-            **common,
+            threshold=threshold,
+            confidence=each,
+            session_sd=used_sd,
         )
         configs.append(ConfigComparison(label, hb, hc, energy, time))
     for side in (baseline, candidate):
