@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from wattlab.analysis.compare import Change
+from wattlab.analysis.compare import MAX_REPS, Change
 from wattlab.analysis.compare_runs import (
     SESSION_SD_H200,
     Comparison,
@@ -36,7 +36,7 @@ def _reps(change: Change) -> str:
     if change.verdict == "no interval":
         return "n/a"
     if change.reps_needed is None:
-        return "none reach it"
+        return "none: a session floor" if change.session_sd > 0 else f"more than {MAX_REPS}"
     return str(change.reps_needed)
 
 
@@ -179,7 +179,8 @@ def _method(c: Comparison) -> list[str]:
     ]
     if c.same_session and c.session_sd == 0:
         lines.append(
-            "- Both sides ran on the same GPU card(s) within an hour: one session, so "
+            "- Both sides ran on the same GPU card(s) (or both without one) within an hour: one "
+            "session, so "
             "no between-session term is added."
         )
     elif c.session_sd > 0:
