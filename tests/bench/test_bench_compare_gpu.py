@@ -35,5 +35,13 @@ def test_the_cpu_path_runs_both_comparisons(tmp_path: Path) -> None:
     ab = json.loads((out / "ab.json").read_text())
     assert aa["configurations"][0]["energy_per_sample_j"]["baseline_repetitions"] == 2
     assert ab["configurations"][0]["label"].endswith("bs16")  # the regression's batch
+    import gzip
+    import sqlite3
+
+    db = tmp_path / "compare.db"
+    db.write_bytes(gzip.decompress((out / "compare.db.gz").read_bytes()))
+    with sqlite3.connect(db) as conn:  # every run carries its fingerprint
+        prints = conn.execute("SELECT wattlab_version, torch_version FROM runs").fetchall()
+    assert prints and all(w and t for w, t in prints)
     summary = (out / "summary.txt").read_text()
     assert f"exit {0 if aa['gate'] == 'passed' else 1}" in summary.splitlines()[0]

@@ -197,3 +197,30 @@ def test_bad_input_is_one_sentence_and_exit_2(tmp_path, monkeypatch, capsys, arg
     lines = err.strip().splitlines()
     assert code == 2 and out == ""
     assert len(lines) == 1 and said in lines[0] and "Traceback" not in err
+
+
+def test_a_version_7_database_is_read_its_fingerprint_not_recorded(tmp_path, monkeypatch, capsys):
+    import sqlite3
+
+    old = make_db(tmp_path / "old.db", "main", energies(1, 3))
+    conn = sqlite3.connect(old)  # as wattlab 0.2.0 wrote it: no fingerprint columns
+    new_columns = (
+        "wattlab_version",
+        "code_commit",
+        "code_dirty",
+        "torch_version",
+        "cuda_version",
+        "cudnn_version",
+    )
+    keep = [r[1] for r in conn.execute("PRAGMA table_info(runs)") if r[1] not in new_columns]
+    conn.execute(f"CREATE TABLE runs_old AS SELECT {', '.join(keep)} FROM runs")
+    conn.execute("DROP TABLE runs")
+    conn.execute("ALTER TABLE runs_old RENAME TO runs")
+    conn.execute("UPDATE meta SET value = '7' WHERE key = 'schema_version'")
+    conn.commit()
+    conn.close()
+    cand = make_db(tmp_path / "pr.db", "pr", energies(2, 3))
+    code, out, err = wattlab(monkeypatch, capsys, str(old), str(cand))
+    assert code == 0, err
+    assert "| wattlab | not recorded | 0.2.0 |" in out
+    assert "| code commit | not recorded | " + "a" * 40 + " |" in out

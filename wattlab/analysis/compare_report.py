@@ -26,6 +26,11 @@ def _pct(fraction: float, signed: bool = True) -> str:
     return f"{fraction * 100:+.1f} %" if signed else f"{fraction * 100:.1f} %"
 
 
+def _setting(fraction: float) -> str:
+    """A setting given as a fraction (the threshold, the confidence) as people wrote it: 5 %."""
+    return f"{fraction * 100:g} %"
+
+
 def _interval(change: Change) -> str:
     if change.verdict == "no interval":
         return "no interval"
@@ -54,7 +59,7 @@ def _per_sample(value: float, unit: str) -> str:
 
 def headline(comparison: Comparison) -> str:
     """One sentence: the gate's outcome and why."""
-    threshold = _pct(comparison.threshold, signed=False)
+    threshold = _setting(comparison.threshold)
     failing = [c for c in comparison.configs if c.energy.exceeds]
     if failing:
         worst = max(failing, key=lambda c: c.energy.ratio)
@@ -102,7 +107,7 @@ def markdown(comparison: Comparison) -> str:
     """The comparison as Markdown (a PR comment)."""
     c = comparison
     gate = "FAILED" if c.exceeds else "passed"
-    threshold = _pct(c.threshold, signed=False)
+    threshold = _setting(c.threshold)
     lines = [
         f"## wattlab compare: energy gate {gate}",
         "",
@@ -110,7 +115,7 @@ def markdown(comparison: Comparison) -> str:
         "",
         f"Baseline `{c.baseline.spec.name}` ({len(c.baseline.runs)} runs) against candidate "
         f"`{c.candidate.spec.name}` ({len(c.candidate.runs)} runs); threshold {threshold}, "
-        f"{c.confidence:.0%} confidence over all {len(c.configs)} configuration(s).",
+        f"{_setting(c.confidence)} confidence over all {len(c.configs)} configuration(s).",
         "",
         "| configuration | reps (base / cand) | energy per sample | energy change | verdict "
         f"| time per sample change | verdict | smallest detectable | reps for {threshold} |",
@@ -164,7 +169,7 @@ def _celsius(value: float | None) -> str:
 
 
 def _method(c: Comparison) -> list[str]:
-    each = f"{c.config_confidence:.2%}" if len(c.configs) > 1 else f"{c.confidence:.0%}"
+    each = f"{c.config_confidence * 100:.2f} %" if len(c.configs) > 1 else _setting(c.confidence)
     lines = [
         "- Welch's t on the logarithm of each repetition's energy (and time) per sample; the "
         "change is the ratio of geometric means, its interval's ends one-sided bounds at "
@@ -173,7 +178,7 @@ def _method(c: Comparison) -> list[str]:
         + ", widened by the counters' resolution (NVML's millijoule, the clock's microsecond).",
         "- Verdict: regression when the lower bound is above 0, improvement when the upper "
         "bound is below 0, otherwise no detectable change. The gate (exit 1) fails on an energy "
-        f"regression whose upper bound reaches {_pct(c.threshold, signed=False)}.",
+        f"regression whose upper bound reaches {_setting(c.threshold)}.",
         "- Smallest detectable: the true change these repetitions would catch 80 % of the time; "
         "reps: the repetitions per side that would make the threshold detectable.",
     ]
