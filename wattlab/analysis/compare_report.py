@@ -63,9 +63,11 @@ def headline(comparison: Comparison) -> str:
     failing = [c for c in comparison.configs if c.energy.exceeds]
     if failing:
         worst = max(failing, key=lambda c: c.energy.ratio)
+        beyond = worst.energy.low - 1 >= comparison.threshold
+        reach = "beyond" if beyond else "which may reach"
         return (
             f"Energy per sample regressed: {worst.label} {_pct(worst.energy.change)} "
-            f"{_interval(worst.energy)}, which may reach the {threshold} threshold "
+            f"{_interval(worst.energy)}, {reach} the {threshold} threshold "
             f"({len(failing)} of {len(comparison.configs)} configuration(s) fail)."
         )
     formed = [c for c in comparison.configs if c.energy.verdict != "no interval"]
