@@ -17,6 +17,9 @@ Noise, all from stored H200 runs:
   first repetition); a cross-session trial adds one of them, with a random sign, to every
   repetition of the candidate.
 
+The wide grid (`docs/measured/h200-wide-2026-12-04/`) holds one run per configuration, so it has
+no repetitions to draw from and is not used.
+
     python bench/compare_power.py --trials 4000 --seed 1
 
 prints a table and writes `compare-power.json` under $OUT (or bench-out/).
