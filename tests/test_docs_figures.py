@@ -24,6 +24,7 @@ DOCUMENTS = (
     "docs/estimation.md",
     "docs/advise.md",
     "docs/engine.md",
+    "docs/compare.md",
 )
 LINK = re.compile(r"\]\(([^)\s]*measured/[^)\s#]*)\)")
 # a stated figure: a decimal with a unit or a ratio, or "N of M"

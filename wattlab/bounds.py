@@ -92,6 +92,10 @@ BOUNDS: dict[str, Bound] = {
     "min_saving": Bound(0, 0.999),
     "max_penalty": Bound(0, 100),
     "baseline_w": Bound(0, 10_000, low_open=True, unit=_W),
+    # wattlab compare
+    "compare_threshold_percent": Bound(0, 100, low_open=True, unit="%"),
+    "compare_confidence": Bound(0.5, 0.999),
+    "session_noise_percent": Bound(0, 100, unit="%"),
     # estimates
     "estimate_epochs": Bound(0, 100_000, low_open=True),
     "train_size": Bound(1, 10**9, integer=True),

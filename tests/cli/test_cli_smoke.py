@@ -37,6 +37,7 @@ COMMANDS = (
     ("run",),
     ("sweep",),
     ("report",),
+    ("compare",),
     ("estimate",),
     ("estimate", "evaluate"),
     ("estimate", "power-limits"),
@@ -50,6 +51,7 @@ COMMANDS = (
 REQUIRED_ARGS: dict[tuple[str, ...], list[str]] = {
     ("sweep",): ["spec.yaml"],
     ("monitor",): ["--", "true"],
+    ("compare",): ["base.db", "pr.db"],
 }
 TRAIN = ("torch", "torchvision")
 

@@ -74,6 +74,17 @@ def test_abandon_marks_only_the_sweeps_running_rows(tmp_path: Path) -> None:
         ("4", ("exit_code", "stdout_path", "stderr_path", "budget_window", "command_json")),
         ("5", ("pid_started_unix",)),
         ("6", ("synthetic_version", "recipe")),
+        (
+            "7",
+            (
+                "wattlab_version",
+                "code_commit",
+                "code_dirty",
+                "torch_version",
+                "cuda_version",
+                "cudnn_version",
+            ),
+        ),
     ],
 )
 def test_an_older_database_is_migrated_keeping_its_rows(
@@ -96,7 +107,7 @@ def test_an_older_database_is_migrated_keeping_its_rows(
         assert len(store.runs()) == 1
     conn = sqlite3.connect(db)
     version = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
-    assert version == str(SCHEMA_VERSION) == "8"
+    assert version == str(SCHEMA_VERSION) == "9"
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
 

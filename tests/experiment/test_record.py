@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from dataclasses import fields
+from pathlib import Path
 
 import pytest
 
@@ -264,3 +265,33 @@ def test_a_new_row_states_its_provenance_by_share():
     assert provenance_by_share({}, "estimated") == ("estimated", 0.0)
     assert provenance_by_share(None, "sampled") == ("sampled", 1.0)
     assert provenance_by_share(None, None) == ("unknown", None)
+
+
+def test_the_fingerprint_names_wattlab_and_the_checkout_it_ran_in(tmp_path: Path) -> None:
+    import subprocess
+
+    from wattlab import __version__
+    from wattlab.experiment.db.record import fingerprint_columns
+
+    outside = fingerprint_columns(str(tmp_path))  # not a git checkout
+    assert outside.wattlab_version == __version__
+    assert outside.code_commit is None and outside.code_dirty is None
+    who = {
+        f"GIT_{r}_{k}": v
+        for r in ("AUTHOR", "COMMITTER")
+        for k, v in (("NAME", "t"), ("EMAIL", "t@t"))
+    }
+    env = {**who, "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    (tmp_path / "train.py").write_text("print(1)\n")
+    for args in (["init", "-q"], ["add", "train.py"], ["commit", "-qm", "x"]):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True, env=env)
+    head = subprocess.run(
+        ["git", "-C", str(tmp_path), "rev-parse", "HEAD"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    clean = fingerprint_columns(str(tmp_path))
+    assert (clean.code_commit, clean.code_dirty) == (head, 0)
+    (tmp_path / "train.py").write_text("print(2)\n")
+    assert fingerprint_columns(str(tmp_path)).code_dirty == 1

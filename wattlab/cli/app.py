@@ -15,6 +15,7 @@ import typer
 
 from wattlab.cli import (
     advise_cmd,
+    compare_cmd,
     devices_cmd,
     estimate_cmd,
     export_cmd,
@@ -62,6 +63,7 @@ app.command("monitor", context_settings=monitor_cmd.CONTEXT_SETTINGS)(monitor_cm
 app.command("run")(run_cmd.run)
 app.command("sweep")(sweep_cmd.sweep)
 app.command("report")(report_cmd.report)
+app.command("compare")(compare_cmd.compare)
 app.add_typer(estimate_cmd.estimate_app, name="estimate")
 app.add_typer(advise_cmd.advise_app, name="advise")
 app.command("export")(export_cmd.export)

@@ -144,6 +144,16 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
     *_declare(7, ("synthetic_version", _INT), ("recipe", _INT)),
     # the measured share of the budget's energy (issue 39: provenance by share, not weakest-of)
     *_declare(8, ("energy_measured_share", _REAL)),
+    # the run's fingerprint: which wattlab, code and libraries (wattlab.experiment.db.fingerprint)
+    *_declare(
+        9,
+        ("wattlab_version", _TEXT),
+        ("code_commit", _TEXT),
+        ("code_dirty", _INT),
+        ("torch_version", _TEXT),
+        ("cuda_version", _TEXT),
+        ("cudnn_version", _TEXT),
+    ),  # fmt: skip
 )
 RUN_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in RUN_COLUMNS)
 
@@ -215,6 +225,36 @@ class TaskColumns(ColumnGroup):
 
     synthetic_version: int | None
     recipe: int
+
+
+@dataclass(frozen=True)
+class FingerprintColumns(ColumnGroup):
+    """Which wattlab, code commit and libraries produced a run (schema version 8)."""
+
+    wattlab_version: str
+    code_commit: str | None
+    code_dirty: int | None  # 1: the checkout had uncommitted changes to tracked files
+    torch_version: str | None
+    cuda_version: str | None
+    cudnn_version: str | None
+
+
+def fingerprint_columns(folder: str | None = None) -> FingerprintColumns:
+    """This process's fingerprint: wattlab's version, the git checkout of ``folder`` (the
+    current folder by default), and the torch, CUDA and cuDNN it has loaded."""
+    from wattlab import __version__
+    from wattlab.experiment.db.fingerprint import code_state, torch_versions
+
+    code = code_state(folder)
+    torch, cuda, cudnn = torch_versions()
+    return FingerprintColumns(
+        wattlab_version=__version__,
+        code_commit=code.commit,
+        code_dirty=None if code.dirty is None else int(code.dirty),
+        torch_version=torch,
+        cuda_version=cuda,
+        cudnn_version=cudnn,
+    )
 
 
 @dataclass(frozen=True)
@@ -467,6 +507,7 @@ class CommandBudgetColumns(ColumnGroup):
 COLUMN_GROUPS: tuple[type[ColumnGroup], ...] = (
     ConfigColumns,
     TaskColumns,
+    FingerprintColumns,
     IdleColumns,
     HostColumns,
     EnergyColumns,
@@ -661,7 +702,7 @@ def config_columns(
         synthetic_version=cfg.synthetic_version if cfg.dataset == "synthetic" else None,
         recipe=cfg.recipe,
     )
-    return row_of([config, task, idle_group(ctx.idle)])
+    return row_of([config, task, fingerprint_columns(), idle_group(ctx.idle)])
 
 
 def idle_group(idle: Mapping[str, Any] | None) -> IdleColumns | None:
@@ -899,4 +940,4 @@ def callback_row(
     result = CallbackResultColumns(
         pue=window_co2e(train).settings.pue, accuracy=accuracy, train_loss=train_loss
     )
-    return row_of([identity, EnergyColumns.of(train), result])
+    return row_of([identity, fingerprint_columns(), EnergyColumns.of(train), result])

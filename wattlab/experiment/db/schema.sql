@@ -5,7 +5,7 @@
 CREATE TABLE IF NOT EXISTS meta (
   key TEXT PRIMARY KEY,
   value TEXT NOT NULL
-);  -- ('app', 'wattlab'), ('schema_version', '8'), written by store.py
+);  -- ('app', 'wattlab'), ('schema_version', '9'), written by store.py
 
 CREATE TABLE IF NOT EXISTS runs (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -81,7 +81,14 @@ CREATE TABLE IF NOT EXISTS runs (
   synthetic_version INTEGER,
   recipe INTEGER,
   -- schema version 8: the share of energy_total_j a counter or sampled power gave (0..1)
-  energy_measured_share REAL
+  energy_measured_share REAL,
+  -- schema version 9: the run's fingerprint, so `wattlab compare` compares like with like
+  wattlab_version TEXT,            -- wattlab.__version__ of the process that ran it
+  code_commit TEXT,                -- HEAD of the git checkout it ran in (NULL outside one)
+  code_dirty INTEGER,              -- 1 when that checkout had uncommitted changes to tracked files
+  torch_version TEXT,              -- torch.__version__ (NULL when torch was not loaded)
+  cuda_version TEXT,               -- the CUDA torch was built with (torch.version.cuda)
+  cudnn_version TEXT               -- torch.backends.cudnn.version()
 );
 CREATE INDEX IF NOT EXISTS runs_by_config ON runs (sweep, config_hash, repetition, status);
 

@@ -74,6 +74,14 @@ class RunCol:
     GPU_TDP_W: Final = "gpu_tdp_w"
     RAM_GB: Final = "ram_gb"
     LAUNCHER: Final = "launcher"
+    GPU_UUIDS: Final = "gpu_uuids"
+    # the fingerprint (schema version 8)
+    WATTLAB_VERSION: Final = "wattlab_version"
+    CODE_COMMIT: Final = "code_commit"
+    CODE_DIRTY: Final = "code_dirty"
+    TORCH_VERSION: Final = "torch_version"
+    CUDA_VERSION: Final = "cuda_version"
+    CUDNN_VERSION: Final = "cudnn_version"
     # time and energy
     DURATION_S: Final = "duration_s"
     WALL_S: Final = "wall_s"
@@ -156,6 +164,14 @@ class StoredRun:
     gpu_tdp_w: float | None = None  # the GPU's default (maximum) limit, per GPU
     ram_gb: float | None = None
     launcher: str | None = None
+    gpu_uuids: str | None = None  # comma-separated, job order
+    # the fingerprint (schema version 8; None on older runs)
+    wattlab_version: str | None = None
+    code_commit: str | None = None  # HEAD of the git checkout the run started in
+    code_dirty: int | None = None  # 1: uncommitted changes to tracked files
+    torch_version: str | None = None
+    cuda_version: str | None = None
+    cudnn_version: str | None = None
     # time and energy
     duration_s: float | None = None  # the budget's training time
     wall_s: float | None = None  # the whole run

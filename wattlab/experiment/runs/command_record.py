@@ -28,6 +28,7 @@ from wattlab.experiment.db.record import (
     PhaseColumns,
     cpuinfo_model,
     estimate_assumptions,
+    fingerprint_columns,
     idle_group,
     row_of,
     window_row,
@@ -87,7 +88,8 @@ def claim_row(
         pid=os.getpid(),
         pid_started_unix=process_started_unix(os.getpid()),
     )
-    return row_of([identity, point.columns, claim, idle_group(idle)])
+    code = fingerprint_columns(str(point.cwd) if point.cwd else None)  # the command's checkout
+    return row_of([identity, point.columns, claim, code, idle_group(idle)])
 
 
 def _command(point: CommandPoint) -> dict[str, Any]:

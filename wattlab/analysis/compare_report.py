@@ -1,0 +1,279 @@
+"""What ``wattlab compare`` writes: Markdown fit for a pull request's comment, and JSON.
+
+Every sentence is true of the data: a verdict names its interval and confidence, a
+configuration with one repetition on a side says that no interval can be formed, and the
+smallest change the data could have detected is given beside each verdict.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from wattlab.analysis.compare import MAX_REPS, Change
+from wattlab.analysis.compare_runs import (
+    SESSION_SD_H200,
+    Comparison,
+    ConfigComparison,
+    fingerprint_values,
+    idle_summary,
+)
+
+
+def _pct(fraction: float, signed: bool = True) -> str:
+    if not math.isfinite(fraction):
+        return "n/a"
+    return f"{fraction * 100:+.1f} %" if signed else f"{fraction * 100:.1f} %"
+
+
+def _setting(fraction: float) -> str:
+    """A setting given as a fraction (the threshold, the confidence) as people wrote it: 5 %."""
+    return f"{fraction * 100:g} %"
+
+
+def _interval(change: Change) -> str:
+    if change.verdict == "no interval":
+        return "no interval"
+    return f"[{_pct(change.low - 1)}, {_pct(change.high - 1)}]"
+
+
+def _reps(change: Change) -> str:
+    if change.verdict == "no interval":
+        return "n/a"
+    if change.reps_needed is None:
+        return "none: a session floor" if change.session_sd > 0 else f"more than {MAX_REPS}"
+    return str(change.reps_needed)
+
+
+def _verdict(change: Change, gate: bool) -> str:
+    if change.verdict == "regression" and gate:
+        return "**regression**" if change.exceeds else "regression, below the threshold"
+    return change.verdict
+
+
+def _per_sample(value: float, unit: str) -> str:
+    if not math.isfinite(value):
+        return "n/a"
+    return f"{value:.4g} {unit}"
+
+
+def headline(comparison: Comparison) -> str:
+    """One sentence: the gate's outcome and why."""
+    threshold = _setting(comparison.threshold)
+    failing = [c for c in comparison.configs if c.energy.exceeds]
+    if failing:
+        worst = max(failing, key=lambda c: c.energy.ratio)
+        beyond = worst.energy.low - 1 >= comparison.threshold
+        reach = "beyond" if beyond else "which may reach"
+        return (
+            f"Energy per sample regressed: {worst.label} {_pct(worst.energy.change)} "
+            f"{_interval(worst.energy)}, {reach} the {threshold} threshold "
+            f"({len(failing)} of {len(comparison.configs)} configuration(s) fail)."
+        )
+    formed = [c for c in comparison.configs if c.energy.verdict != "no interval"]
+    if not formed:
+        return (
+            "No interval can be formed for any configuration (at least 2 repetitions per side "
+            "are needed), so nothing can be said about a regression."
+        )
+    blind = [c for c in formed if c.energy.detectable > comparison.threshold]
+    sentence = f"No energy regression that may reach {threshold} was found"
+    if blind:
+        lows = sorted(c.energy.detectable for c in blind)
+        span = _pct(lows[0], signed=False)
+        if len(lows) > 1:
+            span += f" to {_pct(lows[-1], signed=False)}"
+        sentence += (
+            f"; but for {len(blind)} of {len(formed)} configuration(s) the smallest change the "
+            f"data could have detected is above it ({span})"
+        )
+    missing = len(comparison.configs) - len(formed)
+    if missing:
+        sentence += f"; {missing} configuration(s) have too few repetitions for an interval"
+    return sentence + "."
+
+
+def _row(config: ConfigComparison) -> str:
+    e, t = config.energy, config.time
+    return (
+        f"| {config.label} | {e.baseline_n} / {e.candidate_n} "
+        f"| {_per_sample(e.baseline_mean, 'J')} -> {_per_sample(e.candidate_mean, 'J')} "
+        f"| {_pct(e.change)} {_interval(e)} | {_verdict(e, gate=True)} "
+        f"| {_pct(t.change)} {_interval(t)} | {_verdict(t, gate=False)} "
+        f"| {_pct(e.detectable, signed=False) if e.verdict != 'no interval' else 'n/a'} "
+        f"| {_reps(e)} |"
+    )
+
+
+def markdown(comparison: Comparison) -> str:
+    """The comparison as Markdown (a PR comment)."""
+    c = comparison
+    gate = "FAILED" if c.exceeds else "passed"
+    threshold = _setting(c.threshold)
+    lines = [
+        f"## wattlab compare: energy gate {gate}",
+        "",
+        headline(c),
+        "",
+        f"Baseline `{c.baseline.spec.name}` ({len(c.baseline.runs)} runs) against candidate "
+        f"`{c.candidate.spec.name}` ({len(c.candidate.runs)} runs); threshold {threshold}, "
+        f"{_setting(c.confidence)} confidence over all {len(c.configs)} configuration(s).",
+        "",
+        "| configuration | reps (base / cand) | energy per sample | energy change | verdict "
+        f"| time per sample change | verdict | smallest detectable | reps for {threshold} |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        *(_row(config) for config in c.configs),
+        "",
+    ]
+    no_interval = [x for x in c.configs if x.energy.why_no_interval]
+    for config in no_interval:
+        lines.append(f"- {config.label}: {config.energy.why_no_interval}.")
+    if no_interval:
+        lines.append("")
+    lines += _differences(c)
+    lines += ["### How this was computed", "", *_method(c), ""]
+    if c.notes:
+        lines += ["### Notes", "", *(f"- {n}" for n in c.notes), ""]
+    return "\n".join(lines)
+
+
+def _differences(c: Comparison) -> list[str]:
+    idle_b, idle_c = idle_summary(c.baseline.runs), idle_summary(c.candidate.runs)
+    lines = ["### What differs between the two sides", ""]
+    if not c.differences:
+        lines.append(
+            "Nothing in the runs' fingerprints differs (hardware, drivers, libraries, "
+            "wattlab, code commit)."
+        )
+    else:
+        lines += ["| | baseline | candidate |", "| --- | --- | --- |"]
+        for d in c.differences:
+            mark = " (hardware)" if d.mismatch else ""
+            lines.append(
+                f"| {d.label}{mark} | {', '.join(d.baseline)} | {', '.join(d.candidate)} |"
+            )
+    lines += [
+        "",
+        f"Idle GPU power before the runs: {_watts(idle_b['idle_power_w'])} (baseline), "
+        f"{_watts(idle_c['idle_power_w'])} (candidate); hottest GPU "
+        f"{_celsius(idle_b['idle_temperature_c'])} and {_celsius(idle_c['idle_temperature_c'])}.",
+        "",
+    ]
+    return lines
+
+
+def _watts(value: float | None) -> str:
+    return "not recorded" if value is None else f"{value:.0f} W"
+
+
+def _celsius(value: float | None) -> str:
+    return "not recorded" if value is None else f"{value:.0f} C"
+
+
+def _method(c: Comparison) -> list[str]:
+    each = f"{c.config_confidence * 100:.2f} %" if len(c.configs) > 1 else _setting(c.confidence)
+    lines = [
+        "- Welch's t on the logarithm of each repetition's energy (and time) per sample; the "
+        "change is the ratio of geometric means, its interval's ends one-sided bounds at "
+        f"{each} each"
+        + (f" (Sidak over {len(c.configs)} configurations)" if len(c.configs) > 1 else "")
+        + ", widened by the counters' resolution (NVML's millijoule, the clock's microsecond).",
+        "- Verdict: regression when the lower bound is above 0, improvement when the upper "
+        "bound is below 0, otherwise no detectable change. The gate (exit 1) fails on an energy "
+        f"regression whose upper bound reaches {_setting(c.threshold)}.",
+        "- Smallest detectable: the true change these repetitions would catch 80 % of the time; "
+        "reps: the repetitions per side that would make the threshold detectable.",
+    ]
+    if c.same_session and c.session_sd == 0:
+        lines.append(
+            "- Both sides ran on the same GPU card(s) (or both without one) within an hour: one "
+            "session, so "
+            "no between-session term is added."
+        )
+    elif c.session_sd > 0:
+        origin = (
+            "measured on H200s, bench/compare_power.py"
+            if c.session_sd == SESSION_SD_H200
+            else "as given by --session-noise"
+        )
+        lines.append(
+            f"- The sides are {'one session' if c.same_session else 'not one session'} (other "
+            "cards or more than an hour apart): a between-session spread of "
+            f"{c.session_sd * 100:.1f} % per side ({origin}) is added, which no number of "
+            "repetitions lowers; measure both sides in the same job to detect smaller changes."
+        )
+    else:
+        lines.append(
+            "- The sides are not one session, but --session-noise 0 was given: no "
+            "between-session term is added."
+        )
+    return lines
+
+
+def _change_json(change: Change) -> dict[str, Any]:
+    return {
+        "verdict": change.verdict,
+        "exceeds_threshold": change.exceeds,
+        "baseline_repetitions": change.baseline_n,
+        "candidate_repetitions": change.candidate_n,
+        "baseline_per_sample": change.baseline_mean,
+        "candidate_per_sample": change.candidate_mean,
+        "ratio": change.ratio,
+        "ratio_low": change.low,
+        "ratio_high": change.high,
+        "smallest_detectable_change": change.detectable,
+        "repetitions_for_threshold": change.reps_needed,
+        "spread_log": change.spread,
+        "why_no_interval": change.why_no_interval,
+    }
+
+
+def as_json(comparison: Comparison) -> dict[str, Any]:
+    """The comparison as plain data (``wattlab compare --json``)."""
+    c = comparison
+    return {
+        "gate": "failed" if c.exceeds else "passed",
+        "headline": headline(c),
+        "threshold": c.threshold,
+        "confidence": c.confidence,
+        "confidence_per_configuration": c.config_confidence,
+        "method": "welch-t on log per-sample values; one-sided bounds; sidak over configurations",
+        "same_session": c.same_session,
+        "session_sd_log": c.session_sd,
+        "baseline": _side_json(c, baseline=True),
+        "candidate": _side_json(c, baseline=False),
+        "configurations": [
+            {
+                "label": x.label,
+                "baseline_config_hash": x.baseline_hash,
+                "candidate_config_hash": x.candidate_hash,
+                "energy_per_sample_j": _change_json(x.energy),
+                "time_per_sample_s": _change_json(x.time),
+            }
+            for x in c.configs
+        ],
+        "differences": [
+            {
+                "field": d.field,
+                "label": d.label,
+                "hardware": d.mismatch,
+                "baseline": list(d.baseline),
+                "candidate": list(d.candidate),
+            }
+            for d in c.differences
+        ],
+        "notes": list(c.notes),
+    }
+
+
+def _side_json(c: Comparison, *, baseline: bool) -> dict[str, Any]:
+    side = c.baseline if baseline else c.candidate
+    return {
+        "database": side.spec.path,
+        "sweep": side.spec.sweep,
+        "commit": side.spec.commit,
+        "runs": len(side.runs),
+        "run_ids": [r.id for r in side.runs],
+        "fingerprint": fingerprint_values(side.runs),
+        **idle_summary(side.runs),
+    }
