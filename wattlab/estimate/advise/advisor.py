@@ -289,16 +289,10 @@ def _corrected(option: Option, correction: Correction, *, is_current: bool) -> O
             duration_high_s=t,
             source=f"measured (run {correction.run_id})",
         )
-    er, tr = correction.energy_ratio, correction.time_ratio
-    return replace(
-        option,
-        energy_j=option.energy_j * er,
-        duration_s=option.duration_s * tr,
-        energy_low_j=option.energy_low_j * er,
-        energy_high_j=option.energy_high_j * er,
-        duration_low_s=option.duration_low_s * tr,
-        duration_high_s=option.duration_high_s * tr,
-        source=f"predicted, corrected by run {correction.run_id}",
+    return option.scaled(
+        correction.energy_ratio,
+        correction.time_ratio,
+        f"predicted, corrected by run {correction.run_id}",
     )
 
 

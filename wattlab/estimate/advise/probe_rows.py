@@ -201,15 +201,8 @@ def scaled(option: Option, scale: Scale) -> Option:
     if scale.count == 0:
         return option
     e, t = scale.energy, scale.time
-    return replace(
-        option,
-        energy_j=option.energy_j * e,
-        energy_low_j=option.energy_low_j * e,
-        energy_high_j=option.energy_high_j * e,
-        duration_s=option.duration_s * t,
-        duration_low_s=option.duration_low_s * t,
-        duration_high_s=option.duration_high_s * t,
-        source=f"predicted (PRE x{e:.3g} energy, x{t:.3g} time: the probe's measured/predicted)",
+    return option.scaled(
+        e, t, f"predicted (PRE x{e:.3g} energy, x{t:.3g} time: the probe's measured/predicted)"
     )
 
 

@@ -89,6 +89,21 @@ class Option:
     changes: str = ""
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
 
+    def scaled(self, energy_ratio: float, time_ratio: float, source: str) -> Option:
+        """This row with its energy and time (points and intervals) x the ratios, as ``source``
+        (a stored run's correction of PRE, or the probe's measured/predicted)."""
+        e, t = energy_ratio, time_ratio
+        return replace(
+            self,
+            energy_j=self.energy_j * e,
+            energy_low_j=self.energy_low_j * e,
+            energy_high_j=self.energy_high_j * e,
+            duration_s=self.duration_s * t,
+            duration_low_s=self.duration_low_s * t,
+            duration_high_s=self.duration_high_s * t,
+            source=source,
+        )
+
     def to_dict(self) -> dict[str, Any]:
         row = asdict(self)
         row.pop("extra")
