@@ -78,11 +78,9 @@ def command_sweep(
         data["notes"] = plan.notes
         data["results"] = sweep_results(outcomes)
         dump_json(data, json_path)
-    failed = [o for _, o in outcomes if o.status != "ok"]
-    if failed:
-        print(
-            f"wattlab: {len(failed)} of {len(outcomes)} runs failed (stored with their exit "
-            "codes and stderr; run the sweep again to retry them).",
-            file=sys.stderr,
-        )
+    from wattlab.cli.sweep_view import failed_line
+
+    line = failed_line(outcomes, "their exit codes and stderr")
+    if line is not None:
+        print(line, file=sys.stderr)
         raise typer.Exit(1)

@@ -186,13 +186,11 @@ def sweep(
             log_to_mlflow(db, [o.run_id for _, o in outcomes if o.status == "ok" and o.run_id])
     if json_path:
         dump_json(sweep_result(plan, outcomes), json_path)
-    failed = [o for _, o in outcomes if o.status != "ok"]
-    if failed:
-        print(
-            f"wattlab: {len(failed)} of {len(outcomes)} runs failed (stored with their "
-            "errors; run the sweep again to retry them).",
-            file=sys.stderr,
-        )
+    from wattlab.cli.sweep_view import failed_line
+
+    line = failed_line(outcomes, "their errors")
+    if line is not None:
+        print(line, file=sys.stderr)
         raise typer.Exit(1)
 
 

@@ -147,7 +147,35 @@ def open_store(
     merge = (not readonly) if merge_kept is None else merge_kept
     if merge or merge_kept is None:
         _merge_kept_runs(store, readonly=readonly, merge=merge)
+    if merge:
+        _abandon_dead_claims(store, readonly=readonly)
     return store
+
+
+def _abandon_dead_claims(store: Store, *, readonly: bool) -> None:
+    """Mark every run of this host left 'running' by a process that is gone (a pid that no
+    longer runs, or now runs another program) 'abandoned', whatever sweep it belongs to: any
+    command that writes the database (or a report or export that may write it) does so, so no
+    claim stays 'running' after a kill -9. A reader does it through a writable connection when
+    it may write; a database it cannot write is left as it is. The ids end up in
+    ``store.abandoned_at_open`` as (id, sweep)."""
+    try:
+        dead = store.dead_claims()
+    except DataError:
+        return
+    if not dead:
+        return
+    try:
+        if readonly:
+            if not _writable(store.path):
+                return
+            with open_store(store.path, merge_kept=False) as writer:
+                _abandon_dead_claims(writer, readonly=False)
+                store.abandoned_at_open = writer.abandoned_at_open
+            return
+        store.abandoned_at_open = store.abandon_dead_claims(dead)
+    except DataError:  # locked or read-only now: the next writer does it
+        return
 
 
 def _merge_kept_runs(store: Store, *, readonly: bool, merge: bool) -> None:
@@ -513,6 +541,8 @@ class Store:
         self.path = path
         self.identity = file_identity(path)  # the file opened: checked before every write
         self._intact = False  # set once quick_check passed (before the first write)
+        # (id, sweep) of the runs a dead process left 'running', marked abandoned at open
+        self.abandoned_at_open: list[tuple[int, str | None]] = []
         with self._sql():
             self._columns = {
                 t: self._table_columns(t)
@@ -873,6 +903,57 @@ class Store:
                 conn.execute("ROLLBACK")
             raise
         return ids
+
+    def dead_claims(self) -> list[int]:
+        """Ids of the runs claimed on this host and left 'running' by a process that is gone
+        (its pid no longer runs, or now runs a program started at another time)."""
+        from wattlab.experiment.hosts import host_name
+        from wattlab.processes import same_process_alive
+
+        with self._sql():
+            rows = self._conn.execute(
+                "SELECT id, pid, pid_started_unix FROM runs "
+                "WHERE status = 'running' AND hostname = ? AND pid IS NOT NULL",
+                (host_name(),),
+            ).fetchall()
+        return [
+            int(i)
+            for i, pid, started in rows
+            if not same_process_alive(int(pid), None if started is None else float(started))
+        ]
+
+    def abandon_dead_claims(self, dead_ids: Iterable[int]) -> list[tuple[int, str | None]]:
+        """Mark the runs ``dead_ids`` (from ``dead_claims``) 'abandoned' when they are still
+        'running'; return (id, sweep) of each one marked."""
+        ids = sorted({int(i) for i in dead_ids})
+        if not ids:
+            return []
+        conn = self._conn
+        marks = ", ".join("?" for _ in ids)
+        where = f"status = 'running' AND id IN ({marks})"
+        with self._sql():
+            self._begin_write()
+            try:
+                marked = [
+                    (int(i), None if sw is None else str(sw))
+                    for i, sw in conn.execute(f"SELECT id, sweep FROM runs WHERE {where}", ids)
+                ]
+                if marked:
+                    conn.execute(
+                        f"UPDATE runs SET status = 'abandoned', error = ?, finished_at = ? "
+                        f"WHERE {where}",
+                        [
+                            "abandoned: the process running it died before it finished",
+                            _now_utc(),
+                            *ids,
+                        ],
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        return marked
 
     def running_lone_runs(self, hostname: str) -> list[tuple[int, int | None]]:
         """(id, pid) of lone runs ('running', no sweep) claimed on ``hostname``."""

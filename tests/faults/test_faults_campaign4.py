@@ -1,0 +1,168 @@
+"""Fourth fault campaign (issue #40): each case one promise of docs/errors.md.
+
+A database the user removed is never re-created; a claim whose process is gone is marked
+abandoned by the next command that writes (or may write) the database, whatever its sweep,
+and a report says 'running' and 'abandoned' as such; every name that becomes part of a file
+name is bounded; a full disk and a read-only folder are said as such, before slow work; the
+statement's YAML and Markdown hold any byte; `WATTLAB_CACHE_DIR=off` is honoured by every
+cache; exit codes as documented; echoed input is cut."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from wattlab.errors import DataError, WorkStopped
+from wattlab.experiment.db.record import RunOutcome
+from wattlab.experiment.db.store import open_store
+
+WATTLAB = [sys.executable, "-m", "wattlab.cli"]
+ENV = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+
+
+def wattlab(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 120):
+    return subprocess.run(
+        [*WATTLAB, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**ENV, **(env or {})},
+    )
+
+
+def _dead_pid() -> int:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    return gone.pid
+
+
+def _claim(store, *, sweep: str | None, pid: int) -> int:
+    from wattlab.experiment.hosts import host_name
+
+    return store.claim_run(
+        {
+            "sweep": sweep,
+            "config_hash": "h",
+            "config_json": {},
+            "label": "x",
+            "hostname": host_name(),
+            "pid": pid,
+        }  # fmt: skip
+    )
+
+
+def _entry():
+    from wattlab.experiment.sweep.driver import PlanEntry, SweepPlan
+
+    entry = PlanEntry(order=1, config=None, repetition=0, label="a", config_hash="h",
+                      action="run")  # fmt: skip
+    plan = SweepPlan(name="s", entries=[entry], order_seed=None, warmup_runs=0, cooldown_s=0.0)
+    return entry, plan
+
+
+# -- 1. a database the user removed is never re-created ------------------------------------
+def test_showing_a_run_whose_database_was_removed_does_not_recreate_it(tmp_path, capsys):
+    from wattlab.cli.sweep_view import failed_line, run_with_progress
+
+    folder = tmp_path / "dbdir"
+    folder.mkdir()
+    db = folder / "s.db"
+    open_store(db).close()
+    entry, plan = _entry()
+    lost = RunOutcome(1, "failed", f"the database {db} was removed (or moved)", stored=False)
+
+    def run(plan, opts, *, on_start, on_finish):
+        on_start(entry)
+        for path in folder.iterdir():
+            path.unlink()
+        folder.rmdir()  # the user removes the database's folder while the run runs
+        on_finish(entry, lost)
+        return [(entry, lost)]
+
+    class Opts:
+        db_path = str(db)
+
+    outcomes = run_with_progress(plan, Opts(), run=run)  # type: ignore[arg-type]
+    assert not folder.exists(), "showing the run re-created the database's folder"
+    assert "not stored" in capsys.readouterr().err
+    line = failed_line(outcomes, "their errors")
+    assert line is not None and "not stored" in line and "failed (stored" not in line
+
+
+def test_a_sweep_whose_last_run_lost_its_database_stops_in_one_sentence(tmp_path):
+    from wattlab.experiment.sweep.driver import drive
+
+    db = tmp_path / "s.db"
+    open_store(db).close()
+    entry, plan = _entry()
+
+    class Kind:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def prepare(self, todo):
+            pass
+
+        def warm_up(self, entry):
+            pass
+
+        def run(self, entry, sweep, identity):
+            db.unlink()
+            return RunOutcome(1, "failed", "removed", stored=False)
+
+    with pytest.raises(WorkStopped, match="vanished during the sweep"):
+        drive(plan, Kind(), str(db))
+    assert not db.exists()
+
+
+# -- 2. no claim stays 'running' after its process is gone ---------------------------------
+@pytest.mark.parametrize("opener", ["writer", "report"])
+def test_a_dead_claim_of_any_sweep_is_abandoned_by_the_next_writer_or_report(tmp_path, opener):
+    db = tmp_path / "p.db"
+    with open_store(db) as store:
+        dead = _claim(store, sweep="probe-1f3a", pid=_dead_pid())  # a killed probe's sweep
+        lone = _claim(store, sweep=None, pid=_dead_pid())
+        live = _claim(store, sweep="other", pid=os.getpid())
+    if opener == "writer":
+        open_store(db).close()
+    else:  # report and export read through a store that may write
+        open_store(db, readonly=True, merge_kept=True).close()
+    with open_store(db, readonly=True, merge_kept=False) as store:
+        status = dict(zip(store.runs()["id"], store.runs()["status"], strict=True))
+    assert status == {dead: "abandoned", lone: "abandoned", live: "running"}
+
+
+def test_a_dry_reader_changes_no_claim(tmp_path):
+    db = tmp_path / "p.db"
+    with open_store(db) as store:
+        dead = _claim(store, sweep="probe-1f3a", pid=_dead_pid())
+    with open_store(db, readonly=True) as store:  # estimate --db, a dry run: writes nothing
+        assert store.runs()["status"].tolist() == ["running"]
+    assert dead
+
+
+@pytest.mark.parametrize(
+    ("statuses", "said"),
+    [
+        (["running"], "1 still running"),
+        (["abandoned"], "1 abandoned"),
+        (["running", "abandoned", "failed"], "1 still running, 1 abandoned"),
+    ],
+)
+def test_a_report_says_running_and_abandoned_runs_as_such(statuses, said):
+    from wattlab.analysis.report import _require_ok
+
+    runs = pd.DataFrame({"status": statuses, "error": [None] * len(statuses)})
+    with pytest.raises(DataError) as raised:
+        _require_ok(runs, "s", [])
+    message = str(raised.value)
+    assert said in message and "all" not in message.split(":")[1], message
