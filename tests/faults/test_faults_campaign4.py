@@ -166,3 +166,42 @@ def test_a_report_says_running_and_abandoned_runs_as_such(statuses, said):
         _require_ok(runs, "s", [])
     message = str(raised.value)
     assert said in message and "all" not in message.split(":")[1], message
+
+
+# -- 3. every name that becomes part of a file name is bounded ------------------------------
+def test_a_long_sweep_name_makes_a_bounded_lock_and_a_finished_sweep_leaves_no_lock(tmp_path):
+    from wattlab.experiment.sweep.lock import SweepLock, check_lock_path, identity_lock_path
+
+    db = tmp_path / ("d" * 200 + ".db")
+    open_store(db).close()
+    for name in ("a" * 300, "b" * 300, "s"):
+        check_lock_path(db, name)
+        twin = identity_lock_path(db, name)
+        with SweepLock(db, name) as lock:
+            assert len(lock.path.name.encode()) <= 255 and lock.path.exists()
+            with pytest.raises(Exception, match="already running"):
+                SweepLock(db, name).acquire()
+        assert not lock.path.exists() and not twin.exists(), "a finished sweep left its lock"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [db.name]
+
+
+def test_long_names_that_share_a_start_get_different_locks(tmp_path):
+    from wattlab.experiment.sweep.lock import lock_path
+
+    db = tmp_path / "w.db"
+    assert lock_path(db, "a" * 299 + "x") != lock_path(db, "a" * 299 + "y")
+    assert lock_path(db, "quickstart").name == "w.db.quickstart.sweep-lock"  # short: as before
+
+
+@pytest.mark.slow  # a command sweep in a subprocess
+def test_a_sweep_with_a_300_character_name_runs(tmp_path):
+    import json
+
+    name = "n" * 300
+    (tmp_path / "s.yaml").write_text(json.dumps(
+        {"name": name, "command": ["true", "{x}"], "grid": {"x": [1]}, "repetitions": 1,
+         "order": "sequential", "warmup_runs": 0, "cooldown_s": 0}))  # fmt: skip
+    done = wattlab("sweep", "s.yaml", "--db", "c.db", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".sweep-lock")]

@@ -18,6 +18,7 @@ def run_on_slurm_with_lines(
     """Submit the plan as a SLURM job array and print one line per finished task (stderr)."""
     from wattlab.cli.sweep_view import outcome_line, stored_row
     from wattlab.experiment.executors.slurm import run_plan_on_slurm
+    from wattlab.experiment.sweep.lock import bounded_part
 
     total: list[int] = [0]
     finished: list[int] = [0]
@@ -31,7 +32,7 @@ def run_on_slurm_with_lines(
         note = f" ({adopted} still running from an earlier submission)" if adopted else ""
         print(
             f"sweep {plan.name}: {len(tasks)} SLURM task(s) in job(s) {', '.join(arrays)}{note}; "
-            f"results in {slurm.folder}/{plan.name}/results",
+            f"results in {slurm.folder}/{bounded_part(plan.name)}/results",
             file=sys.stderr,
             flush=True,
         )
