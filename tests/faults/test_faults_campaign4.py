@@ -205,3 +205,15 @@ def test_a_sweep_with_a_300_character_name_runs(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".sweep-lock")]
+
+
+def test_an_output_with_a_250_character_name_is_written_whole(tmp_path):
+    from wattlab.jsonio import dump_json, staged_folder
+
+    target = tmp_path / ("j" * 245 + ".json")
+    dump_json({"a": 1}, target)  # its temporary file beside it is named within bounds
+    assert target.read_text().strip().startswith("{")
+    out = tmp_path / ("r" * 250)
+    with staged_folder(out) as staging:
+        (staging / "x.txt").write_text("x")
+    assert (out / "x.txt").read_text() == "x"

@@ -18,7 +18,7 @@ def run_on_slurm_with_lines(
     """Submit the plan as a SLURM job array and print one line per finished task (stderr)."""
     from wattlab.cli.sweep_view import outcome_line, stored_row
     from wattlab.experiment.executors.slurm import run_plan_on_slurm
-    from wattlab.experiment.sweep.lock import bounded_part
+    from wattlab.jsonio import bounded_part
 
     total: list[int] = [0]
     finished: list[int] = [0]

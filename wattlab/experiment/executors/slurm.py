@@ -384,7 +384,7 @@ class SlurmSweep:
         self.plan = plan
         self.opts = opts
         self.slurm = slurm
-        from wattlab.experiment.sweep.lock import bounded_part
+        from wattlab.jsonio import bounded_part
 
         self.folder = Path(slurm.folder).expanduser().resolve() / bounded_part(plan.name)
         self.results_dir = self.folder / "results"

@@ -23,20 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from wattlab.errors import ConfigError, DataError
-
-NAME_PART_BYTES = 96  # the most bytes of one name in a file name wattlab makes of names
-
-
-def bounded_part(name: str, limit: int = NAME_PART_BYTES) -> str:
-    """``name`` as one part of a file name, at most ``limit`` bytes: a longer name keeps its
-    start and ends in 16 hex digits of a hash of the whole (so two long names that share a
-    start still differ), never a file name the system refuses as too long."""
-    raw = name.encode("utf-8", "surrogateescape")
-    if len(raw) <= limit:
-        return name
-    digest = hashlib.sha256(raw).hexdigest()[:16]
-    head = raw[: limit - len(digest) - 1].decode("utf-8", "ignore")
-    return f"{head}-{digest}"
+from wattlab.jsonio import bounded_part
 
 
 def lock_path(db_path: str | Path, sweep: str) -> Path:
