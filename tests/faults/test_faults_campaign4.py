@@ -217,3 +217,34 @@ def test_an_output_with_a_250_character_name_is_written_whole(tmp_path):
     with staged_folder(out) as staging:
         (staging / "x.txt").write_text("x")
     assert (out / "x.txt").read_text() == "x"
+
+
+# -- 4. a full disk is said as such ----------------------------------------------------------
+@pytest.fixture
+def full_tmpfs(tmp_path: Path):
+    """A 1 MiB tmpfs holding a small wattlab database, then filled to the last byte."""
+    from tests.faults.test_faults_disk import _fill, _mount_tmpfs, _umount
+
+    folder = tmp_path / "full"
+    _mount_tmpfs(folder, "1m")
+    try:
+        open_store(folder / "d.db").close()
+        _fill(folder)
+        yield folder
+    finally:
+        _umount(folder)
+
+
+def test_a_database_on_a_full_disk_is_called_full_not_damaged(full_tmpfs):
+    from wattlab.experiment.db.store import check_writable_database
+
+    for attempt in (
+        lambda: check_writable_database(full_tmpfs / "d.db"),
+        lambda: open_store(full_tmpfs / "d.db").close(),
+        lambda: check_writable_database(full_tmpfs / "new.db"),
+        lambda: open_store(full_tmpfs / "new.db").close(),
+    ):
+        with pytest.raises(DataError) as raised:
+            attempt()
+        assert "the disk is full" in str(raised.value) and "damaged" not in str(raised.value)
+    assert not (full_tmpfs / "new.db").exists()

@@ -132,6 +132,7 @@ def open_store(
             raise DataError(
                 f"cannot create the database {path}: {error.strerror or error}."
             ) from None
+    new = create and not path.exists()
     try:
         conn = _connect(path, readonly=readonly)
     except sqlite3.Error as error:
@@ -140,8 +141,11 @@ def open_store(
         _prepare_waiting(conn, path, create=create, readonly=readonly)
         if readonly:
             conn.execute("PRAGMA query_only = ON")
-    except BaseException:
+    except BaseException as error:
         conn.close()
+        if new and "disk is full" in str(error) and _is_empty(path):
+            with contextlib.suppress(OSError):  # the empty file a full disk left: no database
+                path.unlink()
         raise
     store = Store(conn, path)
     merge = (not readonly) if merge_kept is None else merge_kept
@@ -305,7 +309,9 @@ def sqlite_error(path: Path, error: BaseException) -> DataError:
             f"cannot write the database {path}: it (or its folder) is read-only ({text}); "
             "make it writable or give another --db."
         )
-    if "full" in low:  # SQLITE_FULL: the disk (or a quota) is full
+    if "full" in low or ("i/o error" in low and _disk_full(path.parent)):
+        # SQLITE_FULL, or an I/O error from a disk (or quota) with no room left: SQLite says
+        # "disk I/O error" when it cannot grow its WAL index (-shm) on a full disk
         return DataError(
             f"cannot write the database {path}: the disk is full ({text}); nothing of this "
             "write was stored, so free some space and run the command again."
@@ -321,6 +327,34 @@ def sqlite_error(path: Path, error: BaseException) -> DataError:
         f"`sqlite3 {path} 'PRAGMA integrity_check'` and restore it from a copy, or use another "
         "--db."
     )
+
+
+def _disk_full(folder: Path) -> bool:
+    """Whether the file system of ``folder`` has no room left: under 1 MiB free, or a small
+    new file there cannot be written (No space left on device, or a quota exceeded)."""
+    import errno
+
+    try:
+        info = os.statvfs(folder)
+        if info.f_bavail * info.f_frsize < 1 << 20:
+            return True
+    except (OSError, AttributeError):
+        pass
+    probe = folder / f".wattlab-space-{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    try:
+        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as error:
+        return error.errno in (errno.ENOSPC, errno.EDQUOT)
+    try:
+        os.write(fd, b"\0" * 65536)
+        os.fsync(fd)
+        return False
+    except OSError as error:
+        return error.errno in (errno.ENOSPC, errno.EDQUOT)
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(probe)
 
 
 def check_writable_database(path: str | Path) -> None:
@@ -346,6 +380,8 @@ def check_writable_database(path: str | Path) -> None:
             f"cannot write the database {path}: its folder {folder} is read-only; make it "
             "writable or give another --db."
         )
+    if _disk_full(folder):
+        raise sqlite_error(path, sqlite3.OperationalError("database or disk is full"))
 
 
 def _check_sqlite_header(path: Path) -> None:
