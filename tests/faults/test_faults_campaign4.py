@@ -248,3 +248,75 @@ def test_a_database_on_a_full_disk_is_called_full_not_damaged(full_tmpfs):
             attempt()
         assert "the disk is full" in str(raised.value) and "damaged" not in str(raised.value)
     assert not (full_tmpfs / "new.db").exists()
+
+
+# -- 7. WATTLAB_CACHE_DIR=off is honoured by every cache; no promise of caching it cannot keep -
+@pytest.mark.parametrize("off", ["off", "OFF", "none", "0", ""])
+def test_cache_dir_off_turns_every_cache_off(tmp_path, monkeypatch, off):
+    from wattlab.estimate import pre_cache
+    from wattlab.train.data import default_cache_dir
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("WATTLAB_CACHE_DIR", off)
+    assert pre_cache.cache_dir() is None and default_cache_dir() is None
+    said = []
+    model, how = pre_cache.fit_cached(
+        b"runs", lambda: pd.DataFrame(), on_fit=lambda n, c: said.append(c)
+    )
+    assert said == [False] and model is None
+    assert list(tmp_path.iterdir()) == [], "the cache wrote into ./off"
+
+
+def test_a_read_only_cache_folder_is_not_promised_a_cached_fit(tmp_path):
+    from tests.faults.test_faults_disk import _mount_tmpfs, _umount
+    from wattlab.estimate import pre_cache
+
+    folder = tmp_path / "ro"
+    _mount_tmpfs(folder, "1m")
+    try:
+        done = subprocess.run(["mount", "-o", "remount,ro", str(folder)], capture_output=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot remount the tmpfs read-only: {done.stderr!r}")
+        said = []
+        pre_cache.fit_cached(b"runs", lambda: pd.DataFrame(), directory=folder / "cache",
+                             on_fit=lambda n, c: said.append(c))  # fmt: skip
+        assert said == [False]
+    finally:
+        _umount(folder)
+
+
+# -- 5. advise --probe: a database it cannot write is said at once ----------------------------
+@pytest.mark.slow  # the CLI in a subprocess
+def test_advise_probe_into_a_read_only_folder_is_refused_before_any_fit(tmp_path):
+    from tests.faults.test_faults_disk import _mount_tmpfs, _umount
+
+    folder = tmp_path / "ro"
+    _mount_tmpfs(folder, "1m")
+    try:
+        done = subprocess.run(["mount", "-o", "remount,ro", str(folder)], capture_output=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot remount the tmpfs read-only: {done.stderr!r}")
+        done = wattlab("advise", "--model", "resnet18", "--gpu-name", "H200", "--epochs", "1",
+                       "--probe", "5", "--db", str(folder / "p.db"), cwd=tmp_path,
+                       env={"WATTLAB_CACHE_DIR": "off"})  # fmt: skip
+    finally:
+        _umount(folder)
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "read-only" in done.stderr and "damaged" not in done.stderr, done.stderr
+    assert "fitting PRE" not in done.stderr, "the fit ran before the database was checked"
+
+
+def test_a_new_database_in_a_read_only_folder_is_said_read_only_not_damaged(tmp_path):
+    from tests.faults.test_faults_disk import _mount_tmpfs, _umount
+
+    folder = tmp_path / "ro"
+    _mount_tmpfs(folder, "1m")
+    try:
+        done = subprocess.run(["mount", "-o", "remount,ro", str(folder)], capture_output=True)
+        if done.returncode != 0:
+            pytest.skip(f"cannot remount the tmpfs read-only: {done.stderr!r}")
+        with pytest.raises(DataError) as raised:
+            open_store(folder / "p.db")
+    finally:
+        _umount(folder)
+    assert "read-only" in str(raised.value) and "damaged" not in str(raised.value)

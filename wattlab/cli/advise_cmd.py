@@ -151,6 +151,10 @@ def advise(
 
     if max_slowdown is not None and deadline_s is not None:
         raise WattlabError("give --max-slowdown or --deadline-s, not both.")
+    if probe is not None:  # the probe stores its runs: a database it cannot write is said now,
+        from wattlab.experiment.db.store import check_writable_database  # before any fit
+
+        check_writable_database(db or "wattlab.db")
     carbon = MeasurementFlags.from_params(ctx.params).carbon()
     if run_id is not None or (db is not None and probe is None):
         if db is None or run_id is None:

@@ -304,7 +304,11 @@ def sqlite_error(path: Path, error: BaseException) -> DataError:
     lines = str(error).strip().splitlines()
     text = lines[0][:200] if lines else type(error).__name__
     low = text.lower()
-    if "readonly" in low or "read-only" in low:
+    if (
+        "readonly" in low
+        or "read-only" in low
+        or ("unable to open" in low and not _folder_writable(path.parent))
+    ):
         return DataError(
             f"cannot write the database {path}: it (or its folder) is read-only ({text}); "
             "make it writable or give another --db."
@@ -327,6 +331,16 @@ def sqlite_error(path: Path, error: BaseException) -> DataError:
         f"`sqlite3 {path} 'PRAGMA integrity_check'` and restore it from a copy, or use another "
         "--db."
     )
+
+
+def _folder_writable(folder: Path) -> bool:
+    """Whether new files can be made in ``folder`` (not read-only, nor on a read-only mount)."""
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return False
+    try:
+        return not bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return True
 
 
 def _disk_full(folder: Path) -> bool:
