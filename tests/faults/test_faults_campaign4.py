@@ -320,3 +320,35 @@ def test_a_new_database_in_a_read_only_folder_is_said_read_only_not_damaged(tmp_
     finally:
         _umount(folder)
     assert "read-only" in str(raised.value) and "damaged" not in str(raised.value)
+
+
+# -- 6. the statement's YAML and Markdown hold any character ---------------------------------
+@pytest.mark.parametrize("odd", ["\x7f", "\x85", "\x9f", "\n", "\u2028", "\ufeff", "*[x]|<b>"])
+def test_a_hostile_gpu_or_cpu_name_keeps_the_statement_sound(tmp_path, odd):
+    import gzip
+    import shutil
+
+    import yaml
+
+    from wattlab.analysis.statement import energy_statement
+
+    root = Path(__file__).resolve().parents[2]
+    db = tmp_path / "h.db"
+    with gzip.open(root / "docs/measured/h200-reference-2026-12-03-main.db.gz", "rb") as src:
+        with db.open("wb") as dst:
+            shutil.copyfileobj(src, dst)
+    with open_store(db, readonly=True) as store:
+        runs = store.runs(sweep="h200-reference-p1-resnet18")
+    runs = runs[runs["status"] == "ok"].head(1).copy()
+    runs["gpu_name"] = f"NVIDIA{odd}H200"
+    runs["driver"] = f"580{odd}1"
+    runs["label"] = f"res{odd}net"
+    stated = energy_statement(runs, what="a run", command=f"wattlab report `x`{odd}")
+    card = yaml.safe_load(stated.model_card)["co2_eq_emissions"]
+    assert card["hardware_used"].startswith("1 x NVIDIA")
+    assert "\n" not in stated.paragraph and stated.paragraph.isprintable()
+    md = stated.markdown()
+    block = md.split("```yaml\n", 1)[1].split("\n```", 1)[0]
+    assert yaml.safe_load(block)["co2_eq_emissions"]["hardware_used"] == card["hardware_used"]
+    if odd == "*[x]|<b>":
+        assert "\\*\\[x\\]\\|\\<b\\>" in stated.paragraph
