@@ -352,3 +352,36 @@ def test_a_hostile_gpu_or_cpu_name_keeps_the_statement_sound(tmp_path, odd):
     assert yaml.safe_load(block)["co2_eq_emissions"]["hardware_used"] == card["hardware_used"]
     if odd == "*[x]|<b>":
         assert "\\*\\[x\\]\\|\\<b\\>" in stated.paragraph
+
+
+# -- 8. an output lost after the work ran is exit 1, not 2 ------------------------------------
+@pytest.mark.slow  # trains a tiny run in a subprocess
+@pytest.mark.extra("train")
+def test_a_json_folder_removed_during_a_run_is_exit_1_and_the_run_is_stored(tmp_path):
+    import time
+
+    from tests.faults.test_faults_disk import TINY_RUN, _statuses
+
+    jdir = tmp_path / "jdir"
+    jdir.mkdir()
+    db = tmp_path / "r.db"
+    run = subprocess.Popen(
+        [*WATTLAB, "run", *TINY_RUN, "--db", str(db), "--json", str(jdir / "row.json")],
+        cwd=tmp_path, env=ENV, text=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and run.poll() is None and _statuses(db) != ["running"]:
+            time.sleep(0.05)
+        assert run.poll() is None, "the run ended before its JSON folder could be removed"
+        jdir.rmdir()
+        _, err = run.communicate(timeout=120)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+    assert _statuses(db) == ["ok"], err[-2000:]
+    assert run.returncode == 1, err[-2000:]
+    lines = [line for line in err.splitlines() if line.startswith("wattlab:")]
+    assert len(lines) == 1 and "stored as ok (run 1)" in lines[0], err[-2000:]
+    assert "Traceback" not in err

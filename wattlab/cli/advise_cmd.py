@@ -198,7 +198,12 @@ def advise(
             result, trainee, db=db or "wattlab.db", seconds=probe, carbon=carbon,
             say=lambda line: print(line, file=sys.stderr, flush=True),
         )  # fmt: skip
-    if json_path:
+    if json_path and probe is not None:  # the probe ran and stored its runs: exit 1, not 2
+        from wattlab.cli.render import written_after_work
+
+        if not written_after_work(result.to_dict(), json_path, "the probe's runs are stored"):
+            raise typer.Exit(1)
+    elif json_path:
         dump_json(result.to_dict(), json_path)
     if json_path != "-":
         print(format_advice(result, rows))

@@ -74,13 +74,17 @@ def command_sweep(
         ram_measure=ram_measure,
     )
     outcomes = run_with_progress(plan, opts, after_run=after_run, run=run_command_plan)
+    from wattlab.cli.render import written_after_work
+    from wattlab.cli.sweep_view import failed_line
+
+    json_ok = True
     if json_path:
         data["notes"] = plan.notes
         data["results"] = sweep_results(outcomes)
-        dump_json(data, json_path)
-    from wattlab.cli.sweep_view import failed_line
-
+        json_ok = written_after_work(data, json_path, "the sweep's runs are stored")
     line = failed_line(outcomes, "their exit codes and stderr")
     if line is not None:
         print(line, file=sys.stderr)
+        raise typer.Exit(1)
+    if not json_ok:
         raise typer.Exit(1)
