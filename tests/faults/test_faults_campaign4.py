@@ -385,3 +385,20 @@ def test_a_json_folder_removed_during_a_run_is_exit_1_and_the_run_is_stored(tmp_
     lines = [line for line in err.splitlines() if line.startswith("wattlab:")]
     assert len(lines) == 1 and "stored as ok (run 1)" in lines[0], err[-2000:]
     assert "Traceback" not in err
+
+
+# -- 9. echoed input is cut ----------------------------------------------------------------
+def test_every_error_line_cuts_what_it_echoes():
+    from wattlab.cli.app import one_line, optional_values
+    from wattlab.errors import ConfigError
+    from wattlab.monitor.carbon import region_intensity
+
+    with pytest.raises(ConfigError) as raised:
+        region_intensity("x" * 5000)
+    assert len(str(raised.value)) < 600
+    for message in (f"--foo {'y' * 5000!r} is bad.", f"--foo {'z' * 5000} is bad.",
+                    f'--foo "{"w " * 3000}" is bad.'):  # fmt: skip
+        line = one_line(message)
+        assert len(line) < 400 and line.endswith("is bad."), line
+    assert optional_values(["advise", "--probe", "-5"]) == ["advise", "--probe", "-5"]
+    assert optional_values(["advise", "--probe", "--db", "x"])[2] == "60"
