@@ -402,3 +402,23 @@ def test_every_error_line_cuts_what_it_echoes():
         assert len(line) < 400 and line.endswith("is bad."), line
     assert optional_values(["advise", "--probe", "-5"]) == ["advise", "--probe", "-5"]
     assert optional_values(["advise", "--probe", "--db", "x"])[2] == "60"
+
+
+def test_a_report_of_a_sweep_in_progress_counts_running_and_abandoned_apart_from_failed():
+    from tests.analysis.test_analysis_report import make_runs
+    from wattlab.analysis.summary import summarize
+    from wattlab.analysis.summary_json import summary_to_json
+
+    runs = make_runs()
+    unfinished = runs[runs["status"] != "ok"].index
+    runs.loc[unfinished, "status"] = "running"
+    runs.loc[unfinished, "error"] = None
+    abandoned = runs.loc[unfinished].copy()
+    abandoned["id"] = runs["id"].max() + 1
+    abandoned["status"] = "abandoned"
+    runs = pd.concat([runs, abandoned], ignore_index=True)
+    summary = summarize(runs)
+    assert summary["n_failed"].sum() == 0
+    data = summary_to_json(summary, runs)["runs"]
+    assert (data["failed"], data["running"], data["abandoned"]) == (0, 1, 1)
+    assert data["failures"] == []
