@@ -343,9 +343,10 @@ def _folder_writable(folder: Path) -> bool:
         return True
 
 
-def _disk_full(folder: Path) -> bool:
-    """Whether the file system of ``folder`` has no room left: under 1 MiB free, or a small
-    new file there cannot be written (No space left on device, or a quota exceeded)."""
+def _disk_full(folder: Path, *, probe: bool = True) -> bool:
+    """Whether the file system of ``folder`` has no room left: under 1 MiB free, or (with
+    ``probe``, after a write failed) a small new file there cannot be written (No space left
+    on device, or a quota exceeded)."""
     import errno
 
     try:
@@ -354,9 +355,13 @@ def _disk_full(folder: Path) -> bool:
             return True
     except (OSError, AttributeError):
         pass
-    probe = folder / f".wattlab-space-{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    if not probe:
+        return False
+    probe_file = folder / f".wattlab-space-{os.getpid()}-{secrets.token_hex(4)}.tmp"
     try:
-        fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0))
+        fd = os.open(
+            probe_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        )
     except OSError as error:
         return error.errno in (errno.ENOSPC, errno.EDQUOT)
     try:
@@ -368,7 +373,7 @@ def _disk_full(folder: Path) -> bool:
     finally:
         os.close(fd)
         with contextlib.suppress(OSError):
-            os.unlink(probe)
+            os.unlink(probe_file)
 
 
 def check_writable_database(path: str | Path) -> None:
@@ -394,7 +399,7 @@ def check_writable_database(path: str | Path) -> None:
             f"cannot write the database {path}: its folder {folder} is read-only; make it "
             "writable or give another --db."
         )
-    if _disk_full(folder):
+    if _disk_full(folder, probe=False):
         raise sqlite_error(path, sqlite3.OperationalError("database or disk is full"))
 
 
