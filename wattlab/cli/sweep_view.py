@@ -99,7 +99,9 @@ def outcome_line(entry: PlanEntry, outcome: Any) -> str:
     """A run's line when its stored row cannot be shown: 'not stored' when nothing of it
     could be written (the database vanished, say), else its status and error."""
     status = outcome.status if getattr(outcome, "stored", True) else "not stored"
-    error = f" ({' '.join(str(outcome.error).split())[:300]})" if outcome.error else ""
+    said = " ".join(str(outcome.error or "").split())
+    said = said if len(said) <= 200 else said[:200] + "..."
+    error = f" ({said})" if said else ""
     return f"{entry.label}: {status}{error}"
 
 
