@@ -422,3 +422,16 @@ def test_a_report_of_a_sweep_in_progress_counts_running_and_abandoned_apart_from
     data = summary_to_json(summary, runs)["runs"]
     assert (data["failed"], data["running"], data["abandoned"]) == (0, 1, 1)
     assert data["failures"] == []
+
+
+@pytest.mark.slow  # the CLI in a subprocess
+def test_a_command_sweep_checks_its_lock_before_it_creates_the_database(tmp_path):
+    import json
+
+    (tmp_path / "s.yaml").write_text(json.dumps(
+        {"name": "s", "command": ["true", "{x}"], "grid": {"x": [1]}, "repetitions": 1,
+         "order": "sequential", "warmup_runs": 0, "cooldown_s": 0}))  # fmt: skip
+    (tmp_path / "c.db.s.sweep-lock").symlink_to(tmp_path / "victim")
+    done = wattlab("sweep", "s.yaml", "--db", "c.db", cwd=tmp_path)
+    assert done.returncode == 2 and "symbolic link" in done.stderr, done.stderr[-2000:]
+    assert not (tmp_path / "c.db").exists() and not (tmp_path / "victim").exists()

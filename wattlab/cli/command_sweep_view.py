@@ -53,6 +53,9 @@ def command_sweep(
         else:
             plan = make_plan(spec, None, register=False)
     else:
+        from wattlab.experiment.sweep.lock import check_lock_path
+
+        check_lock_path(db, spec.name)  # before the database is created or opened
         check_writable_database(db)
         with open_store(db) as store:
             plan = make_plan(spec, store)
