@@ -60,8 +60,10 @@ def pending_files(db_path: str | Path) -> list[Path]:
     """The side files of finished runs that wait to be merged into ``db_path``, oldest name
     first."""
     db = Path(db_path).expanduser()
-    pattern = str(db.parent / f"{glob.escape(bounded_part(db.name))}.pending-*.json")
-    return sorted(Path(p) for p in glob.glob(pattern) if not Path(p).is_symlink())
+    found: set[str] = set()
+    for name in {bounded_part(db.name), db.name}:  # the whole name: files of wattlab <= 0.2
+        found.update(glob.glob(str(db.parent / f"{glob.escape(name)}.pending-*.json")))
+    return sorted(Path(p) for p in found if not Path(p).is_symlink())
 
 
 def keep_finished(
