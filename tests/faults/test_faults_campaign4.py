@@ -435,3 +435,11 @@ def test_a_command_sweep_checks_its_lock_before_it_creates_the_database(tmp_path
     done = wattlab("sweep", "s.yaml", "--db", "c.db", cwd=tmp_path)
     assert done.returncode == 2 and "symbolic link" in done.stderr, done.stderr[-2000:]
     assert not (tmp_path / "c.db").exists() and not (tmp_path / "victim").exists()
+
+
+def test_the_advise_api_with_a_probe_checks_its_database_before_any_fit(tmp_path):
+    from wattlab.estimate.advise.api import advise
+
+    with pytest.raises(DataError, match="does not exist"):  # no fit (seconds) before this
+        advise(model="resnet18", gpu_name="H200", epochs=1, probe_s=5,
+               db=tmp_path / "missing" / "p.db")  # fmt: skip

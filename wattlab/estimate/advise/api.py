@@ -34,6 +34,10 @@ def advise(
     from wattlab.estimate.advise.probe import Trainee, probe, stored_trainee
 
     data = {k: options.pop(k) for k in ("dataset", "data_dir") if k in options}
+    if probe_s is not None:  # the probe stores its runs: a database it cannot write (a
+        from wattlab.experiment.db.store import check_writable_database  # read-only folder, a
+
+        check_writable_database(db or "wattlab.db")  # full disk) is said before any fit
     if run is None:
         if db is not None and probe_s is None:
             raise DataError("give both db and run to start from a stored run.")
