@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import BinaryIO
 
@@ -34,6 +34,39 @@ _OPEN_FLAGS = (
     | getattr(os, "O_NONBLOCK", 0)
     | getattr(os, "O_CLOEXEC", 0)
 )
+
+
+CACHE_ENV = "WATTLAB_CACHE_DIR"
+OFF_VALUES = ("", "off", "0", "none")  # WATTLAB_CACHE_DIR set to one of these: no cache at all
+
+
+def cache_folder(env: Mapping[str, str] | None = None) -> Path | None:
+    """The cache folder every cache of wattlab uses: $WATTLAB_CACHE_DIR, else
+    $XDG_CACHE_HOME/wattlab, else ~/.cache/wattlab; None when $WATTLAB_CACHE_DIR is ``off``
+    (or empty, ``0``, ``none``): then no cache reads or writes a file."""
+    env = os.environ if env is None else env
+    raw = env.get(CACHE_ENV)
+    if raw is not None:
+        return None if raw.strip().lower() in OFF_VALUES else Path(raw).expanduser()
+    base = env.get("XDG_CACHE_HOME")
+    return (Path(base).expanduser() if base else Path.home() / ".cache") / "wattlab"
+
+
+def can_write_in(folder: Path) -> bool:
+    """Whether a cache entry could be written in ``folder`` (or the folder made): the folder,
+    or the nearest one above it that exists, takes new files (not read-only, nor a read-only
+    mount)."""
+    probe = folder
+    while not probe.exists():
+        if probe.parent == probe:
+            return False
+        probe = probe.parent
+    if not probe.is_dir() or not os.access(probe, os.W_OK | os.X_OK):
+        return False
+    try:
+        return not bool(os.statvfs(probe).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return True
 
 
 class Untrusted(Exception):

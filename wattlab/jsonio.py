@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import math
@@ -141,11 +142,27 @@ def refuse_links_in(folder: str | Path, names: Iterable[str], what: str) -> None
                 )
 
 
+NAME_PART_BYTES = 96  # the most bytes of one name in a file name wattlab makes of names
+
+
+def bounded_part(name: str, limit: int = NAME_PART_BYTES) -> str:
+    """``name`` as one part of a file name wattlab makes (a lock, a temporary file, a side
+    file), at most ``limit`` bytes: a longer name keeps its start and ends in 16 hex digits of a
+    hash of the whole (so two long names that share a start still differ), never a file name
+    the system refuses as too long."""
+    raw = name.encode("utf-8", "surrogateescape")
+    if len(raw) <= limit:
+        return name
+    digest = hashlib.sha256(raw).hexdigest()[:16]
+    head = raw[: limit - len(digest) - 1].decode("utf-8", "ignore")
+    return f"{head}-{digest}"
+
+
 def _new_temp(folder: Path, name: str, mode: int = NEW_FILE_MODE) -> tuple[int, Path]:
     """A new file beside the target: O_CREAT|O_EXCL|O_NOFOLLOW, a random name, mode
     ``mode & ~umask``."""
     for _attempt in range(100):
-        tmp = folder / f".{name}.{secrets.token_hex(6)}.tmp"
+        tmp = folder / f".{bounded_part(name)}.{secrets.token_hex(6)}.tmp"
         try:
             return os.open(tmp, _NEW_FILE_FLAGS, mode), tmp
         except FileExistsError:
@@ -467,8 +484,8 @@ def staged_folder(path: str | Path) -> Iterator[Path]:
     try:
         parent.mkdir(parents=True, exist_ok=True)
         staging = Path(
-            tempfile.mkdtemp(prefix=f".{target.name}.wattlab-{os.getpid()}-", suffix=".tmp",
-                             dir=parent)
+            tempfile.mkdtemp(prefix=f".{bounded_part(target.name)}.wattlab-{os.getpid()}-",
+                             suffix=".tmp", dir=parent)
         )  # fmt: skip
     except OSError as error:
         raise ConfigError(f"cannot create the folder {path}: {error.strerror or error}.") from None

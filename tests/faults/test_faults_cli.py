@@ -396,6 +396,17 @@ CASES = [
         env={"WATTLAB_STATE_DIR": "."},
         skip=lambda: "NVML is present here" if _nvml_present() else "",
     ),
+    # -- issue #40: a huge value is cut when echoed; a negative number after an optional flag
+    Case(
+        "monitor-region-5000-characters",
+        ["monitor", "--region", "x" * 5000, *MARK],
+        "--region 'xxx",
+    ),  # fmt: skip
+    Case(
+        "advise-probe-negative-without-equals",
+        ["advise", "--model", "resnet18", "--gpu-name", "H200", "--epochs", "1", "--probe", "-5"],
+        "--probe must be a number from 5",
+    ),
 ]
 
 

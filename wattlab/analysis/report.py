@@ -70,14 +70,36 @@ def _require_ok(runs: pd.DataFrame, sweep: str | None, left_out: list[dict[str, 
             f"ok (ids {named}) have no finite energy or time ({left_out[0]['reason']})."
         )
     failed = failed_runs(runs)
+    statuses = failed["status"].astype(str)
+    failed = failed[statuses == "failed"]
     where = f" in sweep {sweep!r}" if sweep else ""
     first = ""
     if not failed.empty and "error" in failed.columns:
         errors = [str(e) for e in failed["error"] if isinstance(e, str) and e.strip()]
         if errors:
-            first = f" (first error: {errors[0].strip().splitlines()[0]})"
+            first = f" (first error: {errors[0].strip().splitlines()[0][:300]})"
+    n_failed = len(failed)
+    if n_failed == len(runs):
+        raise DataError(
+            f"there are no successful runs to report{where}: all {len(runs)} run(s) failed{first}."
+        )
+    running = int((statuses == "running").sum())
+    abandoned = int((statuses == "abandoned").sum())
+    parts = []
+    if running:
+        parts.append(f"{running} still running")
+    if abandoned:
+        parts.append(f"{abandoned} abandoned (the process running it died before it finished)")
+    if n_failed:
+        parts.append(f"{n_failed} failed{first}")
+    other = len(runs) - running - abandoned - n_failed
+    if other:
+        parts.append(f"{other} with another status")
+    yet = " yet" if running else ""
+    wait = "; report again when they have finished" if running else ""
     raise DataError(
-        f"there are no successful runs to report{where}: all {len(runs)} run(s) failed{first}."
+        f"there are no successful runs to report{where}{yet}: of {len(runs)} run(s), "
+        f"{', '.join(parts)}{wait}."
     )
 
 

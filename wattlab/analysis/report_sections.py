@@ -68,6 +68,12 @@ def header_blocks(
         f"Energy provenance: {describe_shares(data['energy_shares'])}.",
         f"Runs: {data['runs']['ok']} ok in {len(summary)} configuration(s), "
         f"{data['runs']['failed']} failed"
+        + (f", {data['runs']['running']} still running" if data["runs"].get("running") else "")
+        + (
+            f", {data['runs']['abandoned']} abandoned (their process died before they finished)"
+            if data["runs"].get("abandoned")
+            else ""
+        )
         + (
             f", {len(data['runs']['left_out'])} left out (stored as ok without a usable "
             "energy or time)."

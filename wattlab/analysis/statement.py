@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -123,6 +124,47 @@ class EnergyStatement:
         return "\n".join(parts)
 
 
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# characters that change what Markdown shows when they stand in running text
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*\[\]<>|#~!]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+
+
+def _visible(text: str) -> str:
+    """``text`` on one line, every character that does not print (a newline, DEL, a C1
+    control, a lone surrogate, a line separator) written as its escape (``\\n``, ``\\x7f``):
+    a name read from the hardware or the database never breaks the paragraph or the YAML."""
+    if text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if ch.isprintable():
+            out.append(ch)
+        elif ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ord(ch) < 0x100:
+            out.append(f"\\x{ord(ch):02x}")
+        elif ord(ch) < 0x10000:
+            out.append(f"\\u{ord(ch):04x}")
+        else:
+            out.append(f"\\U{ord(ch):08x}")
+    return "".join(out)
+
+
+def _md(text: str) -> str:
+    """``text`` (from the runs: a name, a label) as Markdown that shows it as written: on one
+    line (``_visible``), its Markdown characters escaped with a backslash."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", _visible(text))
+
+
+def _code(text: str) -> str:
+    """``text`` as inline code, on one line, whatever backticks it holds."""
+    text = _visible(text)
+    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if longest else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
 def _unique(frame: pd.DataFrame, column: str) -> list[Any]:
     if column not in frame.columns:
         return []
@@ -132,8 +174,9 @@ def _unique(frame: pd.DataFrame, column: str) -> list[Any]:
             continue
         if isinstance(value, str):
             for part in value.split(","):  # gpu_name of a mixed run: "A,B"
-                if part.strip() and part.strip() not in out:
-                    out.append(part.strip())
+                part = _visible(part.strip())
+                if part and part not in out:
+                    out.append(part)
         elif value not in out:
             out.append(value)
     return out
@@ -202,10 +245,11 @@ def _hardware(ok: pd.DataFrame, runs: list[StoredRun]) -> tuple[str, str, dict[s
         gpu = "GPU" if counts == [1] else "GPUs"
         if names:
             used = f"{count} x {', '.join(names)}"
-            return used, used, facts
+            return f"{count} x {', '.join(map(_md, names))}", used, facts
         return f"{count} {gpu} whose model was not recorded", f"{count} {gpu}", facts
     cpu = ", ".join(cpus) if cpus else "model not recorded"
-    return f"a CPU only ({cpu}), no GPU", f"CPU only ({cpu})", facts
+    words = ", ".join(map(_md, cpus)) if cpus else cpu
+    return f"a CPU only ({words}), no GPU", f"CPU only ({cpu})", facts
 
 
 def _finite(ok: pd.DataFrame, column: str) -> list[float]:
@@ -219,7 +263,9 @@ def _gpu_settings(ok: pd.DataFrame) -> tuple[str, dict[str, Any]]:
     drivers = _unique(ok, RunCol.DRIVER)
     limits, tdps = _finite(ok, RunCol.POWER_LIMIT_W), _finite(ok, RunCol.GPU_TDP_W)
     idle = _finite(ok, RunCol.IDLE_POWER_W)
-    driver = f"driver {', '.join(drivers)}" if drivers else "a driver that was not recorded"
+    driver = (
+        f"driver {', '.join(map(_md, drivers))}" if drivers else "a driver that was not recorded"
+    )
     if limits:
         lo, hi = min(limits), max(limits)
         default = bool(tdps) and lo == hi and max(tdps) == lo
@@ -345,7 +391,7 @@ def _subject(
     energy = np.array([w.run_j for w in wholes], dtype="float64")
     budget = np.array([w.budget_j for w in wholes], dtype="float64")
     first = StoredRun.from_row(ok.iloc[0])
-    label = str(first.label)
+    label = _md(str(first.label))
     configs = ok[RunCol.CONFIG_HASH].astype("object").nunique()
     has_whole = any(w.has_run_window for w in wholes)
     if run_id is not None:  # ok holds that one run, its energy finite (split_unusable)
@@ -506,7 +552,7 @@ def energy_statement(
             f"({fmt_co2e_g(co2_low)} to {fmt_co2e_g(co2_high)}), each run's stored CO2e "
             "scaled from its budget window to its whole run."
         )
-    sentences.append(f"Stated by wattlab {version} (`{command}`).")
+    sentences.append(f"Stated by wattlab {version} ({_code(command)}).")
     if left_out:
         ids = ", ".join(str(r["run_id"]) for r in left_out)
         sentences.append(
@@ -621,7 +667,7 @@ def _config_table(ok: pd.DataFrame, wholes: Sequence[RunWhole]) -> list[str]:
         span = interval_words(kind)
         if kind.has_interval:
             span = f"{fmt_energy(iv.low)} to {fmt_energy(iv.high)} ({span})"
-        label = str(group[RunCol.LABEL].iloc[0]).replace("|", "\\|")
+        label = _md(str(group[RunCol.LABEL].iloc[0]))
         rows.append(
             f"| {label} | {len(group)} | {fmt_energy(float(np.median(energy)))} | {span} | "
             f"{fmt_energy(budget)} | {parts.short()} |"
@@ -630,7 +676,19 @@ def _config_table(ok: pd.DataFrame, wholes: Sequence[RunWhole]) -> list[str]:
 
 
 def _yaml_string(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False)  # a JSON string is a YAML double-quoted scalar
+    """``text`` as a YAML double-quoted scalar that any YAML parser reads back as it is: a JSON
+    string (a YAML double-quoted scalar) with every character that YAML does not allow
+    unescaped (DEL, C1 controls, surrogates, U+FEFF, U+FFFE/U+FFFF) or reads as a line break
+    (U+0085, U+2028, U+2029) written as a \\u escape."""
+    quoted = json.dumps(text, ensure_ascii=False)
+    return "".join(
+        ch
+        if ch.isprintable() or ch == " "
+        else f"\\u{ord(ch):04x}"
+        if ord(ch) < 0x10000
+        else f"\\U{ord(ch):08x}"
+        for ch in quoted
+    )
 
 
 def _model_card(

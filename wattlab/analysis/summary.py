@@ -113,7 +113,9 @@ def summarize(
             f"there are no successful runs to summarise ({len(runs)} run(s) given, none with "
             "status 'ok')."
         )
-    failed_counts = failed_runs(runs)["config_hash"].astype("object").value_counts().to_dict()
+    failed = failed_runs(runs)
+    failed = failed[failed["status"].astype("object") == "failed"]  # not running, abandoned
+    failed_counts = failed["config_hash"].astype("object").value_counts().to_dict()
     frame = _per_run_frame(ok)
     by_config = config_parts(ok) if "components_json" in ok.columns else {}
     rows: list[dict[str, Any]] = []

@@ -203,14 +203,18 @@ def summary_to_json(
     }
     if runs is not None:
         failed = failed_runs(runs)
+        status = failed["status"].astype("object")
         out["runs"] = {
             "ok": int(len(ok_runs(runs))),
-            "failed": int(len(failed)),
+            "failed": int((status == "failed").sum()),
             "failures": [
                 {"run_id": r.id, "label": r.label, "repetition": r.repetition, "error": r.error}
-                for r in StoredRun.from_frame(failed)
+                for r in StoredRun.from_frame(failed[status == "failed"])
             ],
         }
+        for unfinished in ("running", "abandoned"):  # still running when read; process died
+            if (status == unfinished).any():
+                out["runs"][unfinished] = int((status == unfinished).sum())
         out["hardware"] = hardware(runs)
         out["energy_shares"] = energy_shares(runs)
         out["estimate_assumptions"] = assumptions_sentence(StoredRun.from_frame(ok_runs(runs)))

@@ -208,10 +208,19 @@ def advise(
             result, trainee, seconds=None if probe == "auto" else float(probe), carbon=carbon,
             say=lambda line: print(line, file=sys.stderr, flush=True),
         )  # fmt: skip
-    if json_path:
+    written = True
+    if json_path and probe is not None:  # the probe ran: a lost output is exit 1, not 2
+        from wattlab.cli.render import written_after_work
+
+        written = written_after_work(
+            result.to_dict(), json_path, "the probe ran; its advice follows, nothing is stored"
+        )
+    elif json_path:
         dump_json(result.to_dict(), json_path)
     if json_path != "-":
         print(format_advice(result, rows))
+    if not written:
+        raise typer.Exit(1)
 
 
 def _interval(low: float, high: float, scale: float, digits: str) -> str:

@@ -8,6 +8,7 @@ paths while the command line is parsed; fixed choices are the enums of ``wattlab
 
 from __future__ import annotations
 
+import re
 import signal
 import sys
 
@@ -123,10 +124,35 @@ def optional_values(argv: list[str]) -> list[str]:
         if not out or out[0] != command or "--" in out[: out.index(flag) if flag in out else 0]:
             continue
         for i, word in enumerate(out):
-            if word == flag and (i + 1 == len(out) or out[i + 1].startswith("-")):
+            if word == flag and (i + 1 == len(out) or _is_option(out[i + 1])):
                 out.insert(i + 1, default)
                 break
     return out
+
+
+def _is_option(word: str) -> bool:
+    """Whether ``word`` is an option rather than a value: it starts with '-' and is not a
+    number (``--probe -5`` gives -5, refused with the flag's range, not 'No such option')."""
+    if not word.startswith("-") or word == "-":
+        return False
+    try:
+        float(word)
+    except ValueError:
+        return True
+    return False
+
+
+_LONG_WORD = re.compile(r"\S{241,}")
+_LONG_QUOTED = re.compile("('[^']{200})[^']{41,}'|(\"[^\"]{200})[^\"]{41,}\"")
+
+
+def one_line(message: str) -> str:
+    """An error message on one line, every value it echoes cut to about 200 characters (a
+    quoted value, or any run of 240 characters without a space): a 5 000-character flag value
+    is never said whole."""
+    text = " ".join(message.split())
+    text = _LONG_QUOTED.sub(lambda m: (m.group(1) or m.group(2)) + "..." + m.group(0)[0], text)
+    return _LONG_WORD.sub(lambda m: m.group(0)[:200] + "...", text)
 
 
 def main() -> None:
@@ -139,13 +165,13 @@ def main() -> None:
     try:
         code = app(args=optional_values(sys.argv[1:]), standalone_mode=False, prog_name="wattlab")
     except WattlabError as error:
-        print(f"wattlab: error: {' '.join(str(error).split())}", file=sys.stderr)
+        print(f"wattlab: error: {one_line(str(error))}", file=sys.stderr)
         sys.exit(error.exit_code)
     except click_error as error:  # usage errors: exit 2
         if type(error).__name__ == "NoArgsIsHelpError":  # bare `wattlab`: the help, as is
             print(error.format_message(), file=sys.stderr)  # type: ignore[attr-defined]
             sys.exit(2)
-        print(f"wattlab: error: {_usage_error(error)}", file=sys.stderr)
+        print(f"wattlab: error: {one_line(_usage_error(error))}", file=sys.stderr)
         sys.exit(getattr(error, "exit_code", 2))
     except typer.Abort:
         stop_signals.exit_stopped(signal.SIGINT)  # the one line, 130

@@ -53,6 +53,9 @@ def command_sweep(
         else:
             plan = make_plan(spec, None, register=False)
     else:
+        from wattlab.experiment.sweep.lock import check_lock_path
+
+        check_lock_path(db, spec.name)  # before the database is created or opened
         check_writable_database(db)
         with open_store(db) as store:
             plan = make_plan(spec, store)
@@ -74,15 +77,17 @@ def command_sweep(
         ram_measure=ram_measure,
     )
     outcomes = run_with_progress(plan, opts, after_run=after_run, run=run_command_plan)
+    from wattlab.cli.render import written_after_work
+    from wattlab.cli.sweep_view import failed_line
+
+    json_ok = True
     if json_path:
         data["notes"] = plan.notes
         data["results"] = sweep_results(outcomes)
-        dump_json(data, json_path)
-    failed = [o for _, o in outcomes if o.status != "ok"]
-    if failed:
-        print(
-            f"wattlab: {len(failed)} of {len(outcomes)} runs failed (stored with their exit "
-            "codes and stderr; run the sweep again to retry them).",
-            file=sys.stderr,
-        )
+        json_ok = written_after_work(data, json_path, "the sweep's runs are stored")
+    line = failed_line(outcomes, "their exit codes and stderr")
+    if line is not None:
+        print(line, file=sys.stderr)
+        raise typer.Exit(1)
+    if not json_ok:
         raise typer.Exit(1)

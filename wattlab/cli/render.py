@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 from wattlab.meters.base import MeterProblem
@@ -203,3 +204,18 @@ def print_power_limit_curve(run_id: int, curve) -> None:
     console.print(curve.summary())
     for note in curve.notes:
         console.print(f"note: {note}")
+
+
+def written_after_work(data: object, path: str, done: str) -> bool:
+    """Write the JSON output of work that has run (a run, a sweep, a probe); a failure (its
+    folder removed meanwhile, a full disk) is one line on stderr naming what was done anyway,
+    and False: the caller exits 1 (the work ran), never 2 (bad input, nothing ran)."""
+    from wattlab.errors import WattlabError
+    from wattlab.jsonio import dump_json
+
+    try:
+        dump_json(data, path)
+    except WattlabError as failure:
+        print(f"wattlab: error: {' '.join(str(failure).split())} ({done}).", file=sys.stderr)
+        return False
+    return True

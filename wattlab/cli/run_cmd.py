@@ -135,9 +135,9 @@ def run(
     mlflow: Mlflow = False,
 ) -> None:
     """Train one configuration under the energy monitor and store it in the database."""
+    from wattlab.cli.render import written_after_work
     from wattlab.experiment.result_json import run_result
     from wattlab.experiment.runs.runner import run as run_config
-    from wattlab.jsonio import dump_json
     from wattlab.train.config import make_run_config
 
     measuring = MeasurementFlags.from_params(ctx.params).settings(mlflow=mlflow)
@@ -179,8 +179,14 @@ def run(
     outcome = run_config(cfg, opts, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint)
     if mlflow and outcome.run_id is not None and outcome.stored:
         log_to_mlflow(db, [outcome.run_id])
+    json_lost = False
     if json_path and outcome.row is not None:
-        dump_json(run_result(outcome.row, carbon.source), json_path)
+        done = (
+            f"the run is stored as {outcome.status} (run {outcome.run_id})"
+            if outcome.run_id is not None and outcome.stored
+            else "the run ran"
+        )
+        json_lost = not written_after_work(run_result(outcome.row, carbon.source), json_path, done)
     if outcome.status == "ok" and outcome.row is not None and opts.progress:
         from wattlab.cli.render import print_run_row
 
@@ -194,3 +200,5 @@ def run(
             said = "the run failed and nothing was stored"
         print(f"wattlab: {said}: {outcome.error}", file=sys.stderr)
         raise typer.Exit(1)
+    if json_lost:
+        raise typer.Exit(1)  # the run ran and is stored: exit 1, not 2 (docs/errors.md)

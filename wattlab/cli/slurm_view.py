@@ -16,8 +16,9 @@ def run_on_slurm_with_lines(
     plan: SweepPlan, opts: Any, slurm: SlurmOptions
 ) -> list[tuple[PlanEntry, Any]]:
     """Submit the plan as a SLURM job array and print one line per finished task (stderr)."""
-    from wattlab.experiment.db.store import open_store
+    from wattlab.cli.sweep_view import outcome_line, stored_row
     from wattlab.experiment.executors.slurm import run_plan_on_slurm
+    from wattlab.jsonio import bounded_part
 
     total: list[int] = [0]
     finished: list[int] = [0]
@@ -31,25 +32,15 @@ def run_on_slurm_with_lines(
         note = f" ({adopted} still running from an earlier submission)" if adopted else ""
         print(
             f"sweep {plan.name}: {len(tasks)} SLURM task(s) in job(s) {', '.join(arrays)}{note}; "
-            f"results in {slurm.folder}/{plan.name}/results",
+            f"results in {slurm.folder}/{bounded_part(plan.name)}/results",
             file=sys.stderr,
             flush=True,
         )
 
     def on_finish(entry: PlanEntry, outcome: Any) -> None:
         finished[0] += 1
-        row = None
-        if outcome.run_id is not None:
-            with open_store(opts.db_path) as store:
-                runs = store.runs(sweep=plan.name)
-            match = runs[runs["id"] == outcome.run_id]
-            if len(match):
-                row = match.iloc[0].to_dict()
-        line = (
-            run_summary_line(row)
-            if row
-            else f"{entry.label}: {outcome.status} {outcome.error or ''}"
-        )
+        row = stored_row(opts.db_path, outcome, sweep=plan.name)
+        line = run_summary_line(row) if row else outcome_line(entry, outcome)
         print(
             f"[{finished[0]}/{total[0]}] rep {entry.repetition} {line}", file=sys.stderr, flush=True
         )

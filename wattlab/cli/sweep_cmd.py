@@ -184,15 +184,17 @@ def sweep(
         outcomes = run_on_slurm_with_lines(plan, opts, slurm)
         if mlflow:
             log_to_mlflow(db, [o.run_id for _, o in outcomes if o.status == "ok" and o.run_id])
-    if json_path:
-        dump_json(sweep_result(plan, outcomes), json_path)
-    failed = [o for _, o in outcomes if o.status != "ok"]
-    if failed:
-        print(
-            f"wattlab: {len(failed)} of {len(outcomes)} runs failed (stored with their "
-            "errors; run the sweep again to retry them).",
-            file=sys.stderr,
-        )
+    from wattlab.cli.render import written_after_work
+    from wattlab.cli.sweep_view import failed_line
+
+    json_ok = not json_path or written_after_work(
+        sweep_result(plan, outcomes), json_path, "the sweep's runs are stored"
+    )
+    line = failed_line(outcomes, "their errors")
+    if line is not None:
+        print(line, file=sys.stderr)
+        raise typer.Exit(1)
+    if not json_ok:
         raise typer.Exit(1)
 
 

@@ -77,6 +77,54 @@ def warm_up_line(plan: SweepPlan) -> str | None:
     )
 
 
+def stored_row(db_path: str, outcome: Any, sweep: str | None = None) -> dict[str, Any] | None:
+    """The stored row of a finished run, read without writing (None when it was not stored, or
+    the database cannot be read now): showing a run never creates or changes the database,
+    which the user may have removed meanwhile."""
+    from wattlab.errors import WattlabError
+    from wattlab.experiment.db.store import open_store
+
+    if outcome.run_id is None or not getattr(outcome, "stored", True):
+        return None
+    try:
+        with open_store(db_path, create=False, readonly=True, merge_kept=False) as store:
+            runs = store.runs(sweep=sweep)
+    except WattlabError:
+        return None
+    match = runs[runs["id"] == outcome.run_id]
+    return match.iloc[0].to_dict() if len(match) else None
+
+
+def outcome_line(entry: PlanEntry, outcome: Any) -> str:
+    """A run's line when its stored row cannot be shown: 'not stored' when nothing of it
+    could be written (the database vanished, say), else its status and error."""
+    status = outcome.status if getattr(outcome, "stored", True) else "not stored"
+    said = " ".join(str(outcome.error or "").split())
+    said = said if len(said) <= 200 else said[:200] + "..."
+    error = f" ({said})" if said else ""
+    return f"{entry.label}: {status}{error}"
+
+
+def failed_line(outcomes: list[tuple[PlanEntry, Any]], stored_with: str) -> str | None:
+    """The sweep's last line when some runs did not end ok (None when all did): how many
+    failed and were stored, and how many were not stored at all."""
+    bad = [o for _, o in outcomes if o.status != "ok"]
+    if not bad:
+        return None
+    lost = sum(not getattr(o, "stored", True) for o in bad)
+    parts = []
+    if len(bad) - lost:
+        parts.append(
+            f"{len(bad) - lost} of {len(outcomes)} runs failed (stored with {stored_with})"
+        )
+    if lost:
+        parts.append(
+            f"{lost} of {len(outcomes)} run(s) were not stored (the database could not be "
+            "written; nothing of them is in it)"
+        )
+    return "wattlab: " + "; ".join(parts) + "; run the sweep again to retry them."
+
+
 def run_with_progress(
     plan: SweepPlan,
     opts: WorkerOptions | CommandOptions,
@@ -89,7 +137,6 @@ def run_with_progress(
     from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
     from wattlab.cli.render import run_summary_line
-    from wattlab.experiment.db.store import open_store
 
     console = make_console(file=sys.stderr if not sys.stdout.isatty() else sys.stdout)
     todo = plan.to_run
@@ -119,16 +166,10 @@ def run_with_progress(
             done = len(finished)
             per_run = (finished[-1] - started) / done
             bar.update(task, advance=1, eta=_fmt_s(per_run * (len(todo) - done)))
-            row = None
-            if outcome.run_id is not None:
-                with open_store(opts.db_path) as store:
-                    runs = store.runs()
-                match = runs[runs["id"] == outcome.run_id]
-                if len(match):
-                    row = match.iloc[0].to_dict()
-            line = run_summary_line(row) if row else f"{entry.label}: {outcome.status}"
+            row = stored_row(opts.db_path, outcome)
+            line = run_summary_line(row) if row else outcome_line(entry, outcome)
             bar.console.print(f"[{done}/{len(todo)}] rep {entry.repetition} {line}")
-            if after_run is not None and outcome.run_id is not None:
+            if after_run is not None and outcome.run_id is not None and outcome.stored:
                 after_run(outcome.run_id)
             if pause is not None and done < len(todo):  # run_plan pauses before every run but
                 bar.console.print(pause)  # the first, on and off a terminal alike

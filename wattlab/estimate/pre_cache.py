@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 import re
 import sys
 from collections.abc import Callable, Mapping
@@ -68,14 +67,12 @@ class CacheFormatError(ValueError):
     """A cached file that is not a PRE fit of ours with this key."""
 
 
-def cache_dir(env: Mapping[str, str] | None = None) -> Path:
-    """The cache folder: $WATTLAB_CACHE_DIR, $XDG_CACHE_HOME/wattlab or ~/.cache/wattlab."""
-    env = os.environ if env is None else env
-    if env.get(ENV_DIR):
-        return Path(env[ENV_DIR]).expanduser()
-    if env.get("XDG_CACHE_HOME"):
-        return Path(env["XDG_CACHE_HOME"]).expanduser() / "wattlab"
-    return Path.home() / ".cache" / "wattlab"
+def cache_dir(env: Mapping[str, str] | None = None) -> Path | None:
+    """The cache folder: $WATTLAB_CACHE_DIR, $XDG_CACHE_HOME/wattlab or ~/.cache/wattlab; None
+    for ``WATTLAB_CACHE_DIR=off`` (the rule every cache follows: ``cache_files.cache_folder``)."""
+    from wattlab.cache_files import cache_folder
+
+    return cache_folder(env)
 
 
 @lru_cache(maxsize=1)
@@ -690,7 +687,9 @@ def fit_cached(
             note(path, why, "PRE is fitted again")
     table = runs()
     if on_fit is not None:
-        on_fit(len(table), use_cache)
+        from wattlab.cache_files import can_write_in
+
+        on_fit(len(table), use_cache and folder is not None and can_write_in(folder))
     try:
         model = fit_pre(table, **options)
     except DataError as error:

@@ -22,7 +22,7 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from wattlab.errors import ConfigError, DataError
+from wattlab.errors import ConfigError, DataError, echo
 
 J_PER_KWH = 3_600_000.0
 
@@ -247,7 +247,7 @@ def region_intensity(region: str) -> tuple[float, str]:
     if entry is None:
         hint = " (use the three-letter code, e.g. FRA, USA, DEU)" if len(code) == 2 else ""
         raise ConfigError(
-            f"--region {region!r} is not in the shipped table of {len(table)} ISO 3166-1 "
+            f"--region {echo(region)} is not in the shipped table of {len(table)} ISO 3166-1 "
             f"alpha-3 country codes{hint}; give e.g. FRA, USA or DEU."
         )
     source = (

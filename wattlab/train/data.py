@@ -507,14 +507,11 @@ CACHE_ENV = "WATTLAB_CACHE_DIR"  # where generated data is cached; "off" turns t
 
 
 def default_cache_dir() -> Path | None:
-    """$WATTLAB_CACHE_DIR, else $XDG_CACHE_HOME/wattlab, else ~/.cache/wattlab; None for "off"."""
-    import os
+    """$WATTLAB_CACHE_DIR, else $XDG_CACHE_HOME/wattlab, else ~/.cache/wattlab; None for "off"
+    (``cache_files.cache_folder``, the rule of every cache)."""
+    from wattlab.cache_files import cache_folder
 
-    raw = os.environ.get(CACHE_ENV)
-    if raw is not None:
-        return None if raw.strip().lower() in ("", "off", "0", "none") else Path(raw)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "wattlab"
+    return cache_folder()
 
 
 _saved_len: dict[tuple[int, int, str], int] = {}  # images of each split known to be on disk

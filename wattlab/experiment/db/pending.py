@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from wattlab.errors import DataError
 from wattlab.experiment.db.errors import AlreadyStoredError, StoreLocked
-from wattlab.jsonio import dump_json, jsonable
+from wattlab.jsonio import bounded_part, dump_json, jsonable
 
 FORMAT = "wattlab-pending-run-1"
 
@@ -60,8 +60,10 @@ def pending_files(db_path: str | Path) -> list[Path]:
     """The side files of finished runs that wait to be merged into ``db_path``, oldest name
     first."""
     db = Path(db_path).expanduser()
-    pattern = str(db.parent / f"{glob.escape(db.name)}.pending-*.json")
-    return sorted(Path(p) for p in glob.glob(pattern) if not Path(p).is_symlink())
+    found: set[str] = set()
+    for name in {bounded_part(db.name), db.name}:  # the whole name: files of wattlab <= 0.2
+        found.update(glob.glob(str(db.parent / f"{glob.escape(name)}.pending-*.json")))
+    return sorted(Path(p) for p in found if not Path(p).is_symlink())
 
 
 def keep_finished(
@@ -73,7 +75,8 @@ def keep_finished(
 ) -> Path:
     """Write a finished run to a new side file beside ``db_path``; return the file."""
     db = Path(db_path).expanduser()
-    name = f"{db.name}.pending-{run_id if run_id is not None else 'new'}-{secrets.token_hex(4)}"
+    which = run_id if run_id is not None else "new"
+    name = f"{bounded_part(db.name)}.pending-{which}-{secrets.token_hex(4)}"
     path = db.with_name(name + ".json")
     dump_json(
         {

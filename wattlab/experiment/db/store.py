@@ -136,6 +136,7 @@ def open_store(
             raise DataError(
                 f"cannot create the database {path}: {error.strerror or error}."
             ) from None
+    new = create and not path.exists()
     try:
         conn = _connect(path, readonly=readonly)
     except sqlite3.Error as error:
@@ -144,14 +145,45 @@ def open_store(
         _prepare_waiting(conn, path, create=create, readonly=readonly)
         if readonly:
             conn.execute("PRAGMA query_only = ON")
-    except BaseException:
+    except BaseException as error:
         conn.close()
+        if new and "disk is full" in str(error) and _is_empty(path):
+            with contextlib.suppress(OSError):  # the empty file a full disk left: no database
+                path.unlink()
         raise
     store = Store(conn, path)
     merge = (not readonly) if merge_kept is None else merge_kept
     if merge or merge_kept is None:
         _merge_kept_runs(store, readonly=readonly, merge=merge)
+    if merge:
+        _abandon_dead_claims(store, readonly=readonly)
     return store
+
+
+def _abandon_dead_claims(store: Store, *, readonly: bool) -> None:
+    """Mark every run of this host left 'running' by a process that is gone (a pid that no
+    longer runs, or now runs another program) 'abandoned', whatever sweep it belongs to: any
+    command that writes the database (or a report or export that may write it) does so, so no
+    claim stays 'running' after a kill -9. A reader does it through a writable connection when
+    it may write; a database it cannot write is left as it is. The ids end up in
+    ``store.abandoned_at_open`` as (id, sweep)."""
+    try:
+        dead = store.dead_claims()
+    except DataError:
+        return
+    if not dead:
+        return
+    try:
+        if readonly:
+            if not _writable(store.path):
+                return
+            with open_store(store.path, merge_kept=False) as writer:
+                _abandon_dead_claims(writer, readonly=False)
+                store.abandoned_at_open = writer.abandoned_at_open
+            return
+        store.abandoned_at_open = store.abandon_dead_claims(dead)
+    except DataError:  # locked or read-only now: the next writer does it
+        return
 
 
 def _merge_kept_runs(store: Store, *, readonly: bool, merge: bool) -> None:
@@ -276,12 +308,18 @@ def sqlite_error(path: Path, error: BaseException) -> DataError:
     lines = str(error).strip().splitlines()
     text = lines[0][:200] if lines else type(error).__name__
     low = text.lower()
-    if "readonly" in low or "read-only" in low:
+    if (
+        "readonly" in low
+        or "read-only" in low
+        or ("unable to open" in low and not _folder_writable(path.parent))
+    ):
         return DataError(
             f"cannot write the database {path}: it (or its folder) is read-only ({text}); "
             "make it writable or give another --db."
         )
-    if "full" in low:  # SQLITE_FULL: the disk (or a quota) is full
+    if "full" in low or ("i/o error" in low and _disk_full(path.parent)):
+        # SQLITE_FULL, or an I/O error from a disk (or quota) with no room left: SQLite says
+        # "disk I/O error" when it cannot grow its WAL index (-shm) on a full disk
         return DataError(
             f"cannot write the database {path}: the disk is full ({text}); nothing of this "
             "write was stored, so free some space and run the command again."
@@ -297,6 +335,49 @@ def sqlite_error(path: Path, error: BaseException) -> DataError:
         f"`sqlite3 {path} 'PRAGMA integrity_check'` and restore it from a copy, or use another "
         "--db."
     )
+
+
+def _folder_writable(folder: Path) -> bool:
+    """Whether new files can be made in ``folder`` (not read-only, nor on a read-only mount)."""
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return False
+    try:
+        return not bool(os.statvfs(folder).f_flag & os.ST_RDONLY)
+    except (OSError, AttributeError):
+        return True
+
+
+def _disk_full(folder: Path, *, probe: bool = True) -> bool:
+    """Whether the file system of ``folder`` has no room left: under 1 MiB free, or (with
+    ``probe``, after a write failed) a small new file there cannot be written (No space left
+    on device, or a quota exceeded)."""
+    import errno
+
+    try:
+        info = os.statvfs(folder)
+        if info.f_bavail * info.f_frsize < 1 << 20:
+            return True
+    except (OSError, AttributeError):
+        pass
+    if not probe:
+        return False
+    probe_file = folder / f".wattlab-space-{os.getpid()}-{secrets.token_hex(4)}.tmp"
+    try:
+        fd = os.open(
+            probe_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+        )
+    except OSError as error:
+        return error.errno in (errno.ENOSPC, errno.EDQUOT)
+    try:
+        os.write(fd, b"\0" * 65536)
+        os.fsync(fd)
+        return False
+    except OSError as error:
+        return error.errno in (errno.ENOSPC, errno.EDQUOT)
+    finally:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(probe_file)
 
 
 def check_writable_database(path: str | Path) -> None:
@@ -322,6 +403,8 @@ def check_writable_database(path: str | Path) -> None:
             f"cannot write the database {path}: its folder {folder} is read-only; make it "
             "writable or give another --db."
         )
+    if _disk_full(folder, probe=False):
+        raise sqlite_error(path, sqlite3.OperationalError("database or disk is full"))
 
 
 def _check_sqlite_header(path: Path) -> None:
@@ -545,6 +628,8 @@ class Store:
         self.path = path
         self.identity = file_identity(path)  # the file opened: checked before every write
         self._intact = False  # set once quick_check passed (before the first write)
+        # (id, sweep) of the runs a dead process left 'running', marked abandoned at open
+        self.abandoned_at_open: list[tuple[int, str | None]] = []
         with self._sql():
             self._columns = {
                 t: self._table_columns(t)
@@ -905,6 +990,57 @@ class Store:
                 conn.execute("ROLLBACK")
             raise
         return ids
+
+    def dead_claims(self) -> list[int]:
+        """Ids of the runs claimed on this host and left 'running' by a process that is gone
+        (its pid no longer runs, or now runs a program started at another time)."""
+        from wattlab.experiment.hosts import host_name
+        from wattlab.processes import same_process_alive
+
+        with self._sql():
+            rows = self._conn.execute(
+                "SELECT id, pid, pid_started_unix FROM runs "
+                "WHERE status = 'running' AND hostname = ? AND pid IS NOT NULL",
+                (host_name(),),
+            ).fetchall()
+        return [
+            int(i)
+            for i, pid, started in rows
+            if not same_process_alive(int(pid), None if started is None else float(started))
+        ]
+
+    def abandon_dead_claims(self, dead_ids: Iterable[int]) -> list[tuple[int, str | None]]:
+        """Mark the runs ``dead_ids`` (from ``dead_claims``) 'abandoned' when they are still
+        'running'; return (id, sweep) of each one marked."""
+        ids = sorted({int(i) for i in dead_ids})
+        if not ids:
+            return []
+        conn = self._conn
+        marks = ", ".join("?" for _ in ids)
+        where = f"status = 'running' AND id IN ({marks})"
+        with self._sql():
+            self._begin_write()
+            try:
+                marked = [
+                    (int(i), None if sw is None else str(sw))
+                    for i, sw in conn.execute(f"SELECT id, sweep FROM runs WHERE {where}", ids)
+                ]
+                if marked:
+                    conn.execute(
+                        f"UPDATE runs SET status = 'abandoned', error = ?, finished_at = ? "
+                        f"WHERE {where}",
+                        [
+                            "abandoned: the process running it died before it finished",
+                            _now_utc(),
+                            *ids,
+                        ],
+                    )
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+        return marked
 
     def running_lone_runs(self, hostname: str) -> list[tuple[int, int | None]]:
         """(id, pid) of lone runs ('running', no sweep) claimed on ``hostname``."""

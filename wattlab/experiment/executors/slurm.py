@@ -384,7 +384,9 @@ class SlurmSweep:
         self.plan = plan
         self.opts = opts
         self.slurm = slurm
-        self.folder = Path(slurm.folder).expanduser().resolve() / plan.name
+        from wattlab.jsonio import bounded_part
+
+        self.folder = Path(slurm.folder).expanduser().resolve() / bounded_part(plan.name)
         self.results_dir = self.folder / "results"
         self.jobs_path = self.folder / "jobs.json"
         self._stop: list[int] = []

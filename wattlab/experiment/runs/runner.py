@@ -81,8 +81,9 @@ def abandon_dead_lone_runs(db_path: str | Path) -> list[int]:
     """Mark lone runs that a dead process on this host left 'running' as 'abandoned'."""
     from wattlab.experiment.db.store import open_store
 
-    with open_store(db_path) as store:
-        return _abandon_dead_lone_runs(store)
+    with open_store(db_path) as store:  # opening it marks every dead claim of this host
+        lone = [run_id for run_id, sweep in store.abandoned_at_open if sweep is None]
+        return lone + _abandon_dead_lone_runs(store)
 
 
 def _abandon_dead_lone_runs(store: Store) -> list[int]:

@@ -290,7 +290,8 @@ def drive(
     db = Path(db_path).expanduser()
     with SweepLock(db_path, plan.name), pinned(db) as pin, kind:
         with open_store(db_path) as store:
-            abandoned = store.abandon_running(plan.name)
+            opened = [i for i, sweep in store.abandoned_at_open if sweep == plan.name]
+            abandoned = opened + store.abandon_running(plan.name)
             identity = pin or store.identity  # every later run must find this very file
         if abandoned:
             plan.notes.append(
@@ -327,6 +328,8 @@ def drive(
             outcomes.append((entry, outcome))
             if on_finish:
                 on_finish(entry, outcome)
+        if outcomes and not getattr(outcomes[-1][1], "stored", True):
+            check_still_there(db_path, identity)  # the last run was lost with its database
         return outcomes
 
 

@@ -2,8 +2,13 @@
 
 The kernel drops the lock when its holder dies (SIGKILL included), so a dead holder needs no
 clean-up: the next sweep takes the lock over. A live holder is named in one sentence. The lock
-file ``<db>.<sweep>.sweep-lock`` sits next to the database and is left in place (removing a
-lock file others may hold open would let two sweeps in).
+file ``<db>.<sweep>.sweep-lock`` sits next to the database; a sweep that ends removes it (and
+its twin in the per-user folder) while it still holds the lock, and a sweep that takes a lock
+checks, once it holds it, that the file is still the one at the path (else it opens the new
+one): so a finished sweep leaves no lock file and two sweeps never hold two files of one name.
+Every part of a lock file's name made of a name (the database's, the sweep's) is bounded
+(``bounded_part``): a long name is cut and ends in a hash of the whole, never too long a file
+name.
 """
 
 from __future__ import annotations
@@ -18,11 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from wattlab.errors import ConfigError, DataError
+from wattlab.jsonio import bounded_part
 
 
 def lock_path(db_path: str | Path, sweep: str) -> Path:
     db = Path(db_path).expanduser()
-    return db.with_name(f"{db.name}.{sweep}.sweep-lock")
+    return db.with_name(f"{bounded_part(db.name)}.{bounded_part(sweep)}.sweep-lock")
 
 
 def identity_lock_path(db_path: str | Path, sweep: str) -> Path:
@@ -62,6 +68,7 @@ def check_lock_path(db_path: str | Path, sweep: str) -> None:
     """Before anything is written: the lock file, when it exists, is a regular file and not a
     symbolic link (the lock is opened with O_NOFOLLOW, so a link is never written through)."""
     path = lock_path(db_path, sweep)
+    _identity_folder()  # the per-user lock folder can be made, before anything is written
     if path.is_symlink():
         raise ConfigError(
             f"the sweep lock {path} is a symbolic link, and wattlab never writes through links; "
@@ -82,6 +89,7 @@ class SweepLock:
         self.db_path = str(db_path)
         self._fd: int | None = None
         self._identity_fd: int | None = None
+        self._identity_path: Path | None = None
 
     def acquire(self) -> SweepLock:
         try:
@@ -90,8 +98,10 @@ class SweepLock:
             return self
         fd = self._take(self.path)
         try:
-            self._identity_fd = self._take(identity_lock_path(self.db_path, self.sweep))
+            self._identity_path = identity_lock_path(self.db_path, self.sweep)
+            self._identity_fd = self._take(self._identity_path)
         except BaseException:
+            _remove_held(fd, self.path)
             os.close(fd)
             raise
         from wattlab.monitor import utc_now_iso
@@ -104,7 +114,20 @@ class SweepLock:
         return self
 
     def _take(self, path: Path) -> int:
-        """Open ``path`` (never through a link) and hold an exclusive flock on it."""
+        """Open ``path`` (never through a link) and hold an exclusive flock on it; when the
+        file held is no longer the one at ``path`` (a sweep that ended removed it meanwhile),
+        take the one there now."""
+        for _ in range(100):
+            fd = self._take_once(path)
+            if _is_at(fd, path):
+                return fd
+            os.close(fd)
+        raise ConfigError(
+            f"the sweep lock {path} keeps changing under this sweep; another sweep "
+            f"{self.sweep!r} seems to be starting and ending on {self.db_path}; try again."
+        )
+
+    def _take_once(self, path: Path) -> int:
         import fcntl
 
         flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NONBLOCK
@@ -150,8 +173,11 @@ class SweepLock:
         return fd
 
     def release(self) -> None:
-        for fd in (self._identity_fd, self._fd):
+        """Remove both lock files, still holding their locks (a sweep that opened one meanwhile
+        finds it gone and takes a new one), then drop the locks."""
+        for fd, path in ((self._identity_fd, self._identity_path), (self._fd, self.path)):
             if fd is not None:
+                _remove_held(fd, path)
                 os.close(fd)  # closing the descriptor drops the flock
         self._fd = self._identity_fd = None
 
@@ -168,3 +194,23 @@ def _read_holder(fd: int) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _is_at(fd: int, path: Path | None) -> bool:
+    """Whether the open file ``fd`` is the file at ``path`` now."""
+    if path is None:
+        return False
+    try:
+        held, there = os.fstat(fd), os.lstat(path)
+    except OSError:
+        return False
+    return (held.st_dev, held.st_ino) == (there.st_dev, there.st_ino)
+
+
+def _remove_held(fd: int, path: Path | None) -> None:
+    """Remove the lock file ``path`` while ``fd`` holds its lock, when it is still that file."""
+    if path is not None and _is_at(fd, path):
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
