@@ -788,7 +788,9 @@ def test_a_crash_while_writing_leaves_no_cache(fake_models, tmp_path, monkeypatc
     def crash(src, dst):
         raise OSError(5, "I/O error")
 
-    monkeypatch.setattr(pre_cache.os, "replace", crash)
+    import os
+
+    monkeypatch.setattr(os, "replace", crash)  # the cache's atomic write renames last
     assert pre_cache.save(model, "key", tmp_path) is None
     assert list(tmp_path.iterdir()) == []  # neither the file nor its temporary
 

@@ -143,7 +143,9 @@ def _is_option(word: str) -> bool:
 
 
 _LONG_WORD = re.compile(r"\S{241,}")
-_LONG_QUOTED = re.compile("('[^']{200})[^']{41,}'|(\"[^\"]{200})[^\"]{41,}\"")
+# a quoted value: its opening quote starts a word (after a space, '=' or '(', or the line's
+# start), so the text between two quoted words is never taken for one
+_LONG_QUOTED = re.compile("(?<![^\\s=(])(?:('[^']{200})[^']{41,}'|(\"[^\"]{200})[^\"]{41,}\")")
 
 
 def one_line(message: str) -> str:
