@@ -130,6 +130,7 @@ def estimate_all(
         runs_df=runs_df,
         pre_model=pre_model,
         pre_fit=pre_fit,
+        method_of=registry.get,
     )
     return [planned.estimate_of(method.name) for method in registry.predicting()]
 
