@@ -796,7 +796,7 @@ class PreModel:
         """(log half-width, sentence) when the row's live marks per step lie outside the
         reference runs': the marks' cost was fitted (``roofline`` mark_s), never seen absent,
         so the interval is widened each way by the whole cost the fit removed or added (the
-        physics time with the reference runs' median marks per step against the row's)."""
+        physics time with the most marks per step a reference run made against the row's)."""
         seen = self.seen
         assert seen is not None and self.chain is not None
         if not seen.marks_per_step or self.physics_time is None:
@@ -807,7 +807,7 @@ class PreModel:
             return None
         marks = float(_marks_per_step(table)[0])
         low, high = min(seen.marks_per_step), max(seen.marks_per_step)
-        typical = float(np.median(seen.marks_per_step))
+        typical = max(seen.marks_per_step)
         as_seen = table.copy()
         as_seen["marks_per_step"] = typical
         assert self.chain.design is not None
