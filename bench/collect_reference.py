@@ -23,6 +23,7 @@ Collect in parts within 9-minute device calls, for example::
     python bench/collect_reference.py --db ref.db --pass 1 --max-minutes 8.5
     python bench/collect_reference.py --db ref.db --pass 1 --max-minutes 8.5  # resumes
     python bench/collect_reference.py --db ref.db --pass 2 --max-minutes 8.5
+    python bench/collect_reference.py --db ref.db --pass 3 --no-marks --max-minutes 8.5
     python bench/collect_reference.py --db ref.db --convert-only \
         --csv wattlab/data/h200-reference.csv
 
@@ -306,7 +307,7 @@ def wide_spec(args: argparse.Namespace, points: list, measured: dict) -> dict:
     batches = sorted({b for _, _, b in points})
     base = {
         "model": models[0], "stem": "cifar", "dataset": "synthetic", "device": args.device,
-        "epoch_eval_samples": 0, "project_after_fraction": 0.2,
+        "epoch_eval_samples": 0, **_marks(args),
     }  # fmt: skip
     for item in args.set or []:
         key, _, value = item.partition("=")
@@ -394,6 +395,13 @@ def _budget_settings(model: str, precision: str, batch_size: int, args: argparse
     return {"budget_samples": budget, "train_samples": train}
 
 
+def _marks(args: argparse.Namespace) -> dict:
+    """STEP's live step-level marks (one energy-meter read per mark, inside the step loop), or
+    none (``--no-marks``, issue 38: runs shaped as a plain ``wattlab run``, which PRE predicts
+    by default; every run measured before issue 38 was marked)."""
+    return {} if getattr(args, "no_marks", False) else {"project_after_fraction": 0.2}
+
+
 def spec_for(model: str, args: argparse.Namespace) -> dict:
     """One model's part of one pass: bench/h200-reference.yaml with the model, the grid of
     precisions x batch sizes, and one ``adjust`` rule per precision and batch size giving its
@@ -403,7 +411,7 @@ def spec_for(model: str, args: argparse.Namespace) -> dict:
     spec["description"] = spec["description"].replace("MODEL", model)
     first = _budget_settings(model, args.precisions[0], args.batch_sizes[0], args)
     base = spec["base"]
-    base.update(model=model, **first, device=args.device, project_after_fraction=0.2)
+    base.update(model=model, **first, device=args.device, **_marks(args))
     spec["adjust"] = [
         {
             "when": {"precision": precision, "batch_size": batch},
@@ -729,6 +737,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-minutes", type=float, default=None, help="Stop starting parts.")
     parser.add_argument(
         "--limit-points", type=int, default=None, help="--grid wide: only the first N points."
+    )
+    parser.add_argument(
+        "--no-marks",
+        action="store_true",
+        help="No live STEP marks (a plain wattlab run's shape); use with its own --pass.",
     )
     parser.add_argument("--set", nargs="*", help="KEY=VALUE added to every run's config.")
     parser.add_argument("--convert-only", action="store_true", help="Run nothing; write CSV.")

@@ -29,7 +29,7 @@ def main() -> None:
 
     from wattlab.estimate.pre import make_rows, medians_of, training_table
     from wattlab.estimate.reference import default_reference_path, load_reference_csv
-    from wattlab.estimate.roofline import Roofline
+    from wattlab.estimate.roofline import MARK_S, Roofline
 
     path = Path(args.data) if args.data else default_reference_path()
     runs, _ = load_reference_csv(path)
@@ -68,6 +68,7 @@ def main() -> None:
         "GPU kernel floor, per nominal launch time (g)": float(np.exp(model.log_g)),
         "once per step, ms (s)": float(np.exp(model.log_s)),
         "recipe 2's once-per-step work, ms (r)": float(np.exp(model.log_r)),
+        "one live STEP mark, ms (k x 4 ms)": float(np.exp(model.log_k) * MARK_S * 1e3),
     }
     print(f"reference: {path} ({len(out)} runs); in-sample time MAPE "
           f"{out['error_percent'].abs().mean():.1f} %")  # fmt: skip

@@ -311,6 +311,26 @@ def test_experiment_has_no_import_cycle():
     )
 
 
+def test_wattlab_has_no_import_cycle_anywhere():
+    """The same for every package and across packages (issue 38: estimate/ held a circle of
+    13 modules, baselines <-> methods/* <-> step_marks): the whole of wattlab/ is one graph."""
+    cycles = import_cycles(import_graph("wattlab"))
+    assert cycles == [], "modules that import each other:\n" + "\n".join(
+        " -> ".join(cycle) for cycle in cycles
+    )
+
+
+@pytest.mark.parametrize(
+    "package", sorted(p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file())
+)
+def test_no_package_has_an_import_cycle(package):
+    """Each package on its own, so a failure names the package."""
+    cycles = import_cycles(import_graph(f"wattlab.{package}"))
+    assert cycles == [], f"modules of {package}/ that import each other:\n" + "\n".join(
+        " -> ".join(cycle) for cycle in cycles
+    )
+
+
 FORBIDDEN = ("torch", "wattlab.train", "wattlab.experiment", "wattlab.analysis", "wattlab.cli")
 FORBIDDEN += ("wattlab.estimate", "wattlab.integrations", "prometheus_client")
 

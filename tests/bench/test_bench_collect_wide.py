@@ -74,3 +74,21 @@ def test_written_caps_are_the_computed_ones_and_the_spec_is_a_valid_sweep(tmp_pa
         assert run.config.epoch_eval_samples == 0
         assert run.config.test_samples == run.config.batch_size
         assert run.config.budget_samples % run.config.train_samples == 0
+
+
+def test_no_marks_collects_runs_shaped_as_a_plain_wattlab_run(tmp_path) -> None:
+    """Issue 38: runs without STEP's live marks, to measure the marks' cost apart."""
+    collect = _collect()
+    from wattlab.estimate.reference import load_reference_csv
+    from wattlab.experiment.specs.trainer import load_spec
+
+    shipped, _ = load_reference_csv(collect.SHIPPED_CSV)
+    points = collect.wide_points()[:4]
+    for no_marks, fraction in ((False, 0.2), (True, None)):
+        args = argparse.Namespace(device="cuda", set=None, budget_samples=None, pass_no=3,
+                                  repetitions=1, cooldown_s=1.0, no_marks=no_marks)  # fmt: skip
+        spec = collect.wide_spec(args, points, collect.measured_step_s(shipped))
+        path = tmp_path / f"wide-{no_marks}.yaml"
+        path.write_text(collect.yaml.safe_dump(spec, sort_keys=False))
+        for run in load_spec(str(path)).expand():
+            assert run.config.project_after_fraction == fraction

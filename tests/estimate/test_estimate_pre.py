@@ -748,7 +748,7 @@ def test_a_tampered_number_of_the_wrong_kind_is_not_loaded(fake_models, tmp_path
     path.write_text(json.dumps(doc))
     assert pre_cache.load("key", tmp_path) is None
     doc["model"]["chain"]["power"]["split"] = ["__import__('os')"]  # the power model's physics
-    doc["model"]["chain"]["time"]["log"] = [1.0] * 7
+    doc["model"]["chain"]["time"]["log"] = [1.0] * 8  # the right count (issue 38: 8)
     path.write_text(json.dumps(doc))
     assert pre_cache.load("key", tmp_path) is None
 

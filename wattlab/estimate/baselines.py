@@ -10,7 +10,8 @@
 TDP is the GPU's maximum (default) power limit, per GPU, as NVML reports it (runs record it as
 ``gpu_tdp_w``); ``gpu_tdp_w`` overrides the spec table's value everywhere. Every function
 returns an ``Estimate``: a number with the assumptions that made it in ``notes``, or ``error``
-saying in one sentence why the method cannot apply. Bad values raise ConfigError.
+saying in one sentence why the method cannot apply (``estimate.estimates``, imported here
+too). Bad values raise ConfigError.
 """
 
 from __future__ import annotations
@@ -18,12 +19,13 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 from wattlab.errors import ConfigError, DataError
+from wattlab.estimate.estimates import Estimate, cannot_apply, made
 from wattlab.estimate.specs import GpuSpec, lookup_gpu, peak_flops
-from wattlab.monitor.carbon import CarbonSettings, Co2e, co2e
+from wattlab.monitor.carbon import CarbonSettings
+
+__all__ = ["Estimate", "cannot_apply", "made"]  # and the baselines below
 
 RAM_W_PER_GB = 0.3725  # Green Algorithms' memory power, W per GB
 TRAINING_FLOPS_FACTOR = 3.0  # forward + backward (about 2x forward) per sample
@@ -34,92 +36,6 @@ DEFAULT_FLOPS_UTILIZATION = 0.3  # assumed fraction of the dense peak rate actua
 # (amp-bf16 against fp32, batch 256 and 512).
 # The FLOPs estimate caps the precision's rate at this multiple of the FP32 rate.
 PRECISION_SPEEDUP_CAP = 2.0
-
-
-@dataclass
-class Estimate:
-    """One method's estimate of a training budget. Units: J, s; co2e in kg.
-
-    Exactly one of ``energy_j`` / ``error`` is set. ``energy_low_j``/``energy_high_j`` give an
-    interval when the method has one (PRE, STEP). ``notes`` lists the assumptions made.
-    """
-
-    method: str
-    energy_j: float | None = None
-    duration_s: float | None = None
-    co2e: Co2e | None = None
-    error: str | None = None
-    notes: str = ""
-    energy_low_j: float | None = None
-    energy_high_j: float | None = None
-    provenance: str = "estimated"
-    read_fraction: float | None = None  # share of the run's budget read before predicting
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None and self.energy_j is not None
-
-    @property
-    def label(self) -> str:
-        """The method's label in the registry (``wattlab.estimate.methods``)."""
-        from wattlab.estimate.methods import label
-
-        return label(self.method)
-
-    def co2e_range_kg(self) -> tuple[float, float] | None:
-        """Lowest and highest CO2e: the energy interval (if any) at the intensity range's ends."""
-        if self.co2e is None or self.energy_j is None:
-            return None
-        settings = self.co2e.settings
-        low_j = self.energy_low_j if self.energy_low_j is not None else self.energy_j
-        high_j = self.energy_high_j if self.energy_high_j is not None else self.energy_j
-        return co2e(low_j, settings).low_kg, co2e(high_j, settings).high_kg
-
-    def to_dict(self) -> dict[str, Any]:
-        co2e_range = self.co2e_range_kg()
-        return {
-            "method": self.method,
-            "label": self.label,
-            "energy_j": self.energy_j,
-            "energy_low_j": self.energy_low_j,
-            "energy_high_j": self.energy_high_j,
-            "duration_s": self.duration_s,
-            "co2e": self.co2e.to_dict() if self.co2e is not None else None,
-            "co2e_range_kg": list(co2e_range) if co2e_range is not None else None,
-            "provenance": self.provenance,
-            "error": self.error,
-            "notes": self.notes,
-        }
-
-
-def made(
-    method: str,
-    energy_j: float,
-    duration_s: float | None,
-    notes: str,
-    carbon: CarbonSettings | None = None,
-    *,
-    energy_low_j: float | None = None,
-    energy_high_j: float | None = None,
-) -> Estimate:
-    """An estimate that applied, with its CO2e at ``carbon``."""
-    return Estimate(
-        method=method,
-        energy_j=float(energy_j),
-        duration_s=None if duration_s is None else float(duration_s),
-        co2e=co2e(float(energy_j), carbon),
-        notes=notes,
-        energy_low_j=energy_low_j,
-        energy_high_j=energy_high_j,
-    )
-
-
-def cannot_apply(method: str, reason: str, notes: str = "") -> Estimate:
-    """An estimate that could not be made; ``reason`` is one sentence."""
-    reason = reason.strip()
-    return Estimate(
-        method=method, error=reason if reason.endswith(".") else reason + ".", notes=notes
-    )
 
 
 def _check_positive(name: str, value: float, *, whole: bool = False) -> None:

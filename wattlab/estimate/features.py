@@ -34,6 +34,7 @@ from typing import Any
 import pandas as pd
 
 from wattlab.errors import ConfigError, WattlabError
+from wattlab.estimate.run_shape import recorded_marks_per_step
 from wattlab.estimate.specs import GpuSpec, lookup_gpu, peak_flops
 from wattlab.extras import MissingExtraError, missing_sentence
 from wattlab.train.config import PRECISIONS
@@ -58,6 +59,7 @@ NUMERIC_FEATURES = (
     "power_limit_w",  # limit in force per GPU, W (the default limit when none was set)
     "power_limit_fraction",  # power_limit_w / gpu_tdp_w
     "recipe",  # the trainer's recipe (wattlab.train.recipe): 2, or 1 for runs made before it
+    "marks_per_step",  # STEP's live step-level marks per optimizer step (run_shape; 0: none)
 )
 CATEGORICAL_FEATURES = ("precision",)
 FEATURES = NUMERIC_FEATURES + CATEGORICAL_FEATURES
@@ -340,11 +342,14 @@ def config_features(
     params: int | None = None,
     samples: int | None = None,
     recipe: int = 2,
+    marks_per_step: float = 0.0,
 ) -> pd.DataFrame:
     """One feature row (plus ``samples``) for a configuration that has not run (trained with
     ``recipe``, the trainer's default 2).
 
-    ``samples`` defaults to epochs x (train_size // batch_size) x batch_size. Bad values raise
+    ``samples`` defaults to epochs x (train_size // batch_size) x batch_size.
+    ``marks_per_step``: STEP's live marks per step (``run_shape.planned_marks_per_step``); 0,
+    ``wattlab run``'s default, makes none. Bad values raise
     ConfigError; an unknown GPU raises lookup_gpu's ConfigError.
     """
     epochs = _positive("epochs", epochs)
@@ -384,6 +389,7 @@ def config_features(
         "epochs": epochs,
         **gpu_row(spec, precision, gpu_count, gpu_tdp_w, power_limit_w),
         "recipe": float(recipe),
+        "marks_per_step": float(marks_per_step),
         "precision": precision,
         "samples": float(samples),
     }
@@ -456,6 +462,9 @@ def _run_row(row: Mapping[str, Any]) -> dict[str, Any]:
             _value(row, "power_limit_w"),
         ),
         "recipe": float(_value(row, "recipe") or 1),
+        "marks_per_step": recorded_marks_per_step(
+            _value(row, "step_marks_json"), float(samples), float(batch_size)
+        ),
         "precision": str(precision),
         "samples": float(samples),
     }

@@ -67,7 +67,7 @@ from wattlab.estimate.features import (
     run_features,
 )
 from wattlab.estimate.pre_distance import Coverage, Widening
-from wattlab.estimate.roofline import STEP_S, Roofline
+from wattlab.estimate.roofline import MARK_S, STEP_S, Roofline
 from wattlab.estimate.specs import lookup_gpu
 from wattlab.train.config import PRECISIONS
 
@@ -167,6 +167,13 @@ def _recipes(features: pd.DataFrame) -> np.ndarray:
     return features["recipe"].astype(float).fillna(1.0).to_numpy()
 
 
+def _marks_per_step(features: pd.DataFrame) -> np.ndarray:
+    """Each row's live STEP marks per step (``run_shape``): 0 where not recorded."""
+    if "marks_per_step" not in features:
+        return np.zeros(len(features))
+    return features["marks_per_step"].astype(float).fillna(0.0).to_numpy()
+
+
 def _log(x: Any) -> np.ndarray:
     return np.log(np.clip(np.asarray(x, dtype=float), 1e-15, None))
 
@@ -183,6 +190,7 @@ class _Rows:
     attention: np.ndarray  # attention_s per row
     recipe: np.ndarray  # the training recipe (1 or 2)
     step: np.ndarray  # step_s per row: roofline.STEP_S / batch size
+    marks: np.ndarray  # mark_s per row: marks per step x roofline.MARK_S / batch size
 
     def take(self, index: np.ndarray) -> _Rows:
         return _Rows(
@@ -193,13 +201,14 @@ class _Rows:
             self.attention[index],
             self.recipe[index],
             self.step[index],
+            self.marks[index],
         )
 
     @property
     def roofline_parts(self) -> np.ndarray:
-        """launch_s, compute_s, memory_s, attention_s, step_s: what ``roofline.Roofline``
-        reads."""
-        return np.column_stack([self.parts, self.attention, self.step])
+        """launch_s, compute_s, memory_s, attention_s, step_s, mark_s: what
+        ``roofline.Roofline`` reads."""
+        return np.column_stack([self.parts, self.attention, self.step, self.marks])
 
     def __len__(self) -> int:
         return len(self.precision)
@@ -228,6 +237,7 @@ def make_rows(table: pd.DataFrame, medians: dict[str, float]) -> _Rows:
         attention=terms["attention_s"].to_numpy(dtype=float),
         recipe=_recipes(terms),
         step=STEP_S / terms["batch_size"].to_numpy(dtype=float),
+        marks=_marks_per_step(terms) * MARK_S / terms["batch_size"].to_numpy(dtype=float),
     )
 
 
@@ -534,6 +544,7 @@ class _Seen:
     limit_fractions: tuple[float, ...]
     model_precisions: tuple[tuple[str, str], ...] = ()  # (model name, precision) pairs run
     families: tuple[str, ...] = ()  # architecture families (``families.model_family``)
+    marks_per_step: tuple[float, ...] = ()  # live STEP marks per step, per run (run_shape)
 
 
 @dataclass
@@ -739,6 +750,12 @@ class PreModel:
                 f"calibrated on {calibration.n} held-out runs, {calibration.n_outside} of them "
                 "outside the runs their fold was fitted on)"
             )
+        marks = self._marks_widening(table)
+        if marks is not None:
+            half, sentence = marks
+            bounds = {k: (lo - half, hi + half) for k, (lo, hi) in bounds.items()}
+            basis += f", widened x{math.exp(half):.2f} for the live marks' cost"
+            outside = [*outside, ("marks", sentence)]
         if transfer:
             widen = math.log(TRANSFER_WIDEN)
             bounds = {k: (lo - widen, hi + widen) for k, (lo, hi) in bounds.items()}
@@ -767,6 +784,42 @@ class PreModel:
             "notes": "; ".join(notes),
         }
 
+    def _marks_outside(self, table: pd.DataFrame) -> bool:
+        """Whether the row's live marks per step lie outside the reference runs'."""
+        seen = self.seen
+        if seen is None or not seen.marks_per_step:
+            return False
+        marks = float(_marks_per_step(table)[0])
+        return not min(seen.marks_per_step) - 1e-9 <= marks <= max(seen.marks_per_step) + 1e-9
+
+    def _marks_widening(self, table: pd.DataFrame) -> tuple[float, str] | None:
+        """(log half-width, sentence) when the row's live marks per step lie outside the
+        reference runs': the marks' cost was fitted (``roofline`` mark_s), never seen absent,
+        so the interval is widened each way by the whole cost the fit removed or added (the
+        physics time with the most marks per step a reference run made against the row's)."""
+        seen = self.seen
+        assert seen is not None and self.chain is not None
+        if not seen.marks_per_step or self.physics_time is None:
+            return None
+        if not isinstance(self.physics_time.model, Roofline):
+            return None
+        if not self._marks_outside(table):
+            return None
+        marks = float(_marks_per_step(table)[0])
+        low, high = min(seen.marks_per_step), max(seen.marks_per_step)
+        typical = max(seen.marks_per_step)
+        as_seen = table.copy()
+        as_seen["marks_per_step"] = typical
+        assert self.chain.design is not None
+        t_row = float(self.physics_time.predict(self.chain.design, self.chain.rows(table))[0])
+        t_seen = float(self.physics_time.predict(self.chain.design, self.chain.rows(as_seen))[0])
+        half = abs(math.log(t_seen / t_row)) if t_row > 0 and t_seen > 0 else 0.0
+        sentence = (
+            f"{marks:g} live STEP marks per step, the reference runs made {low:g}-{high:g} "
+            "(their cost is fitted, not measured apart)"
+        )
+        return half, sentence
+
     def _predict_inside(self, table: pd.DataFrame, precision: str) -> tuple[float, float, str]:
         """(time per sample, power, note) from the chosen chain; for a precision no training
         run used, a learned (ridge, kernel ridge) time or power model is replaced by the
@@ -775,7 +828,8 @@ class PreModel:
         assert self.chain is not None and self.seen is not None
         rows = self.chain.rows(table)
         time_ps, power_w = (float(v[0]) for v in self.chain.predict(rows))
-        if precision in self.seen.precisions:
+        marks_outside = self._marks_outside(table)
+        if precision in self.seen.precisions and not marks_outside:
             return time_ps, power_w, ""
         replaced = []
         assert self.chain.design is not None and self.chain.time is not None
@@ -783,6 +837,9 @@ class PreModel:
         if self.chain.time.family != "physics" and self.physics_time is not None:
             time_ps = float(self.physics_time.predict(self.chain.design, rows)[0])
             replaced.append("time")
+        if precision in self.seen.precisions:  # only the marks: a learned power model is fine
+            why = "the learned time model never saw a run without live STEP marks"
+            return time_ps, power_w, f"time from the physics model: {why}" if replaced else ""
         if self.chain.power.family != "physics" and self.physics_power is not None:
             power_w = float(
                 self.physics_power.predict(self.chain.design, rows, np.array([time_ps]))[0]
@@ -1147,6 +1204,7 @@ def fit_pre(
             )
         ),
         families=tuple(sorted(set(model_families(table)))),
+        marks_per_step=tuple(sorted({round(float(m), 4) for m in _marks_per_step(table)})),
     )
     return PreModel(
         time=_Fitted(time_family[0], time_family[1], chain.time, time_mae, t_low, t_high),

@@ -42,7 +42,8 @@ if TYPE_CHECKING:
 
     from wattlab.estimate.pre import PreModel
 
-CACHE_FORMAT = 2  # bump when the JSON layout changes (2: the roofline time model, issue 29)
+CACHE_FORMAT = 3  # bump when the JSON layout changes (2: the roofline time model, issue 29;
+# 3: its live-marks term, issue 38)
 ENV_DIR = "WATTLAB_CACHE_DIR"
 KEEP_FILES = 16  # older cached fits beyond this many are removed when a new one is written
 MAX_FILE_BYTES = 64 * 2**20  # a larger file is not a fit of ours (the reference's is ~160 kB)
@@ -54,6 +55,7 @@ CODE_FILES = (
     "estimate/pre_distance.py",
     "estimate/pre_cache.py",
     "estimate/features.py",
+    "estimate/run_shape.py",
     "estimate/families.py",
     "estimate/specs.py",
     "estimate/gpu_specs.csv",
@@ -432,6 +434,7 @@ def _seen_from(doc: dict[str, Any], seen_class: Any) -> Any:
         limit_fractions=numbers(doc["limit_fractions"]),
         model_precisions=pairs(doc["model_precisions"], text),
         families=_strings(doc["families"]),
+        marks_per_step=numbers(doc["marks_per_step"]),
     )
 
 

@@ -131,6 +131,7 @@ def estimate_all(
         pre_model=pre_model,
         pre_fit=pre_fit,
         cost_source=cost.source,
+        method_of=registry.get,
     )
     return [planned.estimate_of(method.name) for method in registry.predicting()]
 

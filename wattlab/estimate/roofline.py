@@ -17,11 +17,16 @@ Per training sample, from the nominal times of ``pre.physics_terms`` (s):
 - ``step_s``    = STEP_S / batch: what the loop does once per step whatever the model (the
   Python of the step, the learning rate, the STEP marks), shared by the batch; recipe 2 (it
   clips the gradient norm and trains LayerNorm models with AdamW) adds its own once-per-step
-  work, a second coefficient on the same term for its runs.
+  work, a second coefficient on the same term for its runs;
+- ``mark_s``    = marks per step x MARK_S / batch: STEP's live step-level marks, each reading
+  the energy meters on the host inside the step loop (``run_shape``; 0 for a plain run). The
+  shipped reference runs were all marked, one mark per step for most: without this term their
+  marks' cost was learnt as launch and per-step cost and predicted for every unmarked run
+  (issue 38: launch-bound runs outside the set +45 % too slow).
 
 The time per sample is a soft maximum of the two sides::
 
-    cpu  = a[precision] x launch_s + (s + r x [recipe 2]) x step_s
+    cpu  = a[precision] x launch_s + (s + r x [recipe 2]) x step_s + k x mark_s
     gpu  = c[precision] x compute_s + t x attention_s + m x memory_s + g x launch_s
     time = (cpu**K + gpu**K) ** (1 / K)        K = SOFTMAX_POWER
 
@@ -47,10 +52,12 @@ import numpy as np
 
 SOFTMAX_POWER = 4.0
 STEP_S = 1e-3  # the nominal once-per-step time the step_s term is counted in
+MARK_S = 4e-3  # the nominal cost of one live mark: one read of an H200's energy counter
 PRIOR_SD = 1.0  # log-space scale of a precision's deviation from the pooled coefficient
 ANCHOR_SD = 10.0  # a very weak pull of each pooled coefficient towards its start: a term the
 # runs do not constrain (no recipe-2 run, no attention) stays finite
 _SIBLING = {"amp-bf16": "amp-fp16", "amp-fp16": "amp-bf16"}
+_POOLED = 8  # pooled coefficients (a, c, m, g, r, t, s, k) before the per-precision deviations
 REGIMES = ("launch-bound", "compute-bound", "memory-bound", "kernel-bound")
 
 
@@ -65,6 +72,7 @@ class Roofline:
     log_r: float = -3.0
     log_t: float = 0.0
     log_s: float = -3.0
+    log_k: float = 0.0
     dev_a: dict[str, float] = field(default_factory=dict)
     dev_c: dict[str, float] = field(default_factory=dict)
     power: float = SOFTMAX_POWER
@@ -84,10 +92,12 @@ class Roofline:
         dev_c = np.array([self._deviation(self.dev_c, str(p)) for p in precision])
         recipe2 = (np.asarray(recipe, dtype=float) >= 2).astype(float)
         step = parts[:, 4]
+        marks = parts[:, 5] if parts.shape[1] > 5 else np.zeros(len(parts))
         cpu = (
             _exp(self.log_a + dev_a) * launch
             + _exp(self.log_s) * step
             + _exp(self.log_r) * recipe2 * step
+            + _exp(self.log_k) * marks
         )
         return (
             cpu,
@@ -135,22 +145,23 @@ class Roofline:
                 log_r=theta[4],
                 log_t=theta[5],
                 log_s=theta[6],
-                dev_a={p: theta[7 + index[p]] for p in precisions},
-                dev_c={p: theta[7 + n + index[p]] for p in precisions},
+                log_k=theta[7],
+                dev_a={p: theta[_POOLED + index[p]] for p in precisions},
+                dev_c={p: theta[_POOLED + n + index[p]] for p in precisions},
             )
 
         def residuals(theta: np.ndarray) -> np.ndarray:
             model = unpack(theta)
             fit = np.log(model.predict(parts, precisions_of(rows), recipe)) - target
-            prior = np.concatenate([theta[7:], [theta[5] - theta[1]]]) / PRIOR_SD
-            anchor = (theta[:7] - theta0[:7]) / ANCHOR_SD
+            prior = np.concatenate([theta[_POOLED:], [theta[5] - theta[1]]]) / PRIOR_SD
+            anchor = (theta[:_POOLED] - theta0[:_POOLED]) / ANCHOR_SD
             return np.concatenate([fit, prior, anchor])
 
         def precisions_of(r: np.ndarray) -> np.ndarray:
             return np.array(precisions, dtype=object)[r]
 
         start = _start(parts, target)
-        theta0 = np.concatenate([start, [start[1], start[0] - 3.0], np.zeros(2 * n)])
+        theta0 = np.concatenate([start, [start[1], start[0] - 3.0, 0.0], np.zeros(2 * n)])
         result = least_squares(residuals, theta0, method="trf", x_scale=1.0, max_nfev=2000)
         return unpack(result.x)
 
@@ -166,6 +177,7 @@ class Roofline:
                 self.log_r,
                 self.log_t,
                 self.log_s,
+                self.log_k,
             ],
             "dev_a": dict(self.dev_a),
             "dev_c": dict(self.dev_c),
@@ -175,7 +187,7 @@ class Roofline:
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Roofline:
         logs = [float(v) for v in doc["log"]]
-        if len(logs) != 7 or not all(math.isfinite(v) for v in logs):
+        if len(logs) != _POOLED or not all(math.isfinite(v) for v in logs):
             raise ValueError("roofline coefficients of the wrong length or not finite")
         devs = {}
         for key in ("dev_a", "dev_c"):
@@ -186,7 +198,7 @@ class Roofline:
         power = float(doc["power"])
         if not 1.0 <= power <= 64.0:
             raise ValueError("roofline power out of range")
-        names = ("log_a", "log_c", "log_m", "log_g", "log_r", "log_t", "log_s")
+        names = ("log_a", "log_c", "log_m", "log_g", "log_r", "log_t", "log_s", "log_k")
         return cls(
             **dict(zip(names, logs, strict=True)),
             dev_a=devs["dev_a"],

@@ -13,12 +13,13 @@ from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from wattlab.estimate.estimates import register_label
 from wattlab.estimate.targets import TARGET_COMPONENTS
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from wattlab.estimate.baselines import Estimate
+    from wattlab.estimate.estimates import Estimate
     from wattlab.estimate.pre import PreModel
     from wattlab.monitor.carbon import CarbonSettings
 
@@ -133,15 +134,18 @@ class PlannedRun:
     pre_model: PreModel | None = None
     pre_fit: Callable[[], tuple[PreModel | None, str]] | None = None
     cost_source: str = "counted"  # or "from the shipped reference data" (no torch)
+    # the registry's lookup (``methods.get``), handed down by whoever made this plan: the
+    # registry sits above this module, so it is not imported from here
+    method_of: Callable[[str], EstimationMethod] | None = field(default=None, repr=False)
     _made: dict[str, Estimate] = field(default_factory=dict, repr=False)
 
     def estimate_of(self, name: str) -> Estimate:
         """Registered method ``name``'s prediction of this configuration, made once: a method
         may build on another's (the duration baselines on PRE's predicted duration)."""
         if name not in self._made:
-            from wattlab.estimate import methods
-
-            predict = methods.get(name).predict
+            if self.method_of is None:
+                raise ValueError("this PlannedRun was made without the registry (method_of)")
+            predict = self.method_of(name).predict
             if predict is None:
                 raise ValueError(f"the method {name!r} does not predict before training")
             self._made[name] = predict(self)
@@ -189,6 +193,9 @@ class EstimationMethod:
     step_rule: StepRule | None = None
     reads_trace: bool = False
     predict: Callable[[PlannedRun], Estimate] | None = None
+
+    def __post_init__(self) -> None:
+        register_label(self.name, self.label)  # so an Estimate of it reads its label
 
     @property
     def oracle_inputs(self) -> list[str]:
