@@ -251,6 +251,7 @@ def test_a_database_on_a_full_disk_is_called_full_not_damaged(full_tmpfs):
 
 
 # -- 7. WATTLAB_CACHE_DIR=off is honoured by every cache; no promise of caching it cannot keep -
+@pytest.mark.extra("train")  # the data cache's folder is the training package's
 @pytest.mark.parametrize("off", ["off", "OFF", "none", "0", ""])
 def test_cache_dir_off_turns_every_cache_off(tmp_path, monkeypatch, off):
     from wattlab.estimate import pre_cache
