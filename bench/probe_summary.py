@@ -1,6 +1,10 @@
 """Combine the probe's H200 judgement calls (bench/probe_evaluate.py outputs) into one table.
 
     python bench/probe_summary.py docs/measured/h200-probe-2026-12-05{b,c,d}/probe-evaluate.json
+    python bench/probe_summary.py --rescore docs/measured/h200-probe-2026-12-05{b,c,d}/raw.tgz
+
+``--rescore`` scores the same recorded windows again with today's ranking code (the probe's
+``--json`` rows and PRE's rows, against the recorded truths): no new measurement.
 
 Per pair: candidates measured, the fewest windows of one, the probe's seconds (set-up included)
 and its set-up alone, the largest |energy per image - truth| / truth of its measured rows, the
@@ -16,6 +20,53 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+
+def rescored(archives: list[str]) -> dict[str, dict[str, Any]]:
+    """Each pair of a recorded probe and truth (raw.tgz of bench/probe_evaluate.py), scored
+    again with today's code; truths measured by an earlier call are looked up in every archive."""
+    import importlib.util
+    import tarfile
+
+    spec = importlib.util.spec_from_file_location(
+        "probe_evaluate", Path(__file__).with_name("probe_evaluate.py")
+    )
+    assert spec is not None and spec.loader is not None
+    judge = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(judge)
+    files: dict[str, dict[str, Any]] = {}
+    for archive in archives:
+        with tarfile.open(archive) as tar:
+            for member in tar.getmembers():
+                name = Path(member.name).name
+                handle = tar.extractfile(member)
+                if handle is not None and name.endswith(".json"):
+                    files[name] = json.loads(handle.read())
+    out: dict[str, dict[str, Any]] = {}
+    for name, data in files.items():
+        if not name.startswith("probe-") or ("truth-" + name[6:]) not in files:
+            continue
+        model, batch = name[6:-5].rsplit("-bs", 1)
+        truth_raw = files["truth-" + name[6:]]
+        truth = {
+            p: (v["energy_per_image_j"], v["time_per_image_s"])
+            for p, v in truth_raw["median"].items()
+        }
+        samples = float(data.get("samples") or 1.0)
+
+        def per_image(rows: list[dict[str, Any]], n: float = samples) -> list[dict[str, Any]]:
+            return [{**r, **{k: r[k] / n for k in judge._PER_RUN}} for r in rows]
+
+        pre_rows = (data.get("probe") or {}).get("pre_rows") or []
+        scores = judge.score(truth, per_image(data["rows"]), per_image(pre_rows), int(batch))
+        out[f"{model} bs{batch}"] = {
+            "truth": truth_raw,
+            "checks": judge.checks(truth, data, samples),
+            "scores": scores,
+            "probe": judge.summary(scores["probe"]),
+            "pre": judge.summary(scores["pre"]),
+        }
+    return out
 
 
 def pairs(paths: list[str]) -> dict[str, dict[str, Any]]:
@@ -41,7 +92,7 @@ def worse_cases(pair: dict[str, Any]) -> list[tuple[str, str, float, float]]:
 def main(paths: list[str]) -> None:
     from wattlab.estimate.advise.evaluation import summarise
 
-    found = pairs(paths)
+    found = rescored(paths[1:]) if paths[:1] == ["--rescore"] else pairs(paths)
     print(
         "| pair | measured | windows (fewest) | probe s | set-up s | max energy error | "
         "truth spread | cost: 30 epochs | cost: 10 min | probe regret med / p90 | "

@@ -84,3 +84,28 @@ def test_the_summary_names_where_the_probe_did_worse_than_pre() -> None:
         "pre": [{"regret": 0.0, "start": {"precision": "fp32"}, "limit": "none"},
                 {"regret": 0.2, "start": {"precision": "tf32"}, "limit": "none"}]}}  # fmt: skip
     assert summary.worse_cases(pair) == [("fp32", "none", 0.1, 0.0)]
+
+
+def test_rescore_reads_recorded_probes_and_truths_from_their_archives(tmp_path: Path) -> None:
+    import io
+    import json
+    import tarfile
+
+    summary = _module("probe_summary")
+    samples = 1000.0
+    rows = [_row(p, e * samples, t * samples, MEASURED) for p, (e, t) in TRUTH.items()]
+    probe = {"samples": samples, "rows": rows, "advice": "x",
+             "probe": {"pre_rows": rows, "window_rows": [], "energy_j": 1.0,
+                       "duration_s": 1.0}}  # fmt: skip
+    truth = {"median": {p: {"energy_per_image_j": e, "time_per_image_s": t, "spread": 0.01}
+                        for p, (e, t) in TRUTH.items()}}  # fmt: skip
+    archive = tmp_path / "raw.tgz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for name, data in (("raw/probe-m-bs96.json", probe), ("raw/truth-m-bs96.json", truth)):
+            blob = json.dumps(data).encode()
+            info = tarfile.TarInfo(name)
+            info.size = len(blob)
+            tar.addfile(info, io.BytesIO(blob))
+    found = summary.rescored([str(archive)])
+    assert list(found) == ["m bs96"]
+    assert found["m bs96"]["probe"]["n"] == 3 * 4 and found["m bs96"]["probe"]["p90_regret"] == 0

@@ -122,3 +122,13 @@ def test_against_a_predicted_current_configuration_a_change_needs_five_per_cent(
     assert ranked[0].is_current and ranked[0].source.startswith("predicted")
     rows = [_option("fp32", 500, 450, 550), _option("amp-bf16", 400, 380, 420)]
     assert combined(rows, measured, CURRENT, Limit())[0].setting == BF16
+
+
+def test_measured_changes_within_two_per_cent_are_a_tie_that_pre_breaks() -> None:
+    # fp16 measured 1.3 % below bf16: under the windows' spread; PRE prefers bf16 (400 < 420)
+    measured = {CURRENT: _measured(CURRENT, 1000.0, 20.0), BF16: _measured(BF16, 137.0),
+                FP16: _measured(FP16, 135.2)}  # fmt: skip
+    assert combined(PREDICTED, measured, CURRENT, Limit())[0].setting == BF16
+    # 3 % apart is a measured difference: the measurement decides
+    measured[FP16] = _measured(FP16, 132.8)
+    assert combined(PREDICTED, measured, CURRENT, Limit())[0].setting == FP16

@@ -24,7 +24,9 @@ probe did not measure are scaled by the probe's own measured/predicted ratio (th
 the measured candidates that PRE predicted), so that they speak of this machine's energy and
 are comparable with the measured rows; they stay marked "predicted". A predicted row may lead
 only when it is predicted to use at least ``MIN_PREDICTED_SAVING`` less than the best measured
-row: a measured row beats an equally good prediction. A change leads the current configuration
+row: a measured row beats an equally good prediction. Measured changes within
+``MIN_MEASURED_SAVING`` of the leading one are a tie (their windows cannot tell them apart), and
+the tie goes to the one PRE predicts least energy for. A change leads the current configuration
 when it saves ``MIN_MEASURED_SAVING`` against a measured current configuration, and
 ``MIN_PREDICTED_SAVING`` against a predicted one.
 """
@@ -206,6 +208,32 @@ def scaled(option: Option, scale: Scale) -> Option:
     )
 
 
+def _ties_to_pre(
+    ranked: list[Option],
+    measured: dict[Setting, Option],
+    predicted: Sequence[Option],
+    floor: float,
+) -> list[Option]:
+    """When the leading measured change is within ``MIN_MEASURED_SAVING`` of other measured
+    changes (a difference under the windows' own spread), the tie goes to the one PRE
+    predicts least energy for: the measurement cannot tell them apart, the prior can."""
+    first = ranked[0]
+    if first.setting not in measured or first.is_current:
+        return ranked
+    ties = [
+        o
+        for o in ranked
+        if o.setting in measured
+        and o.meets_limit
+        and not o.is_current
+        and o.saving >= floor
+        and o.energy_j <= first.energy_j * (1.0 + MIN_MEASURED_SAVING)
+    ]
+    prior = {o.setting: o.energy_j for o in predicted}
+    pick = min(ties, key=lambda o: (prior.get(o.setting, math.inf), o.energy_j))
+    return [pick, *(o for o in ranked if o is not pick)] if pick is not first else ranked
+
+
 def combined(
     predicted: Sequence[Option],
     measured: dict[Setting, Option],
@@ -218,6 +246,7 @@ def combined(
     rest = [scaled(o, scale) for o in predicted if o.setting not in measured]
     floor = MIN_MEASURED_SAVING if current in measured else MIN_PREDICTED_SAVING
     ranked = rank([*measured.values(), *rest], current, limit, floor)
+    ranked = _ties_to_pre(ranked, measured, predicted, floor)
     first = ranked[0]
     if first.setting not in measured and first.meets_limit and not first.is_current:
         best = next((o for o in ranked if o.setting in measured and o.meets_limit), None)
