@@ -228,7 +228,7 @@ class InterleavedTrainer:
         """Train about ``seconds`` of ``shape`` (a prepared one) between the hooks' begin and
         end of window ``name``, after one untimed step (see the module docstring)."""
         candidate = self._switch(shape)
-        steps = max(1, round(seconds / candidate.prepared.step_s))
+        steps = max(1, round(seconds / max(candidate.prepared.step_s, 1e-6)))
         self._steps(candidate, 1)  # untimed: the switch's first step (caches, allocator)
         hooks.begin(name)
         t0 = self.clock()
