@@ -36,7 +36,10 @@ def wattlab(*args: str, cwd: Path, timeout: float = 600):
 @pytest.fixture(scope="module")
 def quickstart(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("quickstart")
-    done = wattlab("sweep", "quickstart", "--db", "q.db", "--json", "sweep.json", cwd=cwd)
+    # 8 CPU runs, four of them bf16 autocast: ~8 min on 2 busy cores; the limit only catches a hang
+    done = wattlab(
+        "sweep", "quickstart", "--db", "q.db", "--json", "sweep.json", cwd=cwd, timeout=1500
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return cwd
 
