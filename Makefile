@@ -1,8 +1,9 @@
 # make demo: install what the demo needs into .venv (.[train,codecarbon]), run a small sweep on
 #   whatever hardware is here, write its report.
-# make test: install the dev set into .venv (.[train,codecarbon,parquet,dev]), run ruff, mypy, the
-#   fast tests, the floors job (test-floors) and the slow tests (no GPU needed; what CI runs); it
-#   fails when SLOW_BUDGET_S cut the slow tests short, and says so apart from a Ctrl-C.
+# make test: install the dev set into .venv (.[train,codecarbon,parquet,dev]), run ruff, mypy and
+#   every test, fast and slow, in parallel (no GPU needed); it fails when TEST_BUDGET_S cut the
+#   tests short, and says so apart from a Ctrl-C.
+# make ci: make test, then the floors job (make test-floors); what .ci/run runs.
 # make test-fast: ruff, mypy and every test not marked slow (nothing that trains, sweeps or spawns
 #   torchrun/gloo), for developers: pytest-xdist, one worker per core.
 # make test-floors: the package alone at the lowest versions pyproject.toml allows
@@ -26,13 +27,18 @@ DEMO_DB ?= demo-out/wattlab.db
 DEMO_OUT ?= demo-out/report
 DEMO_SPEC ?=
 
-.PHONY: install demo test test-fast test-floors lint format clean
+.PHONY: install demo test ci test-fast test-floors lint format clean
 
 install: $(STAMP)
 
+# torch is installed once: an environment that already has torch and torchvision (VENV=... an
+# environment you train in, or a .venv made before) keeps them; only a new one gets TORCH_SPEC.
 $(DEMO_STAMP): pyproject.toml Makefile
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q $(TORCH_SPEC)
+	@if [ ! -x $(BIN)/python ]; then echo "$(PYTHON) -m venv $(VENV)"; $(PYTHON) -m venv $(VENV); fi
+	@if $(BIN)/python -c "import torch, torchvision" 2>/dev/null; then \
+	  echo "torch: $$($(BIN)/python -c 'import torch; print(torch.__version__)') already in $(VENV), kept"; \
+	else echo "$(BIN)/python -m pip install -q $(TORCH_SPEC)"; \
+	  $(BIN)/python -m pip install -q $(TORCH_SPEC); fi
 	$(BIN)/python -m pip install -q -e ".[train,codecarbon]"
 	touch $(DEMO_STAMP)
 
@@ -72,25 +78,28 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check wattlab tests bench
 	$(BIN)/mypy
 
-# make test: every test. The fast ones first (they must all pass); then the slow ones (training,
-# sweeps, torchrun/gloo, SLURM, real MLflow/Transformers/Lightning) under a time limit,
-# SLOW_BUDGET_S, so a hung test cannot hold CI forever. Every slow test must run: when the limit
-# cuts the slow suite short, make test FAILS and says which part did not run (a cut suite is not
-# a passed one). The whole suite takes about 20 minutes on 2 cores, well inside CI's 90.
-SLOW_BUDGET_S ?= 3600
+# make test: every test, fast and slow (training, sweeps, torchrun/gloo, SLURM, real
+# MLflow/Transformers/Lightning), in one pytest-xdist session of one worker per core; each worker
+# and what it starts trains with its share of the cores, and the session shares one cache folder
+# (tests/conftest.py). TEST_BUDGET_S caps the session so a hung test cannot hold CI forever:
+# when the limit cuts it short, make test FAILS and says so (a cut suite is not a passed one).
+# About 13 min on 2 idle cores once installed (docs/measured/cpu-make-test-2026-12-05.txt).
+# make ci: make test and the floors job (make test-floors), what .ci/run runs.
+TEST_BUDGET_S ?= 3600
 test: lint
-	$(BIN)/python -m pytest -q -m "not slow" -n auto tests
-	$(MAKE) --no-print-directory test-floors
 	@log=$$(mktemp); \
-	timeout --signal=INT $(SLOW_BUDGET_S) $(BIN)/python -m pytest -q -m slow --durations=15 \
-	  tests 2>&1 | tee $$log; code=$${PIPESTATUS[0]}; \
+	timeout --signal=INT $(TEST_BUDGET_S) $(BIN)/python -m pytest -q -n auto --dist loadfile \
+	  --durations=15 tests 2>&1 | tee $$log; code=$${PIPESTATUS[0]}; \
 	if [ $$code -eq 124 ]; then \
-	  echo "make test: FAILED: the slow tests ran past SLOW_BUDGET_S=$(SLOW_BUDGET_S) s and were cut"; \
-	  echo "short; the tests after the last one shown above did not run"; exit 1; \
+	  echo "make test: FAILED: the tests ran past TEST_BUDGET_S=$(TEST_BUDGET_S) s and were cut"; \
+	  echo "short; the tests not shown as passed or failed above did not run"; exit 1; \
 	elif grep -q "^!\+ KeyboardInterrupt !\+$$" $$log; then \
-	  echo "make test: STOPPED: the slow tests were interrupted (Ctrl-C or another SIGINT), not"; \
-	  echo "cut by SLOW_BUDGET_S; the tests after the last one shown above did not run"; exit 130; \
+	  echo "make test: STOPPED: the tests were interrupted (Ctrl-C or another SIGINT), not"; \
+	  echo "cut by TEST_BUDGET_S; the tests not shown as passed or failed above did not run"; exit 130; \
 	fi; exit $$code
+
+ci: test
+	$(MAKE) --no-print-directory test-floors
 
 test-fast: lint
 	$(BIN)/python -m pytest -q -m "not slow" -n auto tests

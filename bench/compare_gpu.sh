@@ -17,7 +17,8 @@ set -uo pipefail
 OUT=${OUT:-bench-out/compare-gpu}
 PY=${PYTHON:-python3}
 mkdir -p "$OUT"
-if [ -d .whl ]; then  # the GPU image has no pydantic: carried wheels (see bench/h200_wide.sh)
+if [ -d .whl ] && [ "${COMPARE_CPU:-0}" != 1 ]; then  # the GPU image has no pydantic: carried
+  # wheels (see bench/h200_wide.sh); the CPU path runs in the caller's Python as it is
   "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site:$PWD

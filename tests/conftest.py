@@ -15,7 +15,11 @@ test that needs an extra without saying so fails there, which is how a test lear
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
+import shutil
+import sys
+import tempfile
 from collections.abc import Iterator
 
 import pytest
@@ -27,6 +31,47 @@ WITHOUT_EXTRAS = "--without-extras"
 _NO_MODULE = re.compile(
     r"(?:No module named|could not import) '([\w.]+)'|import of ([\w.]+) halted"
 )
+
+
+# Set by the process that made the session's cache folder (the controller under xdist), so that
+# only it removes the folder.
+_SESSION_CACHE_OWNER = "WATTLAB_TEST_SESSION_CACHE_OWNER"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    _one_cache_for_the_session()
+    _threads_per_worker()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if os.environ.get(_SESSION_CACHE_OWNER) == str(os.getpid()):
+        shutil.rmtree(os.environ["WATTLAB_CACHE_DIR"], ignore_errors=True)
+
+
+def _one_cache_for_the_session() -> None:
+    """Every test and every process it starts shares one cache folder, made for this session
+    (xdist's workers inherit it) and removed after it: PRE's fit of the shipped runs (~25 s of
+    CPU) and the generated data are made once, not once per test, and no test reads or writes
+    the user's ~/.cache/wattlab. A test of the cache itself sets its own folder. A
+    WATTLAB_CACHE_DIR the caller set is kept."""
+    if "WATTLAB_CACHE_DIR" in os.environ:
+        return
+    os.environ["WATTLAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="wattlab-test-cache-")
+    os.environ[_SESSION_CACHE_OWNER] = str(os.getpid())
+
+
+def _threads_per_worker() -> None:
+    """Under pytest-xdist, each worker (and every process it starts) trains with its share of the
+    cores: N workers of torch's default one thread per core oversubscribe the machine, and
+    OpenMP's spinning threads then ran a quickstart sweep 3-6x slower than alone (issue 39).
+    An OMP_NUM_THREADS the caller set is kept."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers is None or "OMP_NUM_THREADS" in os.environ:
+        return
+    share = max(1, (os.cpu_count() or 1) // max(1, int(workers)))
+    os.environ["OMP_NUM_THREADS"] = str(share)
+    if "torch" in sys.modules:  # imported before this hook ran: tell it too
+        sys.modules["torch"].set_num_threads(share)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

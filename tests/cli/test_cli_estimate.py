@@ -15,8 +15,8 @@ REFERENCE = Path(__file__).resolve().parents[2] / "wattlab" / "data" / "h200-ref
 
 
 def wattlab(*args: str, cwd: Path, cache: Path | None = None):
-    """Run the CLI with its PRE cache in ``cache`` (default: under ``cwd``, never the user's)."""
-    env = {**os.environ, "WATTLAB_CACHE_DIR": str(cache or cwd / "cache")}
+    """Run the CLI with its PRE cache in ``cache`` (default: the session's, tests/conftest.py)."""
+    env = {**os.environ, **({"WATTLAB_CACHE_DIR": str(cache)} if cache else {})}
     return subprocess.run(
         [*WATTLAB, *args], cwd=cwd, capture_output=True, text=True, timeout=900, env=env
     )

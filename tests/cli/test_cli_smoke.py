@@ -96,7 +96,6 @@ def wattlab(
     made unimportable (as if not installed)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    env["WATTLAB_CACHE_DIR"] = str(cwd / "cache")  # a first estimate's PRE fit stays here
     env["WATTLAB_STATE_DIR"] = str(cwd / "state")  # the power-limit journal
     env["WATTLAB_FORBID_POWER_LIMITS"] = "1"
     env["COLUMNS"] = "200"

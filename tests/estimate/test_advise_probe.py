@@ -170,7 +170,7 @@ def test_one_trainer_switches_candidates_in_place_and_windows_count_their_images
 
 
 def _run_cli(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "WATTLAB_CACHE_DIR": str(cwd / "cache"), "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}  # the session's PRE cache (tests/conftest.py)
     return subprocess.run([sys.executable, "-m", "wattlab.cli", *args], cwd=cwd,
                           capture_output=True, text=True, timeout=900, env=env)  # fmt: skip
 
@@ -205,4 +205,4 @@ def test_a_cpu_probe_measures_interleaved_windows_costs_itself_and_leaves_no_fil
     measured = [r for r in result["rows"] if r["source"].startswith("estimated (probe")]
     assert len(measured) == probe["measured"]
     assert "the probe took" in result["advice"] and "g CO2e" in result["advice"]
-    assert sorted(p.name for p in work.iterdir()) == ["cache"]  # no database, no lock file
+    assert sorted(p.name for p in work.iterdir()) == []  # no database, no lock file

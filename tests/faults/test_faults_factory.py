@@ -110,8 +110,7 @@ def test_what_a_factory_prints_goes_to_stderr(
 def _cli(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*WATTLAB, *args], cwd=cwd, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "WATTLAB_CACHE_DIR": str(cwd / "cache"),
-             **env},
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},  # the session's cache (conftest)
     )  # fmt: skip
 
 
