@@ -212,12 +212,16 @@ result = {
     "run_id": callback.run_id,
 }
 (out / f"rank{trainer.args.process_index}.json").write_text(json.dumps(result))
-# what every DDP script must do (the Trainer does not): a gloo group left to interpreter
-# shutdown can abort the process with SIGABRT (pytorch/pytorch#190489)
-# and meet first: ranks tearing gloo down at different moments can abort one of them too
+# the ranks meet, then leave without tearing gloo down: a gloo group left to interpreter
+# shutdown can abort the process with SIGABRT (pytorch/pytorch#190489), and so did, once in the
+# parallel suite (2026-12-05, both ranks' results written), barrier + destroy_process_group with
+# a normal exit ("terminate called without an active exception" in rank 1). os._exit skips the
+# C++ teardown; everything this script writes is written and closed above.
+import os
 import torch.distributed
 torch.distributed.barrier()
-torch.distributed.destroy_process_group()
+sys.stdout.flush(); sys.stderr.flush()
+os._exit(0)
 """
 
 
