@@ -29,12 +29,10 @@ echo "# $(date -u +%FT%TZ) commit $(git rev-parse --short HEAD); nproc $(nproc);
   "busy processes beside it: ${LOAD:-0}; loadavg before: $(cat /proc/loadavg)"
 echo "# command: cd $clone && make $target"
 before=$(rx)
-start=$(date +%s.%N)
 /usr/bin/time -f "# time: wall %e s, user %U s, sys %S s" make "$target" 2>&1
 code=$?
-end=$(date +%s.%N)
 after=$(rx)
-echo "# exit $code; wall $(awk -v a="$start" -v b="$end" 'BEGIN { printf "%.0f", b - a }') s;" \
+echo "# exit $code;" \
   "received $(awk -v a="$before" -v b="$after" 'BEGIN { printf "%.1f MB", (b - a) / 1e6 }');" \
   "loadavg after: $(cat /proc/loadavg)"
 for d in .venv .venv-floor; do

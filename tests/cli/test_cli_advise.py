@@ -4,7 +4,6 @@ run, and bad input as one sentence with exit code 2."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,17 +15,10 @@ BEFORE = ["advise", "--model", "resnet18", "--gpu-name", "H200", "--epochs", "16
           "--train-size", "3584"]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def cache() -> Path:
-    """The session's cache (tests/conftest.py): only the first fit of the shipped runs pays."""
-    return Path(os.environ["WATTLAB_CACHE_DIR"])
-
-
-def wattlab(*args: str, cwd: Path, cache: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "WATTLAB_CACHE_DIR": str(cache)}
-    return subprocess.run(
-        [*WATTLAB, *args], cwd=cwd, capture_output=True, text=True, timeout=600, env=env
-    )
+def wattlab(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The CLI in a subprocess; its PRE cache is the session's (tests/conftest.py), so only the
+    first fit of the shipped runs pays."""
+    return subprocess.run([*WATTLAB, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
 
 
 def one_sentence_exit_2(done: subprocess.CompletedProcess, match: str) -> None:
@@ -46,27 +38,22 @@ def one_sentence_exit_2(done: subprocess.CompletedProcess, match: str) -> None:
         (["--db", "nowhere.db", "--run", "3"], "leave out --model"),
     ],
 )
-def test_bad_input_is_one_sentence_and_exit_2(
-    tmp_path: Path, cache: Path, extra: list[str], match: str
-) -> None:
-    one_sentence_exit_2(wattlab(*BEFORE, *extra, cwd=tmp_path, cache=cache), match)
+def test_bad_input_is_one_sentence_and_exit_2(tmp_path: Path, extra: list[str], match: str) -> None:
+    one_sentence_exit_2(wattlab(*BEFORE, *extra, cwd=tmp_path), match)
 
 
-def test_a_missing_database_or_half_a_stored_run_is_refused(tmp_path: Path, cache: Path) -> None:
+def test_a_missing_database_or_half_a_stored_run_is_refused(tmp_path: Path) -> None:
     one_sentence_exit_2(
-        wattlab("advise", "--db", "nowhere.db", "--run", "3", cwd=tmp_path, cache=cache),
+        wattlab("advise", "--db", "nowhere.db", "--run", "3", cwd=tmp_path),
         "no database at nowhere.db",
     )
-    one_sentence_exit_2(
-        wattlab("advise", "--db", "nowhere.db", cwd=tmp_path, cache=cache), "give both --db"
-    )
+    one_sentence_exit_2(wattlab("advise", "--db", "nowhere.db", cwd=tmp_path), "give both --db")
 
 
 @pytest.mark.slow  # fits PRE on the reference set (once per module), imports torch
 @pytest.mark.extra("train")  # counts the model's cost
-def test_the_table_the_sentence_and_json(tmp_path: Path, cache: Path) -> None:
-    done = wattlab(*BEFORE, "--max-slowdown", "5", "--json", "advice.json", cwd=tmp_path,
-                   cache=cache)  # fmt: skip
+def test_the_table_the_sentence_and_json(tmp_path: Path) -> None:
+    done = wattlab(*BEFORE, "--max-slowdown", "5", "--json", "advice.json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     out = done.stdout
     assert "energy kJ" in out and "saving" in out and "(current) predicted" in out
@@ -94,11 +81,8 @@ def test_the_table_the_sentence_and_json(tmp_path: Path, cache: Path) -> None:
 
 @pytest.mark.slow
 @pytest.mark.extra("train")  # counts the model's cost
-def test_allow_batch_says_so_and_a_deadline_below_the_fastest_is_exit_2(
-    tmp_path: Path, cache: Path
-) -> None:
-    done = wattlab(*BEFORE, "--allow", "precision,batch", "--json", "-", cwd=tmp_path,
-                   cache=cache)  # fmt: skip
+def test_allow_batch_says_so_and_a_deadline_below_the_fastest_is_exit_2(tmp_path: Path) -> None:
+    done = wattlab(*BEFORE, "--allow", "precision,batch", "--json", "-", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     from wattlab.estimate.reference import load_default_reference
@@ -107,7 +91,7 @@ def test_allow_batch_says_so_and_a_deadline_below_the_fastest_is_exit_2(
     assert {r["batch_size"] for r in doc["rows"]} == measured  # the batch sizes PRE has seen
     assert any("changes convergence" in n for n in doc["notes"])
     one_sentence_exit_2(
-        wattlab(*BEFORE, "--deadline-s", "0.01", cwd=tmp_path, cache=cache),
+        wattlab(*BEFORE, "--deadline-s", "0.01", cwd=tmp_path),
         "no allowed configuration meets the deadline of 0.01 s: the fastest",
     )
 
@@ -134,11 +118,11 @@ def _stored_run(db: Path) -> int:
 
 @pytest.mark.slow
 @pytest.mark.extra("train")  # counts the model's cost
-def test_advice_from_a_stored_run(tmp_path: Path, cache: Path) -> None:
+def test_advice_from_a_stored_run(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     run_id = _stored_run(db)
     done = wattlab("advise", "--db", str(db), "--run", str(run_id), "--json", "-",
-                   cwd=tmp_path, cache=cache)  # fmt: skip
+                   cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     doc = json.loads(done.stdout)
     current = next(r for r in doc["rows"] if r["is_current"])
@@ -146,15 +130,15 @@ def test_advice_from_a_stored_run(tmp_path: Path, cache: Path) -> None:
     assert current["source"] == f"measured (run {run_id})"
     assert any(f"PRE corrected by run {run_id}" in n for n in doc["notes"])
     one_sentence_exit_2(
-        wattlab("advise", "--db", str(db), "--run", "99", cwd=tmp_path, cache=cache),
+        wattlab("advise", "--db", str(db), "--run", "99", cwd=tmp_path),
         "there is no run with id 99 in the database.",
     )
 
 
 @pytest.mark.slow  # one leave-one-model-out fold: fits PRE on six models
-def test_evaluate_one_held_out_model_writes_its_scores(tmp_path: Path, cache: Path) -> None:
+def test_evaluate_one_held_out_model_writes_its_scores(tmp_path: Path) -> None:
     done = wattlab("advise", "evaluate", "--models", "resnet18", "--json", "eval.json",
-                   cwd=tmp_path, cache=cache)  # fmt: skip
+                   cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "median regret" in done.stdout and "PRE per held-out model: resnet18" in done.stdout
     doc = json.loads((tmp_path / "eval.json").read_text())
@@ -171,20 +155,17 @@ def test_evaluate_one_held_out_model_writes_its_scores(tmp_path: Path, cache: Pa
     # the power-limit knob is scored on the packaged Zeus profiles unless --profiles names others
     assert doc["power_limits"]["files"] == 12
     one_sentence_exit_2(
-        wattlab("advise", "evaluate", "--models", "alexnet", cwd=tmp_path, cache=cache),
+        wattlab("advise", "evaluate", "--models", "alexnet", cwd=tmp_path),
         "--models names 'alexnet'",
     )
 
 
 @pytest.mark.slow
 @pytest.mark.extra("train")  # counts the model's cost
-def test_report_with_advice_has_the_section_in_markdown_html_and_json(
-    tmp_path: Path, cache: Path
-) -> None:
+def test_report_with_advice_has_the_section_in_markdown_html_and_json(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     run_id = _stored_run(db)
-    done = wattlab("report", "--db", str(db), "--out", "rep", "--advice", cwd=tmp_path,
-                   cache=cache)  # fmt: skip
+    done = wattlab("report", "--db", str(db), "--out", "rep", "--advice", cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     markdown = (tmp_path / "rep" / "report.md").read_text()
     html = (tmp_path / "rep" / "report.html").read_text()
@@ -193,7 +174,7 @@ def test_report_with_advice_has_the_section_in_markdown_html_and_json(
     (row,) = summary["advice"]  # one configuration: the baseline
     assert row["role"] == "baseline" and row["run_id"] == run_id
     assert row["change"].startswith("precision fp32 -> ") and row["saving"] > 0.05
-    plain = wattlab("report", "--db", str(db), "--out", "plain", cwd=tmp_path, cache=cache)
+    plain = wattlab("report", "--db", str(db), "--out", "plain", cwd=tmp_path)
     assert (
         plain.returncode == 0 and "## Advice" not in (tmp_path / "plain" / "report.md").read_text()
     )
