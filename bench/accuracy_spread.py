@@ -8,6 +8,7 @@ what it did.
 
     python bench/accuracy_spread.py --grid demo            # ~3 min on an H200
     python bench/accuracy_spread.py --grid unseen          # ConvNeXt-T, ResNet-101, ...
+    python bench/accuracy_spread.py --grid demo reference --seeds 0  # + the reference models
     python bench/accuracy_spread.py --device cpu --tiny    # seconds, no GPU
 """
 
@@ -73,7 +74,12 @@ def grid(name: str) -> list[dict[str, Any]]:
                 ("efficientnet_b0", 512, "amp-bf16"),
             )
         ]
-    raise SystemExit(f"unknown grid {name!r}; use demo or unseen")
+    if name == "reference":  # the reference set's models that the demo grid leaves out
+        return [
+            {**base, "model": m, "budget_samples": DEMO_SAMPLES}
+            for m in ("resnet34", "mobilenet_v2", "vgg16", "efficientnet_b0")
+        ]
+    raise SystemExit(f"unknown grid {name!r}; use demo, reference or unseen")
 
 
 def tiny_grid() -> list[dict[str, Any]]:
@@ -92,14 +98,17 @@ def tiny_grid() -> list[dict[str, Any]]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--grid", default="demo")
+    ap.add_argument("--grid", nargs="+", default=["demo"], help="demo, reference, unseen")
+    ap.add_argument("--seeds", nargs="+", type=int, default=None, help="only these seeds")
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--tiny", action="store_true", help="a seconds-long CPU smoke test")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     args = ap.parse_args()
     device = torch.device(args.device)
     dist = DistContext(device=device)
-    rows = tiny_grid() if args.tiny else grid(args.grid)
+    rows = tiny_grid() if args.tiny else [r for name in args.grid for r in grid(name)]
+    if args.seeds is not None:
+        rows = [r for r in rows if r.get("seed", 0) in args.seeds]
     out = Path(args.out) / "accuracy_spread.json"
     results: list[dict[str, Any]] = []
     for values in rows:

@@ -78,10 +78,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--tiny", action="store_true")
+    ap.add_argument(
+        "--models", nargs="+", default=["resnet18:cifar", "resnet50:cifar"],
+        help="MODEL:STEM pairs (default: resnet18:cifar resnet50:cifar)",
+    )  # fmt: skip
     args = ap.parse_args()
-    models = (
-        [("resnet18", "imagenet")] if args.tiny else [("resnet18", "cifar"), ("resnet50", "cifar")]
-    )
+    pairs = [tuple(m.split(":", 1)) for m in args.models]
+    if any(len(p) != 2 for p in pairs):
+        ap.error("--models takes MODEL:STEM pairs, e.g. resnet50:cifar")
+    models = [("resnet18", "imagenet")] if args.tiny else pairs
     seeds = SEEDS[:2] if args.tiny else SEEDS
     modes = [False, True] if args.device == "cuda" else [False]
     out: dict[str, Any] = {"models": {}}

@@ -166,21 +166,28 @@ def _row(m: Any, samples: int) -> dict:
     }
 
 
-def wattlab_loop(data: Any, cfg: Any) -> dict:
+def wattlab_loop(data: Any, cfg: Any, profile: bool = False) -> dict:
+    """wattlab's trainer; with ``profile``, torch.profiler records the budget window's kernels
+    (the row's speed is then the profiled one: read the profile, not the speed)."""
     from wattlab.train.distributed import DistContext
     from wattlab.train.loop import run_training
 
     mon = energy_monitor(cfg.device)
     results: dict[str, Any] = {}
+    prof: list[Any] = []
 
     class Windows:
         def begin(self, name: str, epoch: int | None = None) -> None:
             if name == "budget":
+                if profile:
+                    prof.append(start_profiler(cfg.device))
                 mon.begin_window(name)
 
         def end(self, name: str, epoch: int | None = None, samples: int = 0) -> None:
             if name == "budget":
                 results[name] = mon.end_window(name)
+                if prof:
+                    prof[0].stop()
 
     import torch
 
@@ -190,7 +197,98 @@ def wattlab_loop(data: Any, cfg: Any) -> dict:
     mon.stop()
     row = _row(results["budget"], result.samples)
     row["final_train_loss"] = result.train_loss
+    if prof:
+        row["kernel_classes"] = kernel_classes(prof[0], result.samples // cfg.batch_size)
     return row
+
+
+# Kernel classes by name (CUDA kernel names of cuDNN, cuBLAS/CUTLASS, ATen and Triton), first
+# match wins; "matrix" holds the convolutions and the linear layer: the FLOPs the MFU counts.
+KERNEL_CLASSES = (
+    ("optimizer", ("multi_tensor", "fused_sgd", "_fused_", "foreach", "sgd", "adam")),
+    ("batch norm", ("batch_norm", "batchnorm", "bn_fw", "bn_bw", "welford", "bn_")),
+    (
+        "matrix (conv, linear)",
+        (
+            "conv",
+            "gemm",
+            "xmma",
+            "cutlass",
+            "cudnn",
+            "implicit",
+            "wgrad",
+            "dgrad",
+            "sm90",
+            "sm80",
+            "nhwc",
+            "winograd",
+            "fft",
+        ),
+    ),
+    (
+        "copy, cast, layout",
+        ("copy", "memcpy", "memset", "cast", "transpose", "nchwtonhwc", "nhwctonchw", "cat"),
+    ),
+    ("pooling, loss, reduce", ("pool", "reduce", "softmax", "nll", "cross_entropy", "norm")),
+    ("elementwise (relu, add, ...)", ("elementwise", "vectorized", "triton", "relu", "add")),
+)
+
+
+def start_profiler(device: str) -> Any:
+    import torch
+
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if device == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    p = torch.profiler.profile(activities=activities)
+    p.start()
+    return p
+
+
+def classify_kernel(name: str) -> str:
+    low = name.lower()
+    for cls, needles in KERNEL_CLASSES:
+        if any(n in low for n in needles):
+            return cls
+    return "other"
+
+
+def kernel_classes(prof: Any, steps: int) -> dict[str, Any]:
+    """GPU time per kernel class over the profiled window, per step; on the CPU the top-level
+    operators' self time stands in (a smoke test of the path, not a GPU figure)."""
+    cuda = [e for e in prof.events() if getattr(e, "device_type", None) is not None
+            and str(e.device_type).endswith("CUDA")]  # fmt: skip
+    source = "CUDA kernels (torch.profiler)"
+    if cuda:
+        timed = [(e.name, float(e.device_time)) for e in cuda]  # microseconds
+    else:  # operators' own device time (a GPU build without kernel events), else CPU time
+        ops = prof.key_averages()
+        timed = [(a.key, float(a.self_device_time_total)) for a in ops]
+        if sum(t for _, t in timed) > 0:
+            source = "operators' self GPU time (torch.profiler, no kernel events)"
+        else:
+            source = "CPU operators (no GPU)"
+            timed = [(e.name, float(e.self_cpu_time_total)) for e in prof.events()
+                     if e.cpu_parent is None]  # fmt: skip
+    per_class: dict[str, float] = {}
+    top: dict[str, float] = {}
+    for name, us in timed:
+        cls = classify_kernel(name)
+        per_class[cls] = per_class.get(cls, 0.0) + us
+        top[name] = top.get(name, 0.0) + us
+    total_us = sum(per_class.values())
+    steps = max(steps, 1)
+    return {
+        "source": source,
+        "steps": steps,
+        "busy_ms_per_step": total_us / 1e3 / steps,
+        "classes_ms_per_step": {
+            k: v / 1e3 / steps for k, v in sorted(per_class.items(), key=lambda kv: -kv[1])
+        },  # fmt: skip
+        "top_kernels_ms_per_step": {
+            k[:120]: v / 1e3 / steps for k, v in sorted(top.items(), key=lambda kv: -kv[1])[:15]
+        },  # fmt: skip
+    }
 
 
 def model_flops(model: str, stem: str) -> float:
@@ -222,11 +320,22 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=12)
     ap.add_argument("--batches", type=int, nargs="*", default=list(BATCHES))
     ap.add_argument("--compile", action="store_true", help="add a torch.compile row")
+    ap.add_argument(
+        "--workloads", nargs="*", default=[f"{m}:{s}" for m, s in WORKLOADS],
+        help="MODEL:STEM pairs (default: the three above)",
+    )  # fmt: skip
+    ap.add_argument(
+        "--profile", action="store_true",
+        help="after the rows: each loop of the first workload at its middle batch once more, "
+        "with torch.profiler over the budget window: GPU time per step by kernel class",
+    )  # fmt: skip
     args = ap.parse_args()
     from wattlab.train.config import RunConfig
     from wattlab.train.data import load_dataset
 
-    workloads: tuple[tuple[str, str], ...] = WORKLOADS
+    workloads = tuple(tuple(w.split(":", 1)) for w in args.workloads)
+    if any(len(w) != 2 for w in workloads):
+        ap.error("--workloads takes MODEL:STEM pairs, e.g. resnet50:cifar")
     batches = args.batches
     train_samples = None
     if args.tiny:
@@ -283,9 +392,49 @@ def main() -> int:
         ["workload", "batch", "loop", "images/s", "mJ/image", "mean W", "MFU", "vs careful"],
         rows,
     )
+    if args.profile:
+        out["profiles"] = profile_rows(data, workloads[0], batches, args, peak)
     path = write_json("train_throughput", out)
     print(f"\nraw: {path}")
     return 0
+
+
+def profile_rows(data: Any, workload: tuple[str, ...], batches: list[int], args: Any,
+                 peak: float | None) -> list[dict]:  # fmt: skip
+    """Where a step's GPU time goes: each wattlab loop once more under torch.profiler."""
+    model, stem = workload
+    batch = sorted(batches)[len(batches) // 2]
+    steps = 4 if args.tiny else 60
+    fwd = model_flops(model, stem)
+    variants: list[tuple[str, dict]] = [("wattlab eager", {})]
+    if args.device == "cuda":
+        variants.append(("wattlab --cuda-graphs", {"cuda_graphs": True}))
+        if args.compile:
+            variants.append(("wattlab torch.compile", {"compile": True}))
+    profiles = []
+    for name, extra in variants:
+        cfg = _config(model, stem, batch, steps * batch, args.device,
+                      warmup_steps=2 if args.tiny else 20, **extra)  # fmt: skip
+        r = wattlab_loop(data, cfg, profile=True)
+        k = r["kernel_classes"]
+        wall_ms = r["duration_s"] * 1e3 / k["steps"]
+        matrix_ms = k["classes_ms_per_step"].get("matrix (conv, linear)")
+        matrix_mfu = (3 * fwd * batch / (matrix_ms / 1e3) / peak) if peak and matrix_ms else None
+        k.update(workload=f"{model} {stem} stem", batch_size=batch, loop=name,
+                 wall_ms_per_step=wall_ms, gpu_busy_share=k["busy_ms_per_step"] / wall_ms,
+                 matrix_kernel_flop_utilisation=matrix_mfu)  # fmt: skip
+        profiles.append(k)
+        rows = [[cls, ms, f"{ms / wall_ms:.1%}"] for cls, ms in k["classes_ms_per_step"].items()]
+        rows.append(["(GPU idle or overlapped)", wall_ms - k["busy_ms_per_step"],
+                     f"{1 - k['busy_ms_per_step'] / wall_ms:.1%}"])  # fmt: skip
+        util = "n/a" if matrix_mfu is None else f"{matrix_mfu:.1%}"
+        print_table(
+            f"Where a step goes: {model} {stem} stem, batch {batch}, {name} ({k['source']}); "
+            f"{wall_ms:.2f} ms a step (profiled); the matrix kernels at {util} of the bf16 peak",
+            ["kernel class", "ms per step", "share of the step"],
+            rows,
+        )
+    return profiles
 
 
 if __name__ == "__main__":
