@@ -204,34 +204,18 @@ def wattlab_loop(data: Any, cfg: Any, profile: bool = False) -> dict:
 
 # Kernel classes by name (CUDA kernel names of cuDNN, cuBLAS/CUTLASS, ATen and Triton), first
 # match wins; "matrix" holds the convolutions and the linear layer: the FLOPs the MFU counts.
+# Layout kernels come before "matrix" (cuDNN's nchwToNhwcKernel names cudnn and nhwc), and
+# Triton's fused kernels (torch.compile) are batch norm when they hold one, else elementwise.
 KERNEL_CLASSES = (
-    ("optimizer", ("multi_tensor", "fused_sgd", "_fused_", "foreach", "sgd", "adam")),
-    ("batch norm", ("batch_norm", "batchnorm", "bn_fw", "bn_bw", "welford", "bn_")),
-    (
-        "matrix (conv, linear)",
-        (
-            "conv",
-            "gemm",
-            "xmma",
-            "cutlass",
-            "cudnn",
-            "implicit",
-            "wgrad",
-            "dgrad",
-            "sm90",
-            "sm80",
-            "nhwc",
-            "winograd",
-            "fft",
-        ),
-    ),
-    (
-        "copy, cast, layout",
-        ("copy", "memcpy", "memset", "cast", "transpose", "nchwtonhwc", "nhwctonchw", "cat"),
-    ),
+    ("optimizer", ("multi_tensor", "fused_sgd", "_fused_sgd", "foreach", "sgd_", "adam")),
+    ("copy, layout", ("memcpy", "memset", "copy", "nchwtonhwc", "nhwctonchw", "transpose")),
+    ("batch norm", ("batch_norm", "batchnorm", "bn_fw", "bn_bw", "welford")),
+    ("elementwise (relu, add, ...)", ("triton_",)),
+    ("matrix (conv, linear)", ("conv", "gemm", "xmma", "cutlass", "cudnn", "implicit", "wgrad",
+                               "dgrad", "sm90", "sm80", "winograd", "fft")),
     ("pooling, loss, reduce", ("pool", "reduce", "softmax", "nll", "cross_entropy", "norm")),
-    ("elementwise (relu, add, ...)", ("elementwise", "vectorized", "triton", "relu", "add")),
-)
+    ("elementwise (relu, add, ...)", ("elementwise", "vectorized", "relu", "add", "threshold")),
+)  # fmt: skip
 
 
 def start_profiler(device: str) -> Any:
