@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.in_process import wattlab_in_process
+
 WATTLAB = [sys.executable, "-m", "wattlab.cli"]
 
 TINY_SPEC = """
@@ -76,8 +78,10 @@ def test_quickstart_runs_every_planned_run_once(quickstart):
 
 @pytest.mark.slow
 def test_rerun_resumes_and_runs_nothing(quickstart):
-    done = wattlab("sweep", SPEC, "--db", "q.db", "--dry-run", "--json", "-",
-                   cwd=quickstart)  # fmt: skip
+    # a dry run starts no process of its own: in this process (tests/in_process.py), where a
+    # fresh interpreter paid ~4.5 s of CPU importing torch to check the model
+    done = wattlab_in_process("sweep", SPEC, "--db", "q.db", "--dry-run", "--json", "-",
+                              cwd=quickstart)  # fmt: skip
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)
     assert {r["action"] for r in plan["runs"]} == {"done"}
@@ -86,8 +90,8 @@ def test_rerun_resumes_and_runs_nothing(quickstart):
 
 @pytest.mark.slow
 def test_report_renders_every_figure(quickstart):
-    done = wattlab("report", "--db", "q.db", "--sweep", "quickstart", "--out", "rep",
-                   "--json", "summary.json", cwd=quickstart)  # fmt: skip
+    done = wattlab_in_process("report", "--db", "q.db", "--sweep", "quickstart", "--out", "rep",
+                              "--json", "summary.json", cwd=quickstart)  # fmt: skip
     assert done.returncode == 0, done.stderr
     rep = quickstart / "rep"
     html = (rep / "report.html").read_text()
