@@ -5,20 +5,21 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-WATTLAB = [sys.executable, "-m", "wattlab.cli"]
+from tests.in_process import wattlab_in_process
+
 BEFORE = ["advise", "--model", "resnet18", "--gpu-name", "H200", "--epochs", "16",
           "--train-size", "3584"]  # fmt: skip
 
 
 def wattlab(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    """The CLI in a subprocess; its PRE cache is the session's (tests/conftest.py), so only the
-    first fit of the shipped runs pays."""
-    return subprocess.run([*WATTLAB, *args], cwd=cwd, capture_output=True, text=True, timeout=600)
+    """The CLI in this process (tests/in_process.py: a fresh interpreter paid ~4.5 s of CPU
+    importing torch to count the model's cost); its PRE cache is the session's
+    (tests/conftest.py), so only the first fit of the shipped runs pays."""
+    return wattlab_in_process(*args, cwd=cwd)
 
 
 def one_sentence_exit_2(done: subprocess.CompletedProcess, match: str) -> None:

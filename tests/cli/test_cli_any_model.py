@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.in_process import wattlab_in_process
+
 WATTLAB = [sys.executable, "-m", "wattlab.cli"]
 FACTORY = """
     from torch import nn
@@ -38,6 +40,12 @@ def wattlab(*args: str, cwd: Path, timeout: float = 300):
         [*WATTLAB, *args], cwd=cwd, capture_output=True, text=True, timeout=timeout,
         env={**os.environ, "CUDA_VISIBLE_DEVICES": ""},
     )  # fmt: skip
+
+
+def wattlab_here(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """The same command in this process (tests/in_process.py), for the ones that train nothing
+    (a refused model, a dry run): a fresh interpreter paid ~4.5 s of CPU importing torch."""
+    return wattlab_in_process(*args, cwd=cwd, env={"CUDA_VISIBLE_DEVICES": ""})
 
 
 @pytest.fixture
@@ -77,7 +85,7 @@ def test_run_a_factory_at_another_image_size_records_its_name(cwd: Path) -> None
 )  # fmt: skip
 def test_bad_models_are_one_sentence_exit_2_nothing_written(cwd: Path, args, message) -> None:
     extra = ["--epochs", "1"] if args[0] == "estimate" else ["--db", "r.db", *TINY]
-    done = wattlab(*args, *extra, cwd=cwd)
+    done = wattlab_here(*args, *extra, cwd=cwd)
     assert done.returncode == 2, done.stderr[-2000:]
     assert "Traceback" not in done.stderr
     error = done.stderr.strip().splitlines()
@@ -95,10 +103,10 @@ def test_sweep_spec_takes_a_factory_and_image_sizes(cwd: Path) -> None:
         "       train_samples: 128, test_samples: 64, warmup_steps: 1}\n"
         "grid: {image_size: [32, 48]}\n"
     )
-    done = wattlab("sweep", str(spec), "--db", "s.db", "--dry-run", "--json", "-", cwd=cwd)
+    done = wattlab_here("sweep", str(spec), "--db", "s.db", "--dry-run", "--json", "-", cwd=cwd)
     assert done.returncode == 0, done.stderr[-2000:]
     labels = sorted(r["label"] for r in json.loads(done.stdout)["runs"])
     assert labels == ["mine.py:small_cnn 1xCPU fp32 bs32", "mine.py:small_cnn 1xCPU fp32 bs32 48px"]
     spec.write_text(spec.read_text().replace("small_cnn", "broken"))
-    done = wattlab("sweep", str(spec), "--db", "s.db", "--dry-run", cwd=cwd)
+    done = wattlab_here("sweep", str(spec), "--db", "s.db", "--dry-run", cwd=cwd)
     assert done.returncode == 2 and "width must be even" in done.stderr

@@ -3,23 +3,22 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-WATTLAB = [sys.executable, "-m", "wattlab.cli"]
+from tests.in_process import wattlab_in_process
+
 REFERENCE = Path(__file__).resolve().parents[2] / "wattlab" / "data" / "h200-reference.csv"
 
 
 def wattlab(*args: str, cwd: Path, cache: Path | None = None):
-    """Run the CLI with its PRE cache in ``cache`` (default: the session's, tests/conftest.py)."""
-    env = {**os.environ, **({"WATTLAB_CACHE_DIR": str(cache)} if cache else {})}
-    return subprocess.run(
-        [*WATTLAB, *args], cwd=cwd, capture_output=True, text=True, timeout=900, env=env
-    )
+    """Run the CLI with its PRE cache in ``cache`` (default: the session's, tests/conftest.py), in
+    this process (tests/in_process.py: these commands' output and files are the point, and each
+    fresh interpreter paid ~4.5 s of CPU importing torch to count the model's cost)."""
+    env = {"WATTLAB_CACHE_DIR": str(cache)} if cache else None
+    return wattlab_in_process(*args, cwd=cwd, env=env)
 
 
 def small_reference(path: Path, models: tuple[str, ...]) -> Path:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.in_process import wattlab_in_process
 from wattlab.wording import provenances_named
 
 WATTLAB = [sys.executable, "-m", "wattlab.cli"]
@@ -129,7 +130,9 @@ def test_export_round_trips(run_db, tmp_path):
 )
 def test_bad_input_is_one_sentence_exit_2_nothing_written(tmp_path, args, message):
     base = [a for a in TINY if a not in ("--model", "mobilenet_v3_small")]
-    done = wattlab("run", *base, *args, "--db", "x.db", cwd=tmp_path)
+    # in this process (tests/in_process.py): refused before training, and a fresh interpreter
+    # paid ~4.5 s of CPU importing torch to look the model or the dataset up
+    done = wattlab_in_process("run", *base, *args, "--db", "x.db", cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert message in done.stderr
     assert "Traceback" not in done.stderr

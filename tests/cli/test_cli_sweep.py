@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.in_process import wattlab_in_process
+
 WATTLAB = [sys.executable, "-m", "wattlab.cli"]
 
 TINY_SPEC = """
@@ -35,9 +37,10 @@ def wattlab(*args: str, cwd: Path, timeout: float = 600):
 
 PRESET = Path(__file__).resolve().parents[2] / "wattlab/experiment/specs/presets/quickstart.yaml"
 # The quickstart preset as shipped (its grid, repetitions, order, CodeCarbon) at half of its
-# images (one step at batch 128): bf16 autocast on a CPU without native bf16 is ~10x slower than
-# fp32, and the shipped sizes took ~100 s of this suite's time for nothing these tests check
-# (issue 39). `wattlab sweep quickstart` itself is planned in tests/cli/test_cli_smoke.py.
+# images (one step at batch 128) and one warm-up step instead of two: bf16 autocast on a CPU
+# without native bf16 is ~10x slower than fp32 (a bf16 step at batch 128 is ~5 s of CPU here), and
+# the shipped sizes took ~100 s of this suite's time for nothing these tests check (issue 39).
+# `wattlab sweep quickstart` itself is planned in tests/cli/test_cli_smoke.py.
 SPEC = "quickstart.yaml"
 
 
@@ -45,7 +48,8 @@ SPEC = "quickstart.yaml"
 def quickstart(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("quickstart")
     text = PRESET.read_text()
-    for key, shipped, small in (("train_samples", 256, 128), ("test_samples", 128, 64)):
+    smaller = (("train_samples", 256, 128), ("test_samples", 128, 64), ("warmup_steps", 2, 1))
+    for key, shipped, small in smaller:
         assert f"  {key}: {shipped}\n" in text  # the preset's sizes, as this copy expects
         text = text.replace(f"  {key}: {shipped}\n", f"  {key}: {small}\n")
     (cwd / SPEC).write_text(text)
@@ -74,8 +78,10 @@ def test_quickstart_runs_every_planned_run_once(quickstart):
 
 @pytest.mark.slow
 def test_rerun_resumes_and_runs_nothing(quickstart):
-    done = wattlab("sweep", SPEC, "--db", "q.db", "--dry-run", "--json", "-",
-                   cwd=quickstart)  # fmt: skip
+    # a dry run starts no process of its own: in this process (tests/in_process.py), where a
+    # fresh interpreter paid ~4.5 s of CPU importing torch to check the model
+    done = wattlab_in_process("sweep", SPEC, "--db", "q.db", "--dry-run", "--json", "-",
+                              cwd=quickstart)  # fmt: skip
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)
     assert {r["action"] for r in plan["runs"]} == {"done"}
@@ -84,8 +90,8 @@ def test_rerun_resumes_and_runs_nothing(quickstart):
 
 @pytest.mark.slow
 def test_report_renders_every_figure(quickstart):
-    done = wattlab("report", "--db", "q.db", "--sweep", "quickstart", "--out", "rep",
-                   "--json", "summary.json", cwd=quickstart)  # fmt: skip
+    done = wattlab_in_process("report", "--db", "q.db", "--sweep", "quickstart", "--out", "rep",
+                              "--json", "summary.json", cwd=quickstart)  # fmt: skip
     assert done.returncode == 0, done.stderr
     rep = quickstart / "rep"
     html = (rep / "report.html").read_text()

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from tests.in_process import wattlab_in_process
 from wattlab.errors import ConfigError, DataError
 from wattlab.estimate import predict as predict_module
 from wattlab.estimate.evaluate import (
@@ -606,13 +606,9 @@ def test_estimate_all_rejects_bad_input(fake_cost, bad, match) -> None:
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "wattlab.cli", "estimate", "evaluate", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    """`wattlab estimate evaluate ARGS` in this process (tests/in_process.py): a fresh
+    interpreter paid ~4.5 s of CPU importing torch and recounted every reference model's cost."""
+    return wattlab_in_process("estimate", "evaluate", *args, cwd=cwd)
 
 
 @pytest.mark.slow

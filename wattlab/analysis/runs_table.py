@@ -172,6 +172,8 @@ def relative_change(value: float | None, reference: float | None) -> float:
 
 def as_float(value: object, missing: float) -> float:
     """``value`` as a float; ``missing`` when it is absent, not a number or NaN."""
+    if isinstance(value, float):  # the common case first: isinstance against the Protocols
+        return missing if math.isnan(value) else float(value)  # below is ~15 us a call
     if not isinstance(value, (str, bytes, SupportsFloat, SupportsIndex)):
         return missing  # float() would raise TypeError
     try:

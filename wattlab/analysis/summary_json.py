@@ -159,6 +159,7 @@ def summary_to_json(
     axes = [c for c in (*CONFIG_COLUMNS, "power_limit_w") if c in summary.columns]
     base = summary[summary["is_baseline"]].iloc[0]
     parts = config_parts(runs) if runs is not None else {}
+    all_parts = energy_parts(runs) if runs is not None else None  # summed once: every ok run
     out: dict[str, Any] = {
         "finding": finding(summary, with_accuracy="accuracy" in pareto_axes),
         "pareto_axes": list(pareto_axes),
@@ -193,11 +194,11 @@ def summary_to_json(
             orient="records"
         ),
         "provenance": (
-            energy_parts(runs).short()
-            if runs is not None and energy_parts(runs).shares()
+            all_parts.short()
+            if all_parts is not None and all_parts.shares()
             else weakest_provenance(summary["provenance"])
         ),
-        "measured_share": energy_parts(runs).measured_share() if runs is not None else None,
+        "measured_share": all_parts.measured_share() if all_parts is not None else None,
         "accuracy_vs_chance": summary_verdict(summary).to_dict(),
         "codecarbon": codecarbon_errors(runs, windows) if runs is not None else {"measured": False},
     }
