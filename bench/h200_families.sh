@@ -8,13 +8,8 @@ pass_no=${1:-1}
 minutes=${2:-8.3}
 OUT=${OUT:-bench-out}
 mkdir -p "$OUT" .devout
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
+# shellcheck source=bench/gpu_env.sh
+source "$(dirname "$0")/gpu_env.sh"  # carried wheels into /tmp/site; PYTHONPATH
 export WATTLAB_FORBID_POWER_LIMITS=1 PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,uuid,power.draw,power.limit,temperature.gpu,driver_version --format=csv \
   | tee "$OUT/gpu.txt"

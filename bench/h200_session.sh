@@ -12,13 +12,8 @@ set -uo pipefail
 stage=${1:?stage a, b or c}
 OUT=${OUT:-bench-out}
 mkdir -p "$OUT"
-if [ -d .whl ]; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
+# shellcheck source=bench/gpu_env.sh
+source "$(dirname "$0")/gpu_env.sh"  # carried wheels into /tmp/site; PYTHONPATH
 export WATTLAB_FORBID_POWER_LIMITS=1 PYTHONUNBUFFERED=1 NCCL_NVLS_ENABLE=0
 log="$OUT/log-$stage.txt"
 say() { echo "== $*" | tee -a "$log"; }

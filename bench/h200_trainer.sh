@@ -12,13 +12,8 @@ stage=${1:?speed or accuracy}
 total_s=${2:-560}
 OUT=${OUT:-bench-out}
 mkdir -p "$OUT"
-if [ -d .whl ]; then  # the GPU image has no pydantic: carried wheels (see bench/h200_wide.sh)
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-    --target /tmp/site .whl/*.whl || exit 1
-  export PYTHONPATH=/tmp/site:$PWD
-else
-  export PYTHONPATH=$PWD
-fi
+# shellcheck source=bench/gpu_env.sh
+source "$(dirname "$0")/gpu_env.sh"  # carried wheels into /tmp/site; PYTHONPATH
 export WATTLAB_FORBID_POWER_LIMITS=1 PYTHONUNBUFFERED=1 WATTLAB_CACHE_DIR=/tmp/wattlab-cache OUT
 {
   git log --oneline -1 2>/dev/null
