@@ -83,8 +83,8 @@ lint: $(STAMP)
 # and what it starts trains with its share of the cores, and the session shares one cache folder
 # (tests/conftest.py). TEST_BUDGET_S caps the session so a hung test cannot hold CI forever:
 # when the limit cuts it short, make test FAILS and says so (a cut suite is not a passed one).
-# Its tests took 14 min 42-51 s on 2 idle cores (docs/measured/cpu-make-test-2026-12-05.txt,
-# cpu-ci-run-2026-12-05.txt); lint and installs come on top.
+# On 2 idle cores it took 14 min 2 s once installed, its tests 13 min 57 s
+# (docs/measured/cpu-make-test-installed-2026-12-05.txt); from a fresh clone 17 min 58 s.
 # make ci: make test and the floors job (make test-floors), what .ci/run runs.
 TEST_BUDGET_S ?= 3600
 test: lint
