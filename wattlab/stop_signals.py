@@ -28,6 +28,7 @@ from types import FrameType
 RECEIVED: list[int] = []  # stop signals that arrived, in order
 _EXIT_CODE: list[int] = []  # the code exit_stopped chose: the last exit hook leaves with it
 _HOOKED: list[bool] = []
+_INSTALLED_AT: list[int] = []  # len(RECEIVED) when the raising handlers were last installed
 
 
 def is_the_command() -> bool:
@@ -84,6 +85,8 @@ def install(*, at_start_up: bool = False) -> None:
     if not _HOOKED:  # first: it runs after every exit hook registered later
         atexit.register(_leave_with_code)
         _HOOKED.append(True)
+    if not at_start_up:
+        _INSTALLED_AT[:] = [len(RECEIVED)]
     try:
         _signal.signal(_signal.SIGINT, interrupt)
         for name in ("SIGTERM", "SIGHUP"):
@@ -123,3 +126,18 @@ def exit_stopped(signum: int) -> None:
         print(line, file=sys.stderr, flush=True)
     finally:
         sys.exit(code)
+
+
+def raise_if_swallowed() -> None:
+    """Raise a stop signal that arrived since ``install`` but did not stop us, because a
+    library swallowed its exception (torch's C start-up imports numpy and drops whatever that
+    raises, a KeyboardInterrupt included). A long loop calls it between its steps, so such a
+    Ctrl-C still stops the command there. A no-op where ``install`` was not called (a library)."""
+    if not _INSTALLED_AT or len(RECEIVED) <= _INSTALLED_AT[0]:
+        return
+    signum = RECEIVED[-1]
+    if signum == _signal.SIGINT:
+        raise KeyboardInterrupt
+    from wattlab.errors import Interrupted
+
+    raise Interrupted(signum)

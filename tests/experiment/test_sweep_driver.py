@@ -156,3 +156,37 @@ def test_a_timed_budget_is_expected_to_take_its_seconds_and_the_rest_of_a_run() 
     cfg = RunConfig(model="resnet18", device="cpu", budget_s=3.0, warmup_steps=3)
     # the other runs spent 4 and 5 s outside their budget: median 4.5 s, plus 3 s of budget
     assert expected_duration_s(cfg, history) == pytest.approx(7.5)
+
+
+def test_a_ctrl_c_that_a_library_swallowed_still_stops_the_sweep_before_its_next_run(
+    tmp_path: Path,
+) -> None:
+    """The command's handlers note every stop signal; one whose KeyboardInterrupt a library ate
+    (torch's C start-up does, importing numpy) stops the loop before it starts a run."""
+    import os
+    import signal
+    import time
+
+    from wattlab import stop_signals
+
+    class Swallows(ToyKind):
+        def prepare(self, todo: list[PlanEntry]) -> None:
+            super().prepare(todo)
+            try:  # a library's start-up, eating what is raised meanwhile
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(1)
+            except KeyboardInterrupt:
+                pass
+
+    kind = Swallows([0.0])
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    stop_signals.install()
+    try:
+        stop_signals.raise_if_swallowed()  # nothing arrived since install: no-op
+        with pytest.raises(KeyboardInterrupt):
+            drive(_plan(2, warmup_runs=1), kind, _db(tmp_path), clock=lambda: 0.0)
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+        stop_signals.RECEIVED.clear()
+    assert kind.calls == ["enter", "prepare 2", "exit"]  # no warm-up, no run

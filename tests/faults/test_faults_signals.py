@@ -382,3 +382,89 @@ def test_a_signal_during_a_run_is_128_plus_n_and_stores_it_failed(tmp_path, sign
     con.close()
     assert [status for status, _ in rows] == ["failed"], (rows, err[-2000:])
     assert f"signal {int(signum)}" in rows[0][1], rows
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_while_the_warm_worker_imports_is_answered_not_swallowed(signum):
+    """torch's C start-up imports numpy and drops whatever that raises, a KeyboardInterrupt
+    included: a Ctrl-C forwarded while the worker imported was lost and the worker trained on
+    (CI saw a sweep hang past 120 s). The worker now starts with the stop signals blocked and
+    raises one that came meanwhile once its imports are done: 128 + N, whenever it came."""
+    from wattlab.experiment.runs.warm import _preexec_worker
+
+    worker = subprocess.Popen(
+        [*WATTLAB[:1], "-m", "wattlab.experiment.runs.warm"], env=ENV, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        preexec_fn=_preexec_worker, start_new_session=True,
+    )  # fmt: skip
+    try:
+        worker.send_signal(signum)  # it is still starting: its imports take seconds
+        time.sleep(0.5)
+        out, err = worker.communicate(timeout=120)  # its input ends: it would leave with 0
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+    assert worker.returncode == 128 + signum, err[-2000:]
+    assert "Traceback" not in err and out == ""  # no job was read: nothing to answer
+
+
+LOSES_CTRL_C = """
+import os, pathlib, signal
+from torch import nn
+
+def deaf_cnn(num_classes):
+    if os.environ.get("WATTLAB_PARENT_PID"):  # in the sweep's worker, not its checks
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # as if a library swallowed it
+        pathlib.Path("deaf.pid").write_text(str(os.getpid()))
+    return nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(1),
+                         nn.Flatten(), nn.Linear(8, num_classes))
+"""
+
+
+@pytest.mark.slow
+def test_a_warm_worker_that_does_not_stop_on_ctrl_c_is_killed_and_its_run_stored_failed(
+    tmp_path,
+):
+    """Whatever the worker makes of a forwarded Ctrl-C, the sweep stops: STOP_GRACE_S after
+    the signal it kills the worker's process group, stores the run failed naming the signal
+    and exits 130 in one line."""
+    from wattlab.experiment.runs.lifetime import STOP_GRACE_S
+
+    (tmp_path / "deaf.py").write_text(LOSES_CTRL_C)
+    spec = tmp_path / "deaf.yaml"
+    spec.write_text(
+        TINY_SPEC.replace(
+            "model: mobilenet_v3_small, stem: imagenet", "model_factory: deaf.py:deaf_cnn"
+        ).replace("epochs: 50", "epochs: 5000")  # minutes of training for a worker left alone
+    )
+    db = tmp_path / "d.db"
+    sweep = subprocess.Popen(
+        [*WATTLAB, "sweep", str(spec), "--db", str(db)], cwd=tmp_path, env=ENV, text=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    marker = tmp_path / "deaf.pid"
+    try:
+        deadline = time.time() + 300
+        while time.time() < deadline and not marker.exists() and sweep.poll() is None:
+            time.sleep(0.2)
+        assert marker.exists(), "the worker did not build the model in time"
+        time.sleep(1)  # into the training
+        worker = int(marker.read_text())
+        sent = time.monotonic()
+        sweep.send_signal(signal.SIGINT)
+        _, err = sweep.communicate(timeout=120)
+        took_s = time.monotonic() - sent
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+            sweep.wait()
+    assert sweep.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and "wattlab: interrupted" in err
+    assert took_s >= STOP_GRACE_S  # it was given its grace, then killed
+    assert not _wait_gone([worker], 10.0), "the worker outlived the sweep"
+    con = sqlite3.connect(db)
+    rows = con.execute("SELECT status, error FROM runs").fetchall()
+    con.close()
+    assert [status for status, _ in rows] == ["failed"], rows
+    assert "signal 2" in rows[0][1] and "killed" in rows[0][1], rows

@@ -11,6 +11,13 @@ Protocol: the sweep writes one JSON line per run on the worker's stdin (``config
 original stdout; anything else it prints goes to stderr). The worker dies with the sweep
 (``lifetime.die_with_parent``); SIGINT/SIGTERM are forwarded and store the run in flight as
 failed; a worker that dies mid-run has its run finished as failed by the sweep.
+
+A forwarded stop must stop the worker even where a library swallows it: torch's C start-up
+imports numpy and drops any exception raised meanwhile, a KeyboardInterrupt included, after
+which the worker would train on while the sweep waits. So the worker starts with the stop
+signals blocked and unblocks them once its imports are done (a signal that came meanwhile is
+raised then), and the sweep kills the worker's process group when it has not answered
+``lifetime.STOP_GRACE_S`` seconds after a forwarded signal.
 """
 
 from __future__ import annotations
@@ -21,12 +28,14 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from wattlab.errors import Interrupted
 from wattlab.experiment.options import RunContext, WorkerOptions
+from wattlab.experiment.runs.lifetime import STOP_GRACE_S
 from wattlab.monitor import utc_now_iso
 from wattlab.processes import STOP_SIGNALS, TERMINATE_SIGNALS
 from wattlab.train.config import RunConfig
@@ -46,7 +55,7 @@ class WarmWorker:
         self.runs = 0
 
     def _start(self) -> subprocess.Popen[str]:
-        from wattlab.experiment.runs.lifetime import ENV_PARENT_PID, preexec_pdeathsig
+        from wattlab.experiment.runs.lifetime import ENV_PARENT_PID
 
         env = dict(os.environ)
         env[ENV_PARENT_PID] = str(os.getpid())
@@ -58,7 +67,7 @@ class WarmWorker:
             text=True,
             env=env,
             start_new_session=True,  # our terminal's Ctrl-C reaches it through us only
-            preexec_fn=preexec_pdeathsig,
+            preexec_fn=_preexec_worker,
         )
         return self.proc
 
@@ -78,6 +87,8 @@ class WarmWorker:
         opts = replace(opts, progress=False)
         started_at = utc_now_iso()
         received: list[int] = []
+        killed: list[bool] = []
+        timers: list[threading.Timer] = []
 
         def forward(signum: int, _frame: object) -> None:
             received.append(signum)
@@ -85,6 +96,11 @@ class WarmWorker:
                 proc.send_signal(signum)
             except ProcessLookupError:
                 pass
+            if not timers:  # a worker that does not answer in time is killed, group and all
+                timer = threading.Timer(STOP_GRACE_S, _kill_group, (proc, killed))
+                timer.daemon = True
+                timers.append(timer)
+                timer.start()
 
         previous = {s: signal.signal(s, forward) for s in STOP_SIGNALS}
         try:
@@ -108,6 +124,8 @@ class WarmWorker:
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
+            for timer in timers:
+                timer.cancel()
         self.runs += 1
         if line:
             result = json.loads(line)
@@ -122,7 +140,12 @@ class WarmWorker:
         else:
             code = proc.wait()
             self.proc = None
-            if received:
+            if received and killed:
+                message = (
+                    f"interrupted by signal {received[0]}; the worker had not stopped "
+                    f"{STOP_GRACE_S:.0f} s later and was killed before the run was stored"
+                )
+            elif received:
                 message = f"interrupted by signal {received[0]} before the run was stored"
             elif code < 0:
                 message = f"the warm worker was killed by signal {-code}"
@@ -162,10 +185,49 @@ class WarmWorker:
         self.close()
 
 
+def _preexec_worker() -> None:
+    """``Popen(preexec_fn=...)``: the worker starts with the stop signals blocked (``serve``
+    unblocks them after its imports) and dies with us."""
+    from wattlab.experiment.runs.lifetime import preexec_pdeathsig
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, set(STOP_SIGNALS))
+    preexec_pdeathsig()
+
+
+def _kill_group(proc: subprocess.Popen[str], killed: list[bool]) -> None:
+    """The worker did not answer a forwarded stop in time: SIGKILL its process group."""
+    killed.append(True)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _import_for_runs() -> None:
+    """What ``execute`` imports on its first run, imported while the stop signals are still
+    blocked (see the module doc). A failing import is left for the run, which stores it."""
+    import importlib
+
+    for module in (
+        "wattlab.experiment.db.store",
+        "wattlab.experiment.runs.codecarbon_window",
+        "wattlab.experiment.runs.live_step",
+        "wattlab.experiment.runs.progress",
+        "wattlab.experiment.runs.windows",
+        "wattlab.meters.discover",
+        "wattlab.train.distributed",
+        "wattlab.train.loop",
+        "torchvision.models",
+    ):
+        try:
+            importlib.import_module(module)
+        except Exception:
+            pass
+
+
 def serve() -> int:
     """The worker's side: run each job from stdin with ``execute``; reply on the result pipe."""
     from wattlab.experiment.runs.lifetime import die_with_parent
-    from wattlab.experiment.runs.worker import execute
 
     die_with_parent()
     replies = os.fdopen(os.dup(1), "w", buffering=1)
@@ -176,25 +238,39 @@ def serve() -> int:
 
     for terminate in TERMINATE_SIGNALS:  # SIGTERM and SIGHUP
         signal.signal(terminate, stop)
-    for line in sys.stdin:
-        if not line.strip():
-            continue
-        job = json.loads(line)
-        cfg = RunConfig(**job["config"])
-        opts = WorkerOptions.from_json(job["options"])
-        ctx = RunContext.from_json(job.get("context", {}))
-        try:
-            result = execute(cfg, opts, ctx)
-        except (Interrupted, KeyboardInterrupt) as error:
-            signum = error.signum if isinstance(error, Interrupted) else int(signal.SIGINT)
-            _reply(replies, ctx.run_id, "failed", f"interrupted by signal {signum}")
-            return 128 + signum
-        except BaseException as error:  # stored as failed by execute (or not: it says so)
-            _reply(replies, ctx.run_id, "failed", f"{type(error).__name__}: {error}")
-            return 1
-        _reply(replies, result.run_id, result.status, result.error, result.stored)
-        del result
-        gc.collect()  # the run's model and optimiser go before the next run starts
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    in_flight: list[RunContext] = []  # the job read and not answered yet
+    try:
+        from wattlab.experiment.runs.worker import execute
+
+        _import_for_runs()
+        # a stop signal that came during the imports is raised here (the sweep, finding no
+        # answer, stores the run as failed, naming the signal)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, set(STOP_SIGNALS))
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            job = json.loads(line)
+            ctx = RunContext.from_json(job.get("context", {}))
+            in_flight[:] = [ctx]
+            cfg = RunConfig(**job["config"])
+            opts = WorkerOptions.from_json(job["options"])
+            try:
+                result = execute(cfg, opts, ctx)
+            except (Interrupted, KeyboardInterrupt):
+                raise
+            except BaseException as error:  # stored as failed by execute (or not: it says so)
+                _reply(replies, ctx.run_id, "failed", f"{type(error).__name__}: {error}")
+                return 1
+            in_flight.clear()
+            _reply(replies, result.run_id, result.status, result.error, result.stored)
+            del result
+            gc.collect()  # the run's model and optimiser go before the next run starts
+    except (Interrupted, KeyboardInterrupt) as error:
+        signum = error.signum if isinstance(error, Interrupted) else int(signal.SIGINT)
+        if in_flight:  # execute stored the run as failed (the sweep checks the row)
+            _reply(replies, in_flight[0].run_id, "failed", f"interrupted by signal {signum}")
+        return 128 + signum
     return 0
 
 

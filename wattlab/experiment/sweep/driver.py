@@ -284,6 +284,7 @@ def drive(
 ) -> list[tuple[PlanEntry, Any]]:
     """Run the plan's 'run' entries in order with ``kind``, holding the sweep's lock (see the
     module). Returns each run entry with its outcome, in the order run."""
+    from wattlab import stop_signals
     from wattlab.experiment.db.store import open_store, pinned
     from wattlab.experiment.sweep.lock import SweepLock
 
@@ -304,8 +305,10 @@ def drive(
             return outcomes
         kind.prepare(todo)
         for _ in range(plan.warmup_runs):
+            stop_signals.raise_if_swallowed()  # a Ctrl-C a library ate
             kind.warm_up(todo[0])
         for i, entry in enumerate(todo):
+            stop_signals.raise_if_swallowed()  # a Ctrl-C a library ate
             if _past_deadline(entry, stop_at, clock):
                 left = len(todo) - i
                 plan.notes.append(
