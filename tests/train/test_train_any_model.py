@@ -89,6 +89,30 @@ def test_bad_factories_are_one_sentence(factories: Path, ref: str, message: str)
     assert "\n" not in str(info.value)
 
 
+def test_a_model_check_is_not_reused_for_another_file_of_the_same_relative_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The check is cached by the factory file's absolute path and version: a long-lived
+    process that moves to another folder, or whose file was edited, checks again."""
+    good = (
+        "from torch import nn\n\ndef net(num_classes):\n"
+        "    return nn.Sequential(nn.Flatten(), nn.LazyLinear(num_classes))\n"
+    )
+    bad = good.replace("nn.LazyLinear(num_classes)", "nn.LazyLinear(num_classes + 1)")
+    for folder, text in (("a", good), ("b", bad)):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "mine.py").write_text(text)
+    monkeypatch.chdir(tmp_path / "a")
+    check_model("mine.py:net", num_classes=10, image_size=8)
+    monkeypatch.chdir(tmp_path / "b")
+    with pytest.raises(ConfigError, match=r"shape \(1, 11\)"):
+        check_model("mine.py:net", num_classes=10, image_size=8)
+    monkeypatch.chdir(tmp_path / "a")  # the checked file, edited since: checked again
+    (tmp_path / "a" / "mine.py").write_text(bad + "\n# edited\n")
+    with pytest.raises(ConfigError, match=r"shape \(1, 11\)"):
+        check_model("mine.py:net", num_classes=10, image_size=8)
+
+
 def test_a_factory_file_that_fails_to_import(tmp_path: Path) -> None:
     path = tmp_path / "broken.py"
     path.write_text("import torch\nraise RuntimeError('cuda missing')\n")

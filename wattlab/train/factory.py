@@ -151,6 +151,21 @@ def is_factory(name: str) -> bool:
     return ":" in name
 
 
+def source_key(name: str) -> str:
+    """What a model check is cached under: a ``FILE.py:FUNC`` factory by its file's absolute
+    path, size and modification time (the same relative name in another folder, or the file
+    edited since, is another model); anything else by its name."""
+    target, _, func = name.rpartition(":")
+    if not is_factory(name) or not target.endswith(".py"):
+        return name
+    path = Path(target).expanduser().resolve()
+    try:
+        stat = path.stat()
+    except OSError:
+        return f"{path}:{func}"  # missing: the check itself says so
+    return f"{path}@{stat.st_mtime_ns}/{stat.st_size}:{func}"
+
+
 def _reason(error: BaseException) -> str:
     """``TypeError: message`` on one line, short enough for a sentence."""
     text = " ".join(str(error).split()) or "no message"

@@ -191,8 +191,11 @@ def check_model(
     name: str, *, stem: str = "cifar", num_classes: int = 10, image_size: int = DEFAULT_IMAGE_SIZE
 ) -> None:
     """Build ``name`` on the CPU and run one image through it in eval mode: a ConfigError unless
-    it returns logits of shape ``(1, num_classes)``. Cached per (name, stem, size, classes)."""
-    key = (name, stem, int(num_classes), int(image_size))
+    it returns logits of shape ``(1, num_classes)``. Cached per (model, stem, size, classes),
+    a factory file by its absolute path and version (``factory.source_key``)."""
+    from wattlab.train.factory import source_key
+
+    key = (source_key(name), stem, int(num_classes), int(image_size))
     if key in _CHECKED:
         return
     model = build_model(name, stem=stem, num_classes=num_classes, image_size=image_size)
