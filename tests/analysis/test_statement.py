@@ -4,6 +4,7 @@ as each of them writes them. (Generated tables: tests/analysis/test_report_prope
 
 from __future__ import annotations
 
+import datetime as dt
 import gzip
 import json
 import shutil
@@ -54,7 +55,20 @@ def test_a_sweep_of_a_real_h200_database(h200_db: Path) -> None:
     assert f"{facts['measured_share']:.1%}".replace("%", " %") + " measured by GPU counters" in p
     assert "1 x NVIDIA H200" in p and "driver 580.159.04" in p
     assert "a power limit of 700 W per GPU (their default)" in p
-    assert "idle just before the runs (median" in p and "Each configuration ran once." in p
+    assert "just before the runs (median" in p and "Each configuration ran once." in p
+    assert "W idle" not in p  # a reading right after a run is not the card at rest
+    with sqlite3.connect(h200_db) as conn:
+        spans = conn.execute(
+            "select started_at, finished_at from runs where sweep = ? and status = 'ok' "
+            "and idle_power_w is not null",
+            (SWEEP,),
+        ).fetchall()
+    moments = [(dt.datetime.fromisoformat(a), dt.datetime.fromisoformat(b)) for a, b in spans]
+    soon = sum(
+        any(0 <= (start - end).total_seconds() < 10 for _, end in moments) for start, _ in moments
+    )
+    assert 0 < soon < n  # the first run's reading came at rest (76 W), the others did not
+    assert f"not at rest: at least {soon} of {n} readings came less than 10 s after" in p
     assert "wattlab's default" in p  # the stored intensity is the default one, and says so
     card = yaml.safe_load(stated.model_card)["co2_eq_emissions"]
     assert card["emissions"] == pytest.approx(total_j / 3.6e6 * 0.2 * 1e3, rel=1e-3)
@@ -72,7 +86,7 @@ def test_one_run_and_one_configuration(h200_db: Path) -> None:
     assert one.facts["scope"] == "run" and one.facts["energy_j"] == row["energy_total_j"]
     assert one.paragraph.startswith(f"Run {run_id} ({row['label']}) used ")
     assert "the meters' stated uncertainty" in one.paragraph
-    assert "drew 76 W idle just before the run" in one.paragraph  # this run's idle_power_w
+    assert "drew 76 W just before the run" in one.paragraph  # this run's idle_power_w
     config = runs[runs["config_hash"] == row["config_hash"]]
     three = energy_statement(config.assign(status="ok"))  # one configuration, one run
     assert three.facts["scope"] == "configuration" and "(median of 1 run)" in three.paragraph
@@ -116,7 +130,7 @@ def test_runs_stored_by_the_callbacks(tmp_path: Path) -> None:
     )
     assert "min–max of 3 runs, 75 % coverage: 1.00 kJ to 1.10 kJ" in p
     assert "1 GPU whose model was not recorded" in p  # the callbacks store no GPU name
-    assert "Their driver, power limit and idle power were not recorded." in p
+    assert "Their driver, power limit and power before the runs were not recorded." in p
     # 950 of 1050 J from the GPU's counter, 100 J from the CPU model
     assert "90.5 % measured by GPU counters, 9.5 % estimated (CPU)" in p
     assert "the CPU (" in p and "a TDP whose origin the runs did not record" in p
@@ -173,7 +187,7 @@ def test_a_command_sweeps_runs(tmp_path: Path) -> None:
     assert "its budget window, the timed training: 3.30 kJ)" in p
     assert "the budget window (timed training) held 68.8 %" in p
     assert "1 x NVIDIA H200" in p and "driver 580.1" in p
-    assert "drew 70 W idle just before each run" in p
+    assert "drew 70 W just before each run" in p
     assert "All of it was read from hardware: measured by GPU counters." in p
     assert "training_type" not in yaml.safe_load(stated.model_card)["co2_eq_emissions"]
 

@@ -57,6 +57,8 @@ class Run:
     tdp_source: str | None
     image_task: bool
     accuracy: float | None
+    idle_w: float | None = None  # the GPU power read just before the run
+    gap_s: float = 600.0  # from the previous run's end to this run's start
 
     @property
     def budget_j(self) -> float:
@@ -105,6 +107,8 @@ def studies(draw: st.DrawFn) -> Study:
                     tdp_source=tdp_source,
                     image_task=image_task,
                     accuracy=draw(st.sampled_from([None, 0.55, 0.95])),
+                    idle_w=draw(st.sampled_from([None, 70.0, 250.0])),
+                    gap_s=draw(st.sampled_from([0.3, 9.0, 11.0, 600.0])),
                 )
             )
     return study
@@ -122,7 +126,18 @@ def _measurement(name: str, parts: dict[str, tuple[str, float]], scale: float) -
     )
 
 
-def _row(run: Run, index: int) -> tuple[dict, list[dict]]:
+RUN_S = 20.0  # each generated run's wall time
+T0 = pd.Timestamp("2026-01-01T00:00:00+00:00")
+
+
+def _span(study: Study, index: int) -> tuple[str, str]:
+    """The run's start and end: one after another, each ``gap_s`` after the previous end."""
+    start = T0 + pd.Timedelta(seconds=sum(r.gap_s + RUN_S for r in study.runs[:index]))
+    start += pd.Timedelta(seconds=study.runs[index].gap_s)
+    return start.isoformat(), (start + pd.Timedelta(seconds=RUN_S)).isoformat()
+
+
+def _row(run: Run, index: int, span: tuple[str, str] = ("", "")) -> tuple[dict, list[dict]]:
     budget = _measurement("budget", run.budget, 1.0)
     energy = EnergyColumns.of(budget)
     for comp in energy.components_json:  # what the worker keeps of an estimate's meter
@@ -149,6 +164,11 @@ def _row(run: Run, index: int) -> tuple[dict, list[dict]]:
         "test_size": 200,
         "accuracy": run.accuracy,
         "pue": PUE,
+        "hostname": "gen-host",
+        "started_at": span[0] or None,
+        "finished_at": span[1] or None,
+        "idle_power_w": run.idle_w,
+        "gpu_name": "Made-up GPU",
     }
     windows = [window_row("budget", None, budget, 1000)]
     if run.has_run_window:
@@ -166,7 +186,7 @@ def _store(study: Study, folder: Path) -> Path:
     db = folder / "gen.db"
     with open_store(db) as store:
         for i, run in enumerate(study.runs):
-            row, windows = _row(run, i)
+            row, windows = _row(run, i, _span(study, i))
             store.insert_run(row, windows)
     return db
 
@@ -228,6 +248,16 @@ def test_statement_card_export_and_summary_are_true_of_the_runs(study: Study) ->
     assert ("an assumed TDP of 7 W" in p) == fallback
     assert ("the whole machine's CPU utilisation" in p) == estimated_cpu
     assert ("Made-up CPU" in p) == estimated_cpu
+    # the GPU power read before the runs: never called idle; how many came too soon after a run
+    read = [(i, r) for i, r in enumerate(study.runs) if r.idle_w is not None]
+    soon = sum(1 for i, r in read if i > 0 and r.gap_s < 10.0)
+    assert " W idle" not in p
+    if read:
+        assert " W just before " in p
+        assert facts["idle_readings_not_at_rest"] == soon
+        assert ("not at rest:" in p) == (soon > 0)
+        if soon and len(read) > 1:
+            assert f"at least {soon} of {len(read)} readings came less than 10 s after" in p
     # the HF block: the CO2e of the same run windows, the budget's grams beside them
     card = yaml.safe_load(stated.model_card)["co2_eq_emissions"]
     assert card["emissions"] == pytest.approx(facts["energy_j"] / 3.6e6 * INTENSITY * 1e3, rel=1e-3)

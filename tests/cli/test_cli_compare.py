@@ -224,3 +224,46 @@ def test_a_version_7_database_is_read_its_fingerprint_not_recorded(tmp_path, mon
     assert code == 0, err
     assert "| wattlab | not recorded | 0.2.0 |" in out
     assert "| code commit | not recorded | " + "a" * 40 + " |" in out
+
+
+def test_the_gpu_power_before_runs_is_not_called_idle_when_it_came_right_after_a_run(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    """The H100 gate's own database (cooldown_s 0): readings a moment after the previous run
+    show its tail (~250 W against 70 W at rest). compare says so, counted from the runs'
+    start and end times, not "idle"."""
+    import datetime as dt
+    import gzip
+    import shutil
+    import sqlite3
+
+    raw = Path(__file__).resolve().parents[2] / "docs/measured/h100-compare-gpu-2026-12-05"
+    db = tmp_path / "c.db"
+    with gzip.open(raw / "compare.db.gz", "rb") as src, db.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(
+            "select sweep, started_at, finished_at from runs where sweep in ('cmp-a1', 'cmp-b')"
+        ).fetchall()
+    moments = [
+        (sweep, dt.datetime.fromisoformat(a), dt.datetime.fromisoformat(b)) for sweep, a, b in rows
+    ]
+
+    def soon(side: str) -> int:
+        return sum(
+            any(0 <= (start - end).total_seconds() < 10 for _, _, end in moments)
+            for sweep, start, _ in moments
+            if sweep == side
+        )
+
+    out_json = tmp_path / "ab.json"
+    code, out, _ = wattlab(
+        monkeypatch, capsys, f"{db}::cmp-a1", f"{db}::cmp-b", "--json", str(out_json)
+    )
+    assert code == 1  # the batch-384 regression
+    assert "Idle GPU power" not in out and "GPU power just before the runs:" in out
+    assert soon("cmp-a1") == 7 and soon("cmp-b") == 7  # the first of each followed a warm-up
+    assert "Not the cards at rest: at least 7 of 8 (baseline) and 7 of 8 (candidate)" in out
+    sides = json.loads(out_json.read_text())
+    assert sides["baseline"]["idle_readings_not_at_rest"] == soon("cmp-a1")
+    assert sides["candidate"]["idle_readings"] == 8

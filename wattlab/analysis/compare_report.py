@@ -18,6 +18,7 @@ from wattlab.analysis.compare_runs import (
     fingerprint_values,
     idle_summary,
 )
+from wattlab.analysis.idle_settle import SETTLED_AFTER_S
 
 
 def _pct(fraction: float, signed: bool = True) -> str:
@@ -138,7 +139,8 @@ def markdown(comparison: Comparison) -> str:
 
 
 def _differences(c: Comparison) -> list[str]:
-    idle_b, idle_c = idle_summary(c.baseline.runs), idle_summary(c.candidate.runs)
+    idle_b = idle_summary(c.baseline.runs, c.candidate.runs)
+    idle_c = idle_summary(c.candidate.runs, c.baseline.runs)
     lines = ["### What differs between the two sides", ""]
     if not c.differences:
         lines.append(
@@ -152,14 +154,27 @@ def _differences(c: Comparison) -> list[str]:
             lines.append(
                 f"| {d.label}{mark} | {', '.join(d.baseline)} | {', '.join(d.candidate)} |"
             )
+    soon = [side["idle_readings_not_at_rest"] or 0 for side in (idle_b, idle_c)]
     lines += [
         "",
-        f"Idle GPU power before the runs: {_watts(idle_b['idle_power_w'])} (baseline), "
-        f"{_watts(idle_c['idle_power_w'])} (candidate); hottest GPU "
-        f"{_celsius(idle_b['idle_temperature_c'])} and {_celsius(idle_c['idle_temperature_c'])}.",
-        "",
+        f"GPU power just before the runs: {_watts(_num(idle_b['idle_power_w']))} (baseline), "
+        f"{_watts(_num(idle_c['idle_power_w']))} (candidate); hottest GPU "
+        f"{_celsius(_num(idle_b['idle_temperature_c']))} and "
+        f"{_celsius(_num(idle_c['idle_temperature_c']))}.",
     ]
+    if any(soon):
+        lines.append(
+            f"Not the cards at rest: at least {soon[0]} of {idle_b['idle_readings']} "
+            f"(baseline) and {soon[1]} of {idle_c['idle_readings']} (candidate) readings "
+            f"came less than {SETTLED_AFTER_S:.0f} s after the previous run had ended "
+            "(a cool-down between runs lets the card settle)."
+        )
+    lines.append("")
     return lines
+
+
+def _num(value: float | int | None) -> float | None:
+    return None if value is None else float(value)
 
 
 def _watts(value: float | None) -> str:
@@ -275,5 +290,5 @@ def _side_json(c: Comparison, *, baseline: bool) -> dict[str, Any]:
         "runs": len(side.runs),
         "run_ids": [r.id for r in side.runs],
         "fingerprint": fingerprint_values(side.runs),
-        **idle_summary(side.runs),
+        **idle_summary(side.runs, (c.candidate if baseline else c.baseline).runs),
     }

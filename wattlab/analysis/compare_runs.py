@@ -253,13 +253,27 @@ def same_session(baseline: Sequence[StoredRun], candidate: Sequence[StoredRun]) 
     return gap <= SESSION_GAP_S
 
 
-def idle_summary(runs: Sequence[StoredRun]) -> dict[str, float | None]:
-    """Mean idle GPU power (W) and temperature (C) before the runs (None when not recorded)."""
+def idle_summary(
+    runs: Sequence[StoredRun], others: Sequence[StoredRun] = ()
+) -> dict[str, float | int | None]:
+    """Mean GPU power (W) and temperature (C) read just before the runs (None when not
+    recorded), and how many readings came less than ``SETTLED_AFTER_S`` after another run
+    (of ``runs`` or ``others``, on the same host) had ended: the card was not at rest
+    (``idle_settle``)."""
+    from wattlab.analysis.idle_settle import RunSpan, unsettled_readings
+
     power = [r.idle_power_w for r in runs if r.idle_power_w is not None]
     temp = [r.idle_temperature_c for r in runs if r.idle_temperature_c is not None]
+
+    def span(run: StoredRun) -> RunSpan:
+        return RunSpan(run.hostname, run.started_at, run.finished_at)
+
+    read = [span(r) for r in runs if r.idle_power_w is not None]
     return {
         "idle_power_w": statistics.fmean(power) if power else None,
         "idle_temperature_c": statistics.fmean(temp) if temp else None,
+        "idle_readings": len(read),
+        "idle_readings_not_at_rest": unsettled_readings(read, [span(r) for r in (*runs, *others)]),
     }
 
 

@@ -16,16 +16,15 @@ stated uncertainty for one run), and a sentence says what share of the run windo
 warm-up, evaluation and the rest held (:mod:`wattlab.analysis.run_windows`). A run that stored no
 run window (a callback's) counts with its budget window, and the statement says so.
 
-Every clause comes from the runs: the provenance by share and how the estimated part was
-modelled; the GPUs, their driver and power limit (or that they were not recorded, as for runs
-stored by the Hugging Face or Lightning callbacks); the GPUs' idle power just before the runs;
-the carbon intensity with its source and year and the PUE (the stored ones, or the ones given
-to re-price the CO2e: ``--region`` and the other carbon flags); the CO2e with its range; the
-wattlab version and the command that wrote it. The model-card block is the ``co2_eq_emissions``
-metadata the Hub reads (``emissions`` in grams, ``source``, ``training_type``,
-``geographical_location``, ``hardware_used``); a field wattlab cannot know is left out and
-named in a comment, never guessed.
-"""
+Every clause comes from the runs: the provenance by share and how the estimated part was modelled;
+the GPUs, their driver and power limit (or that they were not recorded, as for runs stored by the
+Hugging Face or Lightning callbacks); the GPU power read just before the runs (never called idle:
+see ``idle_settle``); the carbon intensity with its source and year and the PUE (the stored ones,
+or the ones given to re-price the CO2e: ``--region`` and the other carbon flags); the CO2e with its
+range; the wattlab version and the command that wrote it. The model-card block is the
+``co2_eq_emissions`` metadata the Hub reads (``emissions`` in grams, ``source``, ``training_type``,
+``geographical_location``, ``hardware_used``); a field wattlab cannot know is left out and named in
+a comment, never guessed."""
 
 from __future__ import annotations
 
@@ -41,6 +40,7 @@ import numpy as np
 import pandas as pd
 
 from wattlab.analysis.assumptions import estimation_methods
+from wattlab.analysis.idle_settle import SETTLED_AFTER_S, RunSpan, unsettled_readings
 from wattlab.analysis.intervals import median_interval
 from wattlab.analysis.run_windows import RunWhole, holds_words, run_wholes, whole_parts
 from wattlab.analysis.runs_table import (
@@ -258,8 +258,24 @@ def _finite(ok: pd.DataFrame, column: str) -> list[float]:
     return [float(x) for x in numeric(ok[column]) if math.isfinite(x)]
 
 
+def _unsettled_idle(ok: pd.DataFrame) -> int:
+    """How many of the runs' readings before them came too soon after a run (idle_settle)."""
+    columns = [RunCol.HOSTNAME, RunCol.STARTED_AT, RunCol.FINISHED_AT]
+    if any(c not in ok.columns for c in [*columns, RunCol.IDLE_POWER_W]):
+        return 0
+
+    def spans(frame: pd.DataFrame) -> list[RunSpan]:
+        return [
+            RunSpan(*(None if pd.isna(v) else str(v) for v in row))
+            for row in frame[columns].itertuples(index=False)
+        ]
+
+    read = ok[np.isfinite(numeric(ok[RunCol.IDLE_POWER_W]))]
+    return unsettled_readings(spans(read), spans(ok))
+
+
 def _gpu_settings(ok: pd.DataFrame) -> tuple[str, dict[str, Any]]:
-    """Driver, power limit in force and idle power before the runs, in one sentence."""
+    """Driver, power limit in force and the GPU power read just before the runs, in one sentence."""
     drivers = _unique(ok, RunCol.DRIVER)
     limits, tdps = _finite(ok, RunCol.POWER_LIMIT_W), _finite(ok, RunCol.GPU_TDP_W)
     idle = _finite(ok, RunCol.IDLE_POWER_W)
@@ -273,19 +289,29 @@ def _gpu_settings(ok: pd.DataFrame) -> tuple[str, dict[str, Any]]:
         limit += " per GPU" + (" (their default)" if default else "")
     else:
         limit = "a power limit that was not recorded"
+    unsettled = _unsettled_idle(ok)
     if len(idle) == 1:
-        idle_text = f"drew {idle[0]:.0f} W idle just before the run"
+        idle_text = f"drew {idle[0]:.0f} W just before the run"
     elif idle and round(min(idle)) == round(max(idle)):  # the same to the watt
-        idle_text = f"drew {idle[0]:.0f} W idle just before each run"
+        idle_text = f"drew {idle[0]:.0f} W just before each run"
     elif idle:
         idle_text = (
-            f"drew {float(np.median(idle)):.0f} W idle just before the runs (median, "
+            f"drew {float(np.median(idle)):.0f} W just before the runs (median, "
             f"{min(idle):.0f}–{max(idle):.0f} W)"
         )
     else:
-        idle_text = "their idle power before the runs was not recorded"
+        idle_text = "their power just before the runs was not recorded"
+    if idle and unsettled:
+        of = (
+            "the reading came"
+            if len(idle) == 1
+            else f"at least {unsettled} of {len(idle)} readings came"
+        )
+        idle_text += (
+            f", not at rest: {of} less than {SETTLED_AFTER_S:.0f} s after the previous run ended"
+        )
     if not (drivers or limits or idle):  # a callback's run: none of it is stored
-        sentence = "Their driver, power limit and idle power were not recorded."
+        sentence = "Their driver, power limit and power before the runs were not recorded."
     else:
         joiner = "; " if not idle else " and "
         sentence = f"The GPUs ran with {driver} at {limit}{joiner}{idle_text}."
@@ -293,6 +319,7 @@ def _gpu_settings(ok: pd.DataFrame) -> tuple[str, dict[str, Any]]:
         "drivers": drivers,
         "power_limit_w": [min(limits), max(limits)] if limits else None,
         "idle_power_w_median": float(np.median(idle)) if idle else None,
+        "idle_readings_not_at_rest": unsettled if idle else None,
     }
     return sentence, facts
 

@@ -7,7 +7,7 @@ stored. Then the sweep takes its lock (a second sweep of the same name on the sa
 refused while the first lives), marks runs that a dead sweep left 'running' as 'abandoned'
 (they run again), and runs the plan: single-process runs one after another in a warm worker
 process (``warm``), multi-process runs under torchrun, each run with its own model, optimiser,
-seed and windows. Before each run the GPUs' idle power and temperature are recorded; between
+seed and windows. Before each run the GPUs' power and temperature are recorded; between
 runs the spec's cool-down is taken. Every child dies with the sweep, so killing it at any moment
 and running it again leaves every run present exactly once.
 """
