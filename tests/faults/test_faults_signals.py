@@ -468,3 +468,42 @@ def test_a_warm_worker_that_does_not_stop_on_ctrl_c_is_killed_and_its_run_stored
     con.close()
     assert [status for status, _ in rows] == ["failed"], rows
     assert "signal 2" in rows[0][1] and "killed" in rows[0][1], rows
+
+
+@pytest.mark.extra("train")
+def test_a_ctrl_c_swallowed_before_a_run_stops_it_before_its_claim(tmp_path):
+    """`wattlab run` imports torch after its handlers are in place; a Ctrl-C whose
+    KeyboardInterrupt torch's start-up ate is raised before the run is claimed."""
+    from wattlab import stop_signals
+    from wattlab.experiment.options import WorkerOptions
+    from wattlab.experiment.runs import runner
+    from wattlab.train.config import make_run_config
+
+    class MustNotRun:
+        ran = False
+
+        def run(self, cfg, opts, ctx, store):
+            MustNotRun.ran = True
+            raise AssertionError("the run started")
+
+    db = tmp_path / "w.db"
+    open_store(db).close()
+    cfg = make_run_config(model="mobilenet_v3_small", device="cpu", epochs=1)
+    before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    stop_signals.install()
+    try:
+        try:  # a library's import, eating the interrupt
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+        with pytest.raises(KeyboardInterrupt):
+            runner.run(cfg, WorkerOptions(db_path=str(db), sweep="s", progress=False),
+                       warm=MustNotRun())  # fmt: skip
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler)
+        stop_signals.RECEIVED.clear()
+    assert not MustNotRun.ran
+    with open_store(db, readonly=True) as store:
+        assert store.runs().empty  # nothing claimed, nothing left running

@@ -213,6 +213,9 @@ def _run(
     pynvml_module: Any,
     warm: Any,
 ) -> RunOutcome:
+    from wattlab import stop_signals
+
+    stop_signals.raise_if_swallowed()  # a Ctrl-C a library ate while we imported torch
     if store is not None and opts.sweep is None:
         _abandon_dead_lone_runs(store)
     if subprocess_launch is None:
