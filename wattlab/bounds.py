@@ -73,6 +73,7 @@ BOUNDS: dict[str, Bound] = {
     "seed": Bound(0, 2**32 - 1, integer=True),
     "gpus": Bound(1, 1024, integer=True),
     "nproc": Bound(1, 1024, integer=True),
+    "cpu_threads": Bound(1, 4096, integer=True),
     "nnodes": Bound(1, 100_000, integer=True),
     "node_rank": Bound(0, 99_999, integer=True),
     "power_limit_w": Bound(0, 10_000, low_open=True, unit=_W),

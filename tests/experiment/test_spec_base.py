@@ -70,7 +70,7 @@ COMMAND_DEFAULTS = {"name": "cmd-defaults", "command": ["./run.sh", "{n}"], "gri
         (lambda: SweepSpec.from_dict(PLAIN), "c9bacd55114f7eca"),
         (lambda: load_spec("paper-12", data_dir="/d"), "8aadd05a78eafd7e"),
         (lambda: load_spec("quickstart", data_dir="/d"), "e4bfae5e6da28d0b"),  # 256/128 (#39)
-        (lambda: load_spec("demo-cpu", data_dir="/d"), "e3f5366a60e3bce6"),
+        (lambda: load_spec("demo-cpu", data_dir="/d"), "0e770d2eb199acdf"),  # cpu_threads 1
         (lambda: CommandSweepSpec.from_dict(COMMAND), "2adb735b27872b4b"),
         (lambda: CommandSweepSpec.from_dict(COMMAND_DEFAULTS), "85b0e0374ff4a77e"),
     ],

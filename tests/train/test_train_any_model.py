@@ -137,7 +137,14 @@ def test_run_config_names_a_factory_run_by_its_ref(factories: Path) -> None:
 def test_new_fields_keep_old_hashes_at_their_defaults() -> None:
     cfg = make_run_config(model="resnet50", epochs=3, batch_size=128)
     old = cfg.model_dump(
-        exclude={*NOT_HASHED, "model_factory", "image_size", "seed_pinned", "budget_s"}
+        exclude={
+            *NOT_HASHED,
+            "model_factory",
+            "image_size",
+            "seed_pinned",
+            "budget_s",
+            "cpu_threads",
+        }
     )
     blob = json.dumps(old, sort_keys=True, separators=(",", ":"))
     assert cfg.config_hash() == hashlib.sha256(blob.encode()).hexdigest()[:16]

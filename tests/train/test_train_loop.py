@@ -264,3 +264,41 @@ def test_a_timed_run_trains_the_steps_its_warm_up_timed(monkeypatch):
     assert asked == 1.5 and 3 <= len(step_times) <= 5  # the warm-up's own steps, timed
     assert (result.steps, result.samples) == (budget.steps, budget.steps * 32)
     assert [e.samples for e in result.per_epoch][-1] > 0
+
+
+def test_cpu_threads_hold_for_the_run_and_the_process_gets_its_own_back():
+    """``cpu_threads`` sets torch's intra-op threads for the run (the demo's 1: beside other
+    work OpenMP's spinning threads cost 3-6x, docs/engine.md) and restores them after it,
+    also after a failure, so a warm worker's next run starts as the process was."""
+    before = torch.get_num_threads()
+    want = 1 if before != 1 else 2
+    seen: list[int] = []
+    cfg = cpu_config(cpu_threads=want, epochs=2, train_samples=128)
+    run_training(cfg, SOLO, None, lambda _stats: seen.append(torch.get_num_threads()),
+                 model=small_cnn())  # fmt: skip
+    assert seen == [want, want]  # every epoch of the run
+    assert torch.get_num_threads() == before
+
+    def fails(_stats: EpochStats) -> None:
+        raise RuntimeError("stop")
+
+    with pytest.raises(RuntimeError, match="stop"):
+        run_training(cfg, SOLO, None, fails, model=small_cnn())
+    assert torch.get_num_threads() == before
+    default = cpu_config(epochs=1, train_samples=128)
+    run_training(default, SOLO, None, lambda _s: seen.append(torch.get_num_threads()),
+                 model=small_cnn())  # fmt: skip
+    assert seen[-1] == before  # unset: torch's own number
+
+
+def test_cpu_threads_are_checked_labelled_and_hashed_only_when_set():
+    plain = cpu_config()
+    assert "thread" not in plain.label()
+    one = cpu_config(cpu_threads=1)
+    assert one.label() == plain.label().replace("1xCPU", "1xCPU 1-thread")
+    assert one.config_hash() != plain.config_hash()
+    assert cpu_config(cpu_threads=None).config_hash() == plain.config_hash()  # stored sweeps
+    with pytest.raises(ConfigError, match="at least 1"):
+        cpu_config(cpu_threads=0)
+    with pytest.raises(ConfigError, match="--cpu-threads applies to --device cpu"):
+        make_run_config(device="cuda", epochs=1, cpu_threads=2)

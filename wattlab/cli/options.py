@@ -264,6 +264,15 @@ WarmupSteps = Annotated[
 ]
 Gpus = Annotated[int, _number("--gpus", "gpus", "GPUs (one process each, DDP over NCCL).")]
 Nproc = Annotated[int, _number("--nproc", "nproc", "CPU processes (gloo) with --device cpu.")]
+CpuThreads = Annotated[
+    Optional[int],
+    _number(
+        "--cpu-threads",
+        "cpu_threads",
+        "torch's threads per process with --device cpu (default: one per core); 1 beside other "
+        "work.",
+    ),
+]
 Nnodes = Annotated[int, _number("--nnodes", "nnodes", "Machines (torchrun).")]
 NodeRank = Annotated[int, _number("--node-rank", "node_rank", "This machine's rank (torchrun).")]
 PowerLimit = Annotated[

@@ -16,6 +16,7 @@ from wattlab.cli.options import (
     BudgetSamples,
     CarbonIntensity,
     CpuTdp,
+    CpuThreads,
     DataDir,
     Db,
     EpochEvalSamples,
@@ -97,6 +98,7 @@ def run(
     ] = None,
     gpus: Gpus = 1,
     nproc: Nproc = 1,
+    cpu_threads: CpuThreads = None,
     nnodes: Nnodes = 1,
     node_rank: NodeRank = 0,
     rdzv_endpoint: Annotated[
@@ -168,6 +170,7 @@ def run(
         device=resolve_device(device),
         gpus=gpus,
         nproc=nproc,
+        cpu_threads=cpu_threads,
         power_limit_w=power_limit,
         power_limit_fraction=power_limit_fraction,
         codecarbon=codecarbon,

@@ -34,7 +34,7 @@ import logging
 import math
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol, cast
 
@@ -349,6 +349,39 @@ def run_training(
     ``on_mark(samples_done, budget_samples)`` is called at the budget's start and then about
     MARKS_PER_BUDGET times (every few steps), with no device sync: STEP's step-level marks.
     """
+    with cpu_threads(cfg):
+        return _train(
+            cfg, dist, windows, on_epoch, dataset=dataset, model=model,
+            eval_samples=eval_samples, on_mark=on_mark,
+        )  # fmt: skip
+
+
+@contextlib.contextmanager
+def cpu_threads(cfg: RunConfig) -> Iterator[None]:
+    """On the CPU with ``cpu_threads`` set: torch's intra-op threads for the run, and the
+    process's own number back afterwards (a warm worker's next run starts as it was)."""
+    if cfg.device != "cpu" or cfg.cpu_threads is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(cfg.cpu_threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _train(
+    cfg: RunConfig,
+    dist: DistContext,
+    windows: WindowHooks | None = None,
+    on_epoch: Callable[[EpochStats], None] | None = None,
+    *,
+    dataset: Dataset | None = None,
+    model: nn.Module | None = None,
+    eval_samples: int | None = None,
+    on_mark: Callable[[int, int], None] | None = None,
+) -> TrainResult:
     hooks: WindowHooks = windows if windows is not None else _NoWindows()
     _check(cfg, dist)
     hooks.begin("run")
