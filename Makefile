@@ -57,9 +57,9 @@ $(FLOOR_STAMP): $(STAMP)
 	touch $(FLOOR_STAMP)
 
 # The demo's grid depends on the hardware: demo-gpu (ResNet-18, fp32 vs bf16 autocast) where
-# torch sees a CUDA GPU, else demo-cpu (sized for 2 CPU cores: 2 min 55 s from a fresh clone,
-# install included, on 2 idle cores; docs/engine.md "The demo"). DEMO_SPEC=...
-# picks another preset or spec file.
+# torch sees a CUDA GPU, else demo-cpu (sized for 2 CPU cores: 2 min 58 s from a fresh clone,
+# install included, on 2 idle cores, 4 min 13 s beside 2 busy loops; docs/engine.md "The
+# demo"). DEMO_SPEC=... picks another preset or spec file.
 demo: $(DEMO_STAMP)
 	mkdir -p demo-out
 	$(BIN)/wattlab devices
