@@ -36,7 +36,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Protocol, cast
+from typing import Concatenate, ParamSpec, Protocol, cast
 
 import torch
 import torch.distributed as tdist
@@ -327,6 +327,38 @@ def macro_scores(confusion: torch.Tensor) -> tuple[float, float]:
     return float(tp.sum() / total), float(f1)
 
 
+P = ParamSpec("P")
+
+
+@contextlib.contextmanager
+def cpu_threads(cfg: RunConfig) -> Iterator[None]:
+    """On the CPU with ``cpu_threads`` set: torch's intra-op threads for the run, and the
+    process's own number back afterwards (a warm worker's next run starts as it was)."""
+    if cfg.device != "cpu" or cfg.cpu_threads is None:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(cfg.cpu_threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def _in_cpu_threads(
+    train: Callable[Concatenate[RunConfig, P], TrainResult],
+) -> Callable[Concatenate[RunConfig, P], TrainResult]:
+    """Run ``train(cfg, ...)`` inside ``cpu_threads(cfg)``."""
+
+    @functools.wraps(train)
+    def within(cfg: RunConfig, /, *args: P.args, **kwargs: P.kwargs) -> TrainResult:
+        with cpu_threads(cfg):
+            return train(cfg, *args, **kwargs)
+
+    return within
+
+
+@_in_cpu_threads
 def run_training(
     cfg: RunConfig,
     dist: DistContext,
@@ -348,40 +380,8 @@ def run_training(
     ``phases`` in the result holds the wall time of set-up, data, warm-up, budget and eval.
     ``on_mark(samples_done, budget_samples)`` is called at the budget's start and then about
     MARKS_PER_BUDGET times (every few steps), with no device sync: STEP's step-level marks.
+    On the CPU with ``cfg.cpu_threads`` set, it trains on that many torch threads (``cpu_threads``).
     """
-    with cpu_threads(cfg):
-        return _train(
-            cfg, dist, windows, on_epoch, dataset=dataset, model=model,
-            eval_samples=eval_samples, on_mark=on_mark,
-        )  # fmt: skip
-
-
-@contextlib.contextmanager
-def cpu_threads(cfg: RunConfig) -> Iterator[None]:
-    """On the CPU with ``cpu_threads`` set: torch's intra-op threads for the run, and the
-    process's own number back afterwards (a warm worker's next run starts as it was)."""
-    if cfg.device != "cpu" or cfg.cpu_threads is None:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(cfg.cpu_threads)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
-
-
-def _train(
-    cfg: RunConfig,
-    dist: DistContext,
-    windows: WindowHooks | None = None,
-    on_epoch: Callable[[EpochStats], None] | None = None,
-    *,
-    dataset: Dataset | None = None,
-    model: nn.Module | None = None,
-    eval_samples: int | None = None,
-    on_mark: Callable[[int, int], None] | None = None,
-) -> TrainResult:
     hooks: WindowHooks = windows if windows is not None else _NoWindows()
     _check(cfg, dist)
     hooks.begin("run")
