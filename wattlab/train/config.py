@@ -125,7 +125,7 @@ class RunConfig(BaseModel):
     nproc: int = 1  # processes on the CPU (gloo)
     # torch's intra-op threads per process on the CPU (None: torch's default, one per core).
     # Beside other work, fewer threads than cores avoid OpenMP's spinning at every barrier
-    # (docs/engine.md "The demo": 1 thread trained 2.5-15x faster than 2 beside 2 busy loops)
+    # (docs/engine.md "The demo": a step on 1 thread was 3.4-6.3x faster than on 2, beside 2 loops)
     cpu_threads: int | None = None
     power_limit_w: float | None = None  # per GPU
     power_limit_fraction: float | None = None  # of the default limit
