@@ -78,12 +78,14 @@ class Shape:
 @dataclass(frozen=True)
 class Prepared:
     """A candidate's set-up: its wall time (autotuning, capture, the steps to a steady step
-    time), the steps it took and the steady step time (s) that sizes its windows."""
+    time), the steps it took, the steady step time (s) that sizes its windows and the first
+    step's wall time (s; where cuDNN autotunes a new shape or dtype)."""
 
     shape: Shape
     setup_s: float
     warmup_steps: int
     step_s: float
+    first_step_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -203,6 +205,7 @@ class InterleavedTrainer:
                 break
             if stop_at is not None and i + 1 >= WARMUP_STEADY_STEPS and self.clock() >= stop_at:
                 break
+        first = times[:1]
         if shape.cuda_graphs:
             inputs, labels = self.data.train_batch(plan, 0)
             graph_autocast = (
@@ -220,7 +223,8 @@ class InterleavedTrainer:
                 _sync(self.device)
                 times.append(self.clock() - t_step)
         step_s = statistics.median(times[-WARMUP_STEADY_STEPS:])
-        prepared = Prepared(shape, self.clock() - started, len(times), step_s)
+        first_step_s = first[0] if first else 0.0
+        prepared = Prepared(shape, self.clock() - started, len(times), step_s, first_step_s)
         candidate.prepared = prepared
         return prepared
 
