@@ -280,7 +280,9 @@ def collect_model(
                         "cpu_energy_j": m.cpu_energy_j,
                         "dram_energy_j": m.dram_energy_j,
                         "uncertainty_j": m.total_uncertainty_j,
-                        "provenance": {k: str(v) for k, v in m.provenance.items()},
+                        "provenance": {
+                            k: getattr(v, "value", str(v)) for k, v in m.provenance.items()
+                        },
                         "utilization_percent": dict(m.utilization_percent),
                     }
                 )
