@@ -83,7 +83,7 @@ def provenance_phrase(windows: list[dict[str, Any]]) -> str:
 
 
 def config_rows(
-    models: list[dict[str, Any]], facts: dict[str, Any], min_windows: int
+    models: list[dict[str, Any]], facts: dict[str, Any], min_windows: int, first_id: int = 1
 ) -> tuple[list[dict[str, Any]], list[str]]:
     """One row per configuration (module docstring) and the sentences for those left out."""
     from wattlab.estimate.features import model_cost
@@ -124,7 +124,7 @@ def config_rows(
             setup = setups.get((precision, batch), {})
             rows.append(
                 {
-                    "run_id": len(rows) + 1,
+                    "run_id": first_id + len(rows),
                     "sweep": f"interleaved:{data['_source']}",
                     "status": "ok",
                     "config_hash": digest,
@@ -176,7 +176,7 @@ def write_rows(args: argparse.Namespace) -> int:
 
     models = read_models(args.raw)
     facts = gpu_facts(args.gpu_txt)
-    rows, left_out = config_rows(models, facts, args.min_windows)
+    rows, left_out = config_rows(models, facts, args.min_windows, args.first_id)
     if not rows:
         print("reference_from_windows: no configuration with enough windows", file=sys.stderr)
         return 2
@@ -246,6 +246,8 @@ def main(argv: list[str] | None = None) -> int:
     rows.add_argument("--csv", type=Path, required=True)
     rows.add_argument("--header", action="append", default=[])
     rows.add_argument("--min-windows", type=int, default=2)
+    # the first row's run_id (the H200 set's ids are below 100 000)
+    rows.add_argument("--first-id", type=int, default=100_001)
     checks = sub.add_parser("check")
     checks.add_argument("check_dir", type=Path)
     args = parser.parse_args(argv)

@@ -67,15 +67,17 @@ from wattlab.estimate.features import (
     run_features,
 )
 from wattlab.estimate.pre_distance import Coverage, Widening
-from wattlab.estimate.roofline import MARK_S, STEP_S, Roofline
-from wattlab.estimate.specs import lookup_gpu
+from wattlab.estimate.roofline import MARK_S, REGIMES, STEP_S, Roofline
+from wattlab.estimate.specs import GpuSpec, lookup_gpu, peak_flops
 from wattlab.train.config import PRECISIONS
 
 MIN_CONFIGS = 4
 FAMILIES = ("physics", "ridge", "kernel_ridge")  # the default candidates
 ALL_FAMILIES = (*FAMILIES, "gradient_boosting")  # trees: slower, and cannot extrapolate
 LAUNCH_S_PER_LAYER = 15e-6  # nominal: ~3 kernels per layer per step (fwd, bwd) at ~5 us each
-TRANSFER_WIDEN = 2.0  # interval factor for a GPU outside the reference data
+TRANSFER_WIDEN = 2.0  # interval factor for a GPU transfer when only one GPU was measured
+# a regime's own held-out residuals give its interval once it has this many (else every run's)
+MIN_STRATUM = 20
 NO_PROTOCOL_WIDEN = 2.0  # interval factor when no held-out protocol can check an extrapolation
 FAMILY_WIDEN = 1.25  # interval factor for an architecture family outside the reference data,
 # on top of the leave-one-family-out interval, when fewer than FAMILY_EVIDENCE families could be
@@ -545,6 +547,8 @@ class _Seen:
     model_precisions: tuple[tuple[str, str], ...] = ()  # (model name, precision) pairs run
     families: tuple[str, ...] = ()  # architecture families (``families.model_family``)
     marks_per_step: tuple[float, ...] = ()  # live STEP marks per step, per run (run_shape)
+    # how far apart the measured GPUs' specs lie (gpu_spec_distance; 0: one GPU)
+    transfer_distance: float = 0.0
 
 
 @dataclass
@@ -652,13 +656,41 @@ class PreModel:
             )
         return out
 
-    def _interval_for(self, outside: list[tuple[str, str]]) -> tuple[str, dict[str, tuple]]:
+    def _stratum(self, protocol: str, regime: str | None) -> tuple[np.ndarray | None, str]:
+        """The held-out runs of ``protocol`` an interval reads: those of ``regime`` when it has
+        at least MIN_STRATUM of them (its mask and a phrase), else every one (None, phrase)."""
+        parts = self.residuals[protocol]
+        codes = parts.get("regime")
+        if regime is not None and codes is not None and regime in REGIMES:
+            mask = np.asarray(codes) == REGIMES.index(regime)
+            if int(mask.sum()) >= MIN_STRATUM:
+                return mask, f"its {int(mask.sum())} {regime} held-out runs"
+        return None, f"its {len(parts['energy'])} held-out runs"
+
+    def protocol_half_width(
+        self, protocol: str, target: str = "energy", regime: str | None = None
+    ) -> float:
+        """The conformal quantile of a protocol's |log residuals| at the interval's level (the
+        regime's own runs where it has enough; family folds weighted equally)."""
+        parts = self.residuals[protocol]
+        mask, _ = self._stratum(protocol, regime)
+        values = np.abs(np.asarray(parts[target], dtype=float))
+        weights = parts.get("weight")
+        if mask is not None:
+            values = values[mask]
+            weights = None if weights is None else np.asarray(weights)[mask]
+        return _abs_quantile(values, self.interval, weights)
+
+    def _interval_for(
+        self, outside: list[tuple[str, str]], regime: str | None = None
+    ) -> tuple[str, dict[str, tuple]]:
         """The interval basis and (energy, time) log-factor intervals for these reasons.
 
-        Inside the data: the configuration residuals' quantiles. Outside: the widest of the
-        matching protocols' intervals, made symmetric in log space (the direction in which
-        other held-out groups erred says little about a new one); reasons no protocol can
-        check widen it by NO_PROTOCOL_WIDEN."""
+        Inside the data: the configuration residuals' quantiles (of the row's regime where it
+        has MIN_STRATUM held-out runs). Outside: +-the largest of the matching protocols'
+        conformal |residual| quantiles, each read on the regime's own held-out runs where there
+        are enough (the direction in which other held-out groups erred says little about a new
+        one); reasons no protocol can check widen it by NO_PROTOCOL_WIDEN."""
         bases = ["configuration"]
         unchecked: list[str] = []  # no held-out protocol in the data can check these
         for protocol, _ in outside:
@@ -667,30 +699,33 @@ class PreModel:
             (bases if protocol in self.residuals else unchecked).append(protocol)
         bases = list(dict.fromkeys(bases))
         unchecked = list(dict.fromkeys(unchecked))
-        # a new family: at least what a new model of a known family gets (mirrored), joined
-        # with the leave-one-family-out interval as it is: the held-out families say which
-        # way the error goes
-        others = [b for b in bases if b != "family"]
-        out = {}
         checked = [o for o in outside if o[0] not in ("features", "gpu")]
+        out = {}
+        widest = bases[-1]
         for target in ("energy", "time"):
-            lows, highs = zip(*(self.protocol_interval(b, target) for b in others), strict=True)
-            low, high = min(lows), max(highs)
-            if checked:
-                half = max(-low, high)
-                low, high = -half, half
-            if "family" in bases:
-                family_low, family_high = self.protocol_interval("family", target)
-                low, high = min(low, family_low), max(high, family_high)
+            if not checked:
+                mask, _ = self._stratum("configuration", regime)
+                parts = self.residuals["configuration"]
+                values = np.asarray(parts[target], dtype=float)
+                low, high = _quantiles(values if mask is None else values[mask], self.interval)
+            else:
+                halves = {b: self.protocol_half_width(b, target, regime) for b in bases}
+                widest = max(halves, key=lambda b: halves[b]) if target == "energy" else widest
+                low, high = -max(halves.values()), max(halves.values())
             if unchecked:
                 low -= math.log(NO_PROTOCOL_WIDEN)
                 high += math.log(NO_PROTOCOL_WIDEN)
             out[target] = (low, high)
-        basis = " + ".join(_PROTOCOL_NAMES[b] for b in others)
+        chosen = widest if checked else "configuration"
+        _, phrase = self._stratum(chosen, regime)
+        basis = f"{_PROTOCOL_NAMES[chosen]} ({phrase})"
         if checked:
+            others = [b for b in bases if b != chosen]
             basis += " (symmetric)"
+            if others:
+                basis += f"; the widest of it and {', '.join(_PROTOCOL_NAMES[b] for b in others)}"
         if "family" in bases:
-            basis += f" joined with {_PROTOCOL_NAMES['family']} (families weighted equally)"
+            basis += " (families weighted equally)"
         if unchecked:
             names = ", ".join(u.replace("_", " ") for u in unchecked)
             basis += f", widened x{NO_PROTOCOL_WIDEN:g} for {names} (no held-out check possible)"
@@ -720,14 +755,19 @@ class PreModel:
         gpu = row.get("gpu_name")
         transfer = gpu is not None and not pd.isna(gpu) and gpu not in self.seen.gpu_names
         table = row.to_frame().T.infer_objects()
+        reference_gpu: GpuSpec | None = None
         if transfer:
-            time_ps, power_w, transfer_note = self._transfer(table, str(gpu))
+            reference_gpu = self.nearest_reference_gpu(str(gpu), str(row["precision"]))
+            time_ps, power_w, transfer_note = self._transfer(table, str(gpu), reference_gpu)
             notes.append(transfer_note)
         else:
             time_ps, power_w, physics_note = self._predict_inside(table, str(row["precision"]))
             if physics_note:
                 notes.append(physics_note)
-        basis, bounds = self._interval_for(outside)
+        regime = None
+        if self.physics_time is not None and isinstance(self.physics_time.model, Roofline):
+            regime = self.physics_time.regime(self.chain.rows(table))[0]
+        basis, bounds = self._interval_for(outside, regime)
         if (
             any(protocol == "family" for protocol, _ in outside)
             and "family" in self.residuals
@@ -757,13 +797,14 @@ class PreModel:
             basis += f", widened x{math.exp(half):.2f} for the live marks' cost"
             outside = [*outside, ("marks", sentence)]
         if transfer:
-            widen = math.log(TRANSFER_WIDEN)
-            bounds = {k: (lo - widen, hi + widen) for k, (lo, hi) in bounds.items()}
-            basis += f", widened x{TRANSFER_WIDEN:g} for the GPU transfer"
+            assert reference_gpu is not None
+            bounds, words = self._transfer_bounds(
+                bounds, str(gpu), reference_gpu, regime, str(row["precision"])
+            )
+            basis += words
         if outside:
             notes.insert(0, "EXTRAPOLATING: " + "; ".join(s for _, s in outside))
-        if self.physics_time is not None and isinstance(self.physics_time.model, Roofline):
-            regime = self.physics_time.regime(self.chain.rows(table))[0]
+        if regime is not None:
             notes.append(f"regime: {regime} ({_REGIME_WORDS[regime]})")
         notes.append(f"interval from {basis}")
         samples = float(row["samples"])
@@ -783,6 +824,65 @@ class PreModel:
             "interval_basis": basis,
             "notes": "; ".join(notes),
         }
+
+    # -- GPU transfer -----------------------------------------------------------------------
+    def nearest_reference_gpu(self, gpu: str, precision: str) -> GpuSpec:
+        """The reference GPU whose specs lie nearest ``gpu``'s (``gpu_spec_distance``)."""
+        assert self.seen is not None
+        target = lookup_gpu(gpu)
+        names = self.seen.gpu_names or (self.seen.reference_gpu,)
+        specs = [lookup_gpu(name) for name in names]
+        return min(specs, key=lambda spec: gpu_spec_distance(target, spec, precision))
+
+    def transfer_scale(self, gpu: str, reference: GpuSpec, precision: str) -> float:
+        """How far ``gpu`` lies from ``reference`` over how far apart the measured GPUs lie
+        (``gpu_spec_distance``), at least 1: the factor on the measured transfer error."""
+        assert self.seen is not None
+        measured = self.seen.transfer_distance
+        if not measured > 0:
+            return 1.0
+        return max(1.0, gpu_spec_distance(lookup_gpu(gpu), reference, precision) / measured)
+
+    def _transfer_bounds(
+        self,
+        bounds: dict[str, tuple[float, float]],
+        gpu: str,
+        reference: GpuSpec,
+        regime: str | None,
+        precision: str,
+    ) -> tuple[dict[str, tuple[float, float]], str]:
+        """The interval of a prediction for a GPU outside the reference set, and its words.
+
+        Measured (two or more GPUs in the reference set): each side grows in quadrature by the
+        leave-one-GPU-out error (the conformal |residual| quantile of predicting one measured
+        GPU's runs from the others' through this transfer), scaled by how much farther the
+        GPU's specs lie from the reference GPU than the measured GPUs lie from each other.
+        Otherwise: TRANSFER_WIDEN each way, an assumption, said so."""
+        if "gpu" not in self.residuals:
+            widen = math.log(TRANSFER_WIDEN)
+            out = {k: (lo - widen, hi + widen) for k, (lo, hi) in bounds.items()}
+            return out, (
+                f", widened x{TRANSFER_WIDEN:g} for the GPU transfer (assumed: the reference "
+                "set has one GPU, so no transfer error could be measured)"
+            )
+        assert self.seen is not None
+        scale = self.transfer_scale(gpu, reference, precision)
+        out = {}
+        for target, (lo, hi) in bounds.items():
+            q = self.protocol_half_width("gpu", target, regime) * scale
+            out[target] = (-math.hypot(lo, q), math.hypot(hi, q))
+        _, phrase = self._stratum("gpu", regime)
+        q_energy = self.protocol_half_width("gpu", "energy", regime)
+        words = (
+            f", grown in quadrature by the measured GPU-transfer error (leave-one-GPU-out over "
+            f"{', '.join(self.seen.gpu_names)}, {phrase}: 90 % within x/{math.exp(q_energy):.2f}"
+        )
+        if scale > 1.0:
+            words += (
+                f", scaled x{scale:.1f} because {gpu}'s specs lie {scale:.1f} times farther from "
+                f"the {reference.name}'s than the measured GPUs' lie from each other"
+            )
+        return out, words + ")"
 
     def _marks_outside(self, table: pd.DataFrame) -> bool:
         """Whether the row's live marks per step lie outside the reference runs'."""
@@ -855,32 +955,24 @@ class PreModel:
             "training run, and a learned model cannot extrapolate to a category it never saw",
         )
 
-    def _transfer(self, table: pd.DataFrame, gpu: str) -> tuple[float, float, str]:
+    def _transfer(
+        self, table: pd.DataFrame, gpu: str, reference: GpuSpec | None = None
+    ) -> tuple[float, float, str]:
         """Predict on the reference GPU, then scale by spec ratios (see the module doc)."""
         assert self.chain is not None and self.seen is not None and self.physics_time is not None
         row = table.iloc[0]
-        reference = lookup_gpu(self.seen.reference_gpu)
-        ref = table.copy()
-        limit_w = float(row["power_limit_fraction"]) * reference.tdp_w
-        for column, value in gpu_row(
-            reference, str(row["precision"]), float(row["gpus"]), None, limit_w
-        ).items():
-            ref[column] = value
-        ref["gpu_name"] = reference.name
-        ref_rows = self.chain.rows(ref)
-        t_ref, p_ref = self.chain.predict(ref_rows)
-        design = self.chain.design
-        assert design is not None
-        phys_new = float(self.physics_time.predict(design, self.chain.rows(table))[0])
-        phys_ref = float(self.physics_time.predict(design, ref_rows)[0])
-        time_ratio = phys_new / phys_ref if phys_ref > 0 and np.isfinite(phys_new) else 1.0
-        power_ratio = float(row["gpu_tdp_w"]) / reference.tdp_w
-        note = (
-            f"TRANSFER: no reference run used a {gpu}; predicted for the {reference.name} and "
-            f"scaled by spec ratios (time x{time_ratio:.2f} from peak rate and memory bandwidth "
-            f"through the physics time model, power x{power_ratio:.2f} from TDP)"
+        reference = reference or lookup_gpu(self.seen.reference_gpu)
+        t_ref, p_ref, time_ratio, power_ratio = transfer_chain(
+            self.chain, self.physics_time, table, reference
         )
-        return float(t_ref[0]) * time_ratio, float(p_ref[0]) * power_ratio, note
+        note = (
+            f"TRANSFER: no reference run used a {gpu}; predicted for the {reference.name} (the "
+            f"reference GPU nearest it in specs) and scaled by spec ratios (time "
+            f"x{time_ratio[0]:.2f} from peak rate and memory bandwidth through the physics time "
+            f"model, power x{power_ratio[0]:.2f} from TDP)"
+        )
+        del row
+        return float(t_ref[0] * time_ratio[0]), float(p_ref[0] * power_ratio[0]), note
 
     def predict_one(self, features: pd.DataFrame) -> PrePrediction:
         """The prediction for a single feature row."""
@@ -920,6 +1012,65 @@ def _describe(fitted: _Fitted) -> str:
     params = ", ".join(f"{k}={v:g}" for k, v in sorted(fitted.params.items()) if k != "fit")
     settings = f" ({params})" if params else ""
     return f"{fitted.family}{settings}, CV error {_mae_to_percent(fitted.cv_mae_log):.1f} %"
+
+
+def gpu_spec_distance(a: GpuSpec, b: GpuSpec, precision: str) -> float:
+    """How far apart two GPUs' specs lie: the Euclidean norm of the logs of their ratios of
+    memory bandwidth, peak rate at ``precision`` and TDP (0 for the same specs)."""
+    parts = [
+        math.log((a.memory_bandwidth_gbs or 1.0) / (b.memory_bandwidth_gbs or 1.0)),
+        math.log(peak_flops(a, precision) / peak_flops(b, precision)),
+        math.log(a.tdp_w / b.tdp_w),
+    ]
+    return math.sqrt(sum(p * p for p in parts))
+
+
+def _as_gpu(table: pd.DataFrame, spec: GpuSpec) -> pd.DataFrame:
+    """``table`` with each row's GPU columns those of ``spec`` at the row's precision, GPU count
+    and power-limit fraction."""
+    out = table.copy()
+    for index, row in table.iterrows():
+        limit_w = float(row["power_limit_fraction"]) * spec.tdp_w
+        values = gpu_row(spec, str(row["precision"]), float(row["gpus"]), None, limit_w)
+        for column, value in values.items():
+            out.at[index, column] = value
+    out["gpu_name"] = spec.name
+    return out
+
+
+def transfer_chain(
+    chain: _Chain, physics_time: _TimeModel, table: pd.DataFrame, reference: GpuSpec
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The transfer of feature rows to their own GPU from ``reference`` (module docstring):
+    the chain's time and power on the reference GPU and the time and power ratios."""
+    ref = _as_gpu(table, reference)
+    ref_rows = chain.rows(ref)
+    t_ref, p_ref = chain.predict(ref_rows)
+    assert chain.design is not None
+    phys_new = physics_time.predict(chain.design, chain.rows(table))
+    phys_ref = physics_time.predict(chain.design, ref_rows)
+    ok = (phys_ref > 0) & np.isfinite(phys_new)
+    time_ratio = np.where(ok, phys_new / np.where(ok, phys_ref, 1.0), 1.0)
+    power_ratio = table["gpu_tdp_w"].to_numpy(dtype=float) / reference.tdp_w
+    return t_ref, p_ref, time_ratio, power_ratio
+
+
+def _abs_quantile(values: np.ndarray, interval: float, weights: np.ndarray | None = None) -> float:
+    """Conformal-rank quantile of absolute log residuals: the value at rank ceil((n + 1) x
+    level) (weighted ranks when ``weights``); the largest when n is too small for that rank."""
+    raw = np.asarray(values, dtype=float)
+    n = raw.size
+    if n == 0:
+        return 0.0
+    order = np.argsort(raw, kind="stable")
+    ordered = raw[order]
+    if weights is None:
+        k = min(n, math.ceil((n + 1) * interval))
+    else:
+        w = np.asarray(weights, dtype=float)[order]
+        ranks = np.cumsum(w * (n / w.sum()))
+        k = min(n, int(np.searchsorted(ranks, (n + 1) * interval - 1e-9)) + 1)
+    return max(0.0, float(ordered[k - 1]))
 
 
 def _mae_to_percent(mae_log: float) -> float:
@@ -1168,6 +1319,15 @@ def fit_pre(
     chain = _Chain(time_family, power_family, seed, medians).fit(every, time_s, power_w)
     assert chain.design is not None
     physics_time = _TimeModel("physics", {"fit": "relative"}, seed).fit(chain.design, every, time_s)
+    gpu_names = table["gpu_name"].astype(str).to_numpy()
+    transfer = _transfer_residuals(
+        time_family, power_family, table, every, medians, time_s, power_w, config_groups, seed
+    )
+    if transfer is not None:
+        residuals["gpu"] = transfer
+    codes = np.array([REGIMES.index(r) for r in physics_time.regime(every)], dtype=float)
+    for parts in residuals.values():  # each held-out run's regime, for the regime's interval
+        parts["regime"] = codes
     physics_power = _PowerModel("physics", {"fit": "relative"}, seed).fit(
         chain.design, every, time_s, power_w / every.tdp_w
     )
@@ -1205,6 +1365,7 @@ def fit_pre(
         ),
         families=tuple(sorted(set(model_families(table)))),
         marks_per_step=tuple(sorted({round(float(m), 4) for m in _marks_per_step(table)})),
+        transfer_distance=_measured_transfer_distance(sorted(set(gpu_names))),
     )
     return PreModel(
         time=_Fitted(time_family[0], time_family[1], chain.time, time_mae, t_low, t_high),
@@ -1224,6 +1385,63 @@ def fit_pre(
         coverage=Coverage.of(table),
         widening=widening,
     )
+
+
+def _measured_transfer_distance(gpu_names: list[str]) -> float:
+    """The largest spec distance between two measured GPUs (0 with one), at amp-bf16."""
+    specs = [lookup_gpu(name) for name in gpu_names]
+    return max(
+        (gpu_spec_distance(a, b, "amp-bf16") for a in specs for b in specs if a is not b),
+        default=0.0,
+    )
+
+
+def _transfer_residuals(
+    time_family: tuple[str, dict],
+    power_family: tuple[str, dict],
+    table: pd.DataFrame,
+    every: _Rows,
+    medians: dict[str, float],
+    time_s: np.ndarray,
+    power_w: np.ndarray,
+    config_groups: np.ndarray,
+    seed: int,
+) -> dict[str, np.ndarray] | None:
+    """Leave one GPU out, through the transfer a prediction for a new GPU makes: fit on the
+    other GPUs' runs, predict this GPU's on the one nearest it in specs and scale by the spec
+    ratios (``transfer_chain``). Log residuals of time and energy per run; None when fewer than
+    two GPUs have MIN_CONFIGS configurations each."""
+    gpus = table["gpu_name"].astype(str).to_numpy()
+    names = sorted(set(gpus))
+    if len(names) < 2 or any(len(set(config_groups[gpus == name])) < MIN_CONFIGS for name in names):
+        return None
+    t_pred = np.full(len(table), np.nan)
+    p_pred = np.full(len(table), np.nan)
+    for name in names:
+        test = np.flatnonzero(gpus == name)
+        train = np.flatnonzero(gpus != name)
+        train_rows = every.take(train)
+        chain = _Chain(time_family, power_family, seed, medians).fit(
+            train_rows, time_s[train], power_w[train]
+        )
+        assert chain.design is not None
+        physics = _TimeModel("physics", {"fit": "relative"}, seed).fit(
+            chain.design, train_rows, time_s[train]
+        )
+        others = [lookup_gpu(n) for n in names if n != name]
+        target = lookup_gpu(name)
+        for precision in sorted(set(table["precision"].iloc[test].astype(str))):
+            rows = test[table["precision"].iloc[test].astype(str).to_numpy() == precision]
+            reference = min(others, key=lambda spec: gpu_spec_distance(target, spec, precision))
+            t_ref, p_ref, t_ratio, p_ratio = transfer_chain(
+                chain, physics, table.iloc[rows], reference
+            )
+            t_pred[rows] = t_ref * t_ratio
+            p_pred[rows] = p_ref * p_ratio
+    return {
+        "time": _log(time_s) - _log(t_pred),
+        "energy": _log(time_s * power_w) - _log(t_pred * p_pred),
+    }
 
 
 def _widening(residuals: dict[str, dict[str, np.ndarray]], interval: float) -> dict[str, Widening]:

@@ -42,8 +42,8 @@ if TYPE_CHECKING:
 
     from wattlab.estimate.pre import PreModel
 
-CACHE_FORMAT = 3  # bump when the JSON layout changes (2: the roofline time model, issue 29;
-# 3: its live-marks term, issue 38)
+CACHE_FORMAT = 4  # bump when the JSON layout changes (2: the roofline time model, issue 29;
+# 3: its live-marks term, issue 38; 4: regimes, the leave-one-GPU-out residuals, issue 47)
 ENV_DIR = "WATTLAB_CACHE_DIR"
 KEEP_FILES = 16  # older cached fits beyond this many are removed when a new one is written
 MAX_FILE_BYTES = 64 * 2**20  # a larger file is not a fit of ours (the reference's is ~160 kB)
@@ -435,6 +435,7 @@ def _seen_from(doc: dict[str, Any], seen_class: Any) -> Any:
         model_precisions=pairs(doc["model_precisions"], text),
         families=_strings(doc["families"]),
         marks_per_step=numbers(doc["marks_per_step"]),
+        transfer_distance=_number(doc["transfer_distance"]),
     )
 
 
@@ -710,21 +711,28 @@ def fit_reference(
     on_fit: Callable[[int, bool], None] | None = say_fitting,
     **options: Any,
 ) -> tuple[PreModel | None, str]:
-    """``fit_cached`` on a reference CSV (default: the shipped H200 one), keyed by the file's
-    bytes, so a hit neither parses the CSV nor fits. DataError when the file is missing,
+    """``fit_cached`` on a reference CSV (default: the shipped ones, every GPU's), keyed by the
+    files' bytes, so a hit neither parses the CSV nor fits. DataError when the file is missing,
     unreadable or (on a miss) malformed."""
     from wattlab.estimate.reference import (
+        default_reference_bytes,
         default_reference_path,
         load_default_reference,
         load_reference_csv,
     )
 
     if path is None:
-        source = default_reference_path()
-        if not source.is_file():
+        if not default_reference_path().is_file():
             load_default_reference()  # raises its DataError: not shipped yet
-    else:
-        source = Path(path)
+        return fit_cached(
+            default_reference_bytes(),
+            lambda: load_default_reference()[0],
+            directory=directory,
+            use_cache=use_cache,
+            on_fit=on_fit,
+            **options,
+        )
+    source = Path(path)
     try:
         data = source.read_bytes()
     except OSError:

@@ -108,24 +108,47 @@ _TEXT_COLUMNS = {
     "step_marks_json",
 }
 DEFAULT_REFERENCE_NAME = "h200-reference.csv"
+# The shipped reference set: one CSV per GPU it was measured on (issue 47: the H100 beside the
+# H200), read together.
+DEFAULT_REFERENCE_NAMES = ("h200-reference.csv", "h100-reference.csv")
 
 
 def default_reference_path() -> Path:
-    """Where the shipped reference data lives: ``wattlab/data/h200-reference.csv`` in the
-    installed package. It may not exist (it is measured on an H200 and added later): check
+    """Where the shipped H200 reference data lives: ``wattlab/data/h200-reference.csv`` in the
+    installed package (``default_reference_paths`` for every GPU's). It may not exist: check
     ``.exists()`` or call ``load_default_reference`` for a clear error."""
     return Path(str(resources.files("wattlab") / "data" / DEFAULT_REFERENCE_NAME))
 
 
+def default_reference_paths() -> list[Path]:
+    """The shipped reference CSVs that exist, the H200's first."""
+    folder = resources.files("wattlab") / "data"
+    paths = [Path(str(folder / name)) for name in DEFAULT_REFERENCE_NAMES]
+    return [path for path in paths if path.is_file()]
+
+
+def default_reference_bytes() -> bytes:
+    """The shipped reference CSVs' bytes, in order (what a cached fit of them is keyed by)."""
+    return b"".join(path.read_bytes() for path in default_reference_paths())
+
+
 def load_default_reference() -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Load the shipped reference data; DataError saying so when it is not there yet."""
+    """Load the shipped reference data (every GPU's CSV, read together); DataError saying so
+    when it is not there yet."""
     path = default_reference_path()
     if not path.is_file():
         raise DataError(
             f"the shipped reference data {path} does not exist yet (it is measured on an H200 "
             "and added to wattlab/data/); give your own runs with --db FILE or --data CSV."
         )
-    return load_reference_csv(path)
+    parts = [load_reference_csv(p) for p in default_reference_paths()]
+    if len(parts) == 1:
+        return parts[0]
+    runs = pd.concat([r for r, _ in parts], ignore_index=True)
+    windows = pd.concat([w for _, w in parts if len(w)], ignore_index=True)
+    if runs["run_id"].duplicated().any():
+        raise DataError("the shipped reference CSVs share run ids; each GPU's must be its own.")
+    return runs, windows
 
 
 def _number_text(value: float) -> str:
