@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _common import print_table, write_json  # noqa: E402
 
-PROTOCOLS = ("configuration", "model", "family", "precision", "batch_size")
+PROTOCOLS = ("configuration", "model", "family", "precision", "batch_size", "gpu")
 OUTSIDE_CSV = Path(__file__).resolve().parent / "validation" / "h200-outside-runs.csv"
 
 
@@ -49,9 +49,12 @@ def held_out(
     if protocol == "family":
         groups = pd.Series(model_families(usable), index=usable.index).astype(str)
     else:
-        key = {"configuration": "config_hash", "model": "model", "precision": "precision"}.get(
-            protocol, "batch_size"
-        )
+        key = {
+            "configuration": "config_hash",
+            "model": "model",
+            "precision": "precision",
+            "gpu": "gpu_name",
+        }.get(protocol, "batch_size")
         groups = usable[key].astype(str)
     if protocol == "configuration" and config_folds:
         names = sorted(groups.unique())
@@ -81,6 +84,9 @@ def held_out(
                     "high_j": float(row["energy_high_j"]),
                     "measured_s": float(run["duration_s"]),
                     "predicted_s": float(row["duration_s"]),
+                    "low_s": float(row["duration_low_s"]),
+                    "high_s": float(row["duration_high_s"]),
+                    "gpu_name": run.get("gpu_name"),
                     "interval_basis": row["interval_basis"],
                     "chosen": f"{model.time.family}/{model.power.family}",
                 }
@@ -111,6 +117,18 @@ def summarise(table: pd.DataFrame) -> dict:
             1.96 * error.abs().std(ddof=1) / np.sqrt(len(table)) * 100 if len(table) > 1 else 0
         ),
         "median_width": float((table["high_j"] / table["low_j"]).median()),
+        # the width: (high - low) / estimate, the median over the runs
+        "median_width_percent": float(
+            ((table["high_j"] - table["low_j"]) / table["predicted_j"]).median() * 100
+        ),
+        "time_coverage_90": float(
+            (
+                (table["low_s"] <= table["measured_s"]) & (table["measured_s"] <= table["high_s"])
+            ).mean()
+        ),
+        "time_median_width_percent": float(
+            ((table["high_s"] - table["low_s"]) / table["predicted_s"]).median() * 100
+        ),
     }
 
 
@@ -138,7 +156,9 @@ def outside_check(runs: pd.DataFrame, csv: str, summary: dict) -> dict:
         f"{s['mape_percent']:.1f} %, signed median {s['median_error_percent']:+.1f} %, 90 % "
         f"interval covers {s['covered']}/{s['n']} ({s['coverage_90']:.0%}); time MAPE "
         f"{s['time_mape_percent']:.1f} %, signed median {s['time_median_error_percent']:+.1f} "
-        f"%, covered {s['time_covered']}/{s['n']} ({s['time_coverage_90']:.0%})"
+        f"%, covered {s['time_covered']}/{s['n']} ({s['time_coverage_90']:.0%}); median "
+        f"width energy {s['median_width_percent']:.0f} %, "
+        f"time {s['time_median_width_percent']:.0f} %"
     )
     verdicts = {}
     for protocol, p in summary.items():
@@ -170,15 +190,19 @@ def main() -> None:
     args = parser.parse_args()
 
     from wattlab.estimate.reference import (
-        default_reference_path,
+        default_reference_paths,
+        load_default_reference,
         load_reference_csv,
-        read_reference_header,
     )
 
-    path = Path(args.data) if args.data else default_reference_path()
-    runs, _ = load_reference_csv(path)
-    covers = [line for line in read_reference_header(path) if line.startswith("covers")]
-    print(f"reference: {path} ({len(runs)} runs{'; ' + covers[0] if covers else ''})")
+    if args.data:
+        path = str(args.data)
+        runs, _ = load_reference_csv(args.data)
+    else:
+        path = " + ".join(str(p) for p in default_reference_paths())
+        runs, _ = load_default_reference()
+    gpus = ", ".join(f"{g} {n}" for g, n in runs["gpu_name"].value_counts().items())
+    print(f"reference: {path} ({len(runs)} runs: {gpus})")
     if args.config_folds:
         print(f"configurations held out in {args.config_folds} random folds (seed 0)")
     results, summary, rows = [], {}, []
@@ -198,12 +222,13 @@ def main() -> None:
                     f"{s['time_mape_percent']:.1f} %",
                     f"{s['coverage_90']:.0%} ({s['coverage_90_ci'][0]:.0%}-"
                     f"{s['coverage_90_ci'][1]:.0%})",
-                    f"x{s['median_width']:.2f}",
+                    f"{s['median_width_percent']:.0f} %",
+                    f"{s['time_coverage_90']:.0%} / {s['time_median_width_percent']:.0f} %",
                     f"{time.perf_counter() - t0:.0f}",
                 ]
             )
     header = ["left out", "runs", "MAPE", "bias", "RMSE kJ", "time MAPE", "90% cover (95% CI)",
-              "width", "s"]  # fmt: skip
+              "width", "time cover / width", "s"]  # fmt: skip
     print_table("PRE on held-out runs (energy = predicted power x predicted time)", header, rows)
     every = pd.concat(results, ignore_index=True) if results else pd.DataFrame()
     if not every.empty:

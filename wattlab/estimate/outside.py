@@ -69,10 +69,12 @@ def _band(value: float, edges: tuple[float, ...]) -> str:
 
 def predict_outside(model: Any, runs: pd.DataFrame) -> pd.DataFrame:
     """One row per run: its shape, measured and predicted energy and time with PRE's interval,
-    the signed errors (predicted / measured - 1) and whether the 90 % interval covered it."""
+    the signed errors (predicted / measured - 1) and whether the 90 % interval covered it. A
+    ``gpu_name`` column names each run's GPU (default: the H200)."""
     rows = []
     for _, run in runs.iterrows():
-        features = outside_features(run)
+        gpu = run.get("gpu_name")
+        features = outside_features(run, GPU_NAME if gpu is None or pd.isna(gpu) else str(gpu))
         predicted = model.predict(features).iloc[0]
         measured_j = float(run["energy_total_j"])
         measured_s = float(run["duration_s"])
@@ -123,6 +125,13 @@ def summarise_outside(table: pd.DataFrame) -> dict[str, Any]:
         "coverage_90": float(table["covered"].mean()),
         "time_covered": int(table["time_covered"].sum()),
         "time_coverage_90": float(table["time_covered"].mean()),
+        # the interval's median width: (high - low) / estimate
+        "median_width_percent": float(
+            ((table["high_j"] - table["low_j"]) / table["predicted_j"]).median() * 100
+        ),
+        "time_median_width_percent": float(
+            ((table["high_s"] - table["low_s"]) / table["predicted_s"]).median() * 100
+        ),
         # the spread of the log error: what a protocol's disagreement is measured against
         "log_error_sd": float(np.log1p(energy).std(ddof=1)) if n > 1 else math.nan,
     }
