@@ -32,6 +32,7 @@ class Protocol(str, enum.Enum):
     lopo = "lopo"
     lofo = "lofo"
     lobo = "lobo"
+    logo = "logo"
     all = "all"
 
 

@@ -132,8 +132,8 @@ def estimate_evaluate(
         str,
         typer.Option(
             "--protocol",
-            help="PRE's held-out group: loco | lomo | lopo | lofo | lobo | all "
-            "(configuration/model/precision/architecture family/batch size).",
+            help="PRE's held-out group: loco | lomo | lopo | lofo | lobo | logo | all "
+            "(configuration/model/precision/architecture family/batch size/GPU).",
             callback=choice_callback("--protocol", Protocol),
         ),
     ] = "all",

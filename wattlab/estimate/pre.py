@@ -75,7 +75,6 @@ MIN_CONFIGS = 4
 FAMILIES = ("physics", "ridge", "kernel_ridge")  # the default candidates
 ALL_FAMILIES = (*FAMILIES, "gradient_boosting")  # trees: slower, and cannot extrapolate
 LAUNCH_S_PER_LAYER = 15e-6  # nominal: ~3 kernels per layer per step (fwd, bwd) at ~5 us each
-TRANSFER_WIDEN = 2.0  # interval factor for a GPU transfer when only one GPU was measured
 # a regime's own held-out residuals give its interval once it has this many (else every run's)
 MIN_STRATUM = 20
 NO_PROTOCOL_WIDEN = 2.0  # interval factor when no held-out protocol can check an extrapolation
@@ -756,10 +755,12 @@ class PreModel:
         transfer = gpu is not None and not pd.isna(gpu) and gpu not in self.seen.gpu_names
         table = row.to_frame().T.infer_objects()
         reference_gpu: GpuSpec | None = None
+        ratios = (0.0, 0.0)
         if transfer:
             reference_gpu = self.nearest_reference_gpu(str(gpu), str(row["precision"]))
             time_ps, power_w, transfer_note = self._transfer(table, str(gpu), reference_gpu)
             notes.append(transfer_note)
+            ratios = self._transfer_ratios(table, reference_gpu)
         else:
             time_ps, power_w, physics_note = self._predict_inside(table, str(row["precision"]))
             if physics_note:
@@ -799,7 +800,7 @@ class PreModel:
         if transfer:
             assert reference_gpu is not None
             bounds, words = self._transfer_bounds(
-                bounds, str(gpu), reference_gpu, regime, str(row["precision"])
+                bounds, str(gpu), reference_gpu, regime, str(row["precision"]), ratios
             )
             basis += words
         if outside:
@@ -850,6 +851,7 @@ class PreModel:
         reference: GpuSpec,
         regime: str | None,
         precision: str,
+        ratios: tuple[float, float] = (0.0, 0.0),
     ) -> tuple[dict[str, tuple[float, float]], str]:
         """The interval of a prediction for a GPU outside the reference set, and its words.
 
@@ -857,13 +859,22 @@ class PreModel:
         leave-one-GPU-out error (the conformal |residual| quantile of predicting one measured
         GPU's runs from the others' through this transfer), scaled by how much farther the
         GPU's specs lie from the reference GPU than the measured GPUs lie from each other.
-        Otherwise: TRANSFER_WIDEN each way, an assumption, said so."""
+        Otherwise (one GPU measured): in quadrature by the transfer's own scaling, ``ratios``
+        (|log| of the time ratio and of the energy ratio): an adjustment nobody could check
+        counts as wholly uncertain."""
         if "gpu" not in self.residuals:
-            widen = math.log(TRANSFER_WIDEN)
-            out = {k: (lo - widen, hi + widen) for k, (lo, hi) in bounds.items()}
+            # one GPU measured: the spec scaling's own size is its uncertainty
+            time_half, energy_half = ratios
+            out = {
+                "energy": (-math.hypot(bounds["energy"][0], energy_half),
+                           math.hypot(bounds["energy"][1], energy_half)),
+                "time": (-math.hypot(bounds["time"][0], time_half),
+                         math.hypot(bounds["time"][1], time_half)),
+            }  # fmt: skip
             return out, (
-                f", widened x{TRANSFER_WIDEN:g} for the GPU transfer (assumed: the reference "
-                "set has one GPU, so no transfer error could be measured)"
+                ", grown in quadrature by the whole spec scaling (time x"
+                f"{math.exp(time_half):.2f}, energy x{math.exp(energy_half):.2f}): the reference "
+                "set has one GPU, so no transfer error could be measured"
             )
         assert self.seen is not None
         scale = self.transfer_scale(gpu, reference, precision)
@@ -954,6 +965,15 @@ class PreModel:
             f"{' and '.join(replaced)} from the physics model: precision {precision} has no "
             "training run, and a learned model cannot extrapolate to a category it never saw",
         )
+
+    def _transfer_ratios(self, table: pd.DataFrame, reference: GpuSpec) -> tuple[float, float]:
+        """|log| of the transfer's time ratio and of its energy ratio (time x power)."""
+        assert self.chain is not None and self.physics_time is not None
+        _, _, time_ratio, power_ratio = transfer_chain(
+            self.chain, self.physics_time, table, reference
+        )
+        t, p = float(time_ratio[0]), float(power_ratio[0])
+        return abs(math.log(t)), abs(math.log(t * p))
 
     def _transfer(
         self, table: pd.DataFrame, gpu: str, reference: GpuSpec | None = None

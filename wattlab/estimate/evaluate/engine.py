@@ -49,7 +49,7 @@ def evaluate_methods(
 
     ``target``: "total", "gpu" or "paper" (see ``TARGETS``); ``target_column`` (the old
     spelling: "energy_total_j" / "energy_gpu_j") is accepted too. ``protocols``: any of "loco",
-    "lomo", "lopo", "lofo", "lobo", or "all". ``step_method``: "wattlab", "paper", "marks" or
+    "lomo", "lopo", "lofo", "lobo", "logo" or "all". ``step_method``: "wattlab", "paper", "marks" or
     "both". ``project_after`` and ``tolerance``: wattlab's STEP rule (window and stability
     tolerance). ``paper_stable_epoch`` (s; None: from FLUSS on the trace) and
     ``paper_window_epochs`` (w): the published rule. ``traces_df``: the ``trace`` table (run_id,

@@ -3,8 +3,9 @@ learn from when it predicts a run (``PROTOCOLS``), and the pass that refits each
 once per protocol (``held_out_pass``).
 
 A run is held out with its configuration (``loco``), model (``lomo``), precision (``lopo``),
-architecture family (``lofo``: ``families.model_family`` of the model name) or batch size
-(``lobo``: every run at that batch size). Methods that do not learn are not refitted: their
+architecture family (``lofo``: ``families.model_family`` of the model name), batch size
+(``lobo``: every run at that batch size) or GPU (``logo``: fitted on the other GPUs' runs, so
+every prediction is a transfer from them). Methods that do not learn are not refitted: their
 predictions hold under every protocol (protocol ``all``).
 """
 
@@ -27,6 +28,7 @@ PROTOCOLS = {
     "lopo": ("precision", "leave one precision out"),
     "lofo": ("family", "leave one architecture family out"),
     "lobo": ("batch_size", "leave one batch size out"),
+    "logo": ("gpu_name", "leave one GPU out"),
 }
 # protocol columns the runs table does not store, derived from the columns it does
 DERIVED_COLUMNS = {"family": ("model", model_family)}
