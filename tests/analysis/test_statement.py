@@ -270,3 +270,58 @@ def test_the_statement_heads_with_the_whole_run(h200_db: Path) -> None:
     card = yaml.safe_load(stated.model_card)["co2_eq_emissions"]
     assert card["emissions"] == pytest.approx(run_j / 3.6e6 * 0.2 * 1e3, rel=1e-3)
     assert "whole run windows (warm-up, evaluation and set-up included" in card["source"]
+
+
+def _card_energy_of(stated) -> dict:
+    return yaml.safe_load(stated.model_card)["energy_consumption"]
+
+
+def test_the_model_card_carries_the_kwh_and_its_measured_share(h200_db: Path) -> None:
+    """Beside co2_eq_emissions: the kWh the CO2e was priced from, the share read from the GPU
+    counters, and the interval of a configuration's median."""
+    with open_store(h200_db, readonly=True) as store:
+        runs = store.runs(sweep="h200-reference-p1-mobilenet_v3_small")
+        windows = store.windows()
+    from wattlab.analysis.baseline import select_config
+
+    one = select_config(runs, "precision=amp-bf16,batch_size=512")
+    stated = energy_statement(one, windows=windows)
+    facts = stated.facts
+    loaded = yaml.safe_load(stated.model_card)
+    energy = loaded["energy_consumption"]
+    assert energy["energy_kwh"] == pytest.approx(facts["energy_j"] / 3.6e6, rel=1e-3)
+    assert energy["measured_share"] == pytest.approx(facts["measured_share"], abs=1e-4)
+    low, high = energy["energy_interval_kwh"]
+    assert low == pytest.approx(facts["energy_interval"]["low_j"] / 3.6e6, rel=1e-3)
+    assert high == pytest.approx(facts["energy_interval"]["high_j"] / 3.6e6, rel=1e-3)
+    assert "min–max of 2 runs, 50 % coverage" in stated.model_card
+    # the CO2e is the same kWh priced: grams = kWh x PUE x intensity
+    assert loaded["co2_eq_emissions"]["emissions"] == pytest.approx(
+        energy["energy_kwh"] * 1.0 * 0.2 * 1e3, rel=1e-3
+    )
+    assert set(loaded["co2_eq_emissions"]) <= {
+        "emissions", "source", "training_type", "geographical_location", "hardware_used"
+    }  # fmt: skip
+
+
+@pytest.mark.extra("transformers")
+def test_the_model_card_round_trips_through_huggingface_hub(h200_db: Path) -> None:
+    """The block, pasted into a README's metadata, is read by huggingface_hub's ModelCard and
+    written back by ModelCardData unchanged (the Hub's own reader and writer)."""
+    from huggingface_hub import ModelCard, ModelCardData
+
+    with open_store(h200_db, readonly=True) as store:
+        runs = store.runs(sweep=SWEEP)
+        windows = store.windows()
+    for stated in (
+        energy_statement(runs, windows=windows),
+        energy_statement(runs[runs["status"] == "ok"].iloc[:3].assign(config_hash="one")),
+    ):
+        expected = yaml.safe_load(stated.model_card)
+        card = ModelCard(f"---\n{stated.model_card}---\n\n# A model\n")
+        assert card.data.to_dict() == expected
+        assert card.data.energy_consumption == expected["energy_consumption"]
+        again = ModelCardData(**yaml.safe_load(card.data.to_yaml()))
+        assert again.to_dict() == expected
+        written = ModelCard(str(card))  # the README as huggingface_hub writes it back
+        assert written.data.to_dict() == expected

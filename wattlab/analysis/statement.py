@@ -23,8 +23,9 @@ see ``idle_settle``); the carbon intensity with its source and year and the PUE 
 or the ones given to re-price the CO2e: ``--region`` and the other carbon flags); the CO2e with its
 range; the wattlab version and the command that wrote it. The model-card block is the
 ``co2_eq_emissions`` metadata the Hub reads (``emissions`` in grams, ``source``, ``training_type``,
-``geographical_location``, ``hardware_used``); a field wattlab cannot know is left out and named in
-a comment, never guessed."""
+``geographical_location``, ``hardware_used``), and beside it ``energy_consumption`` (the kWh
+and its measured share, which no assumed intensity changes); a field wattlab cannot know is left
+out and named in a comment, never guessed."""
 
 from __future__ import annotations
 
@@ -447,6 +448,7 @@ def _subject(
             words += f"; its budget window, the timed training: {fmt_energy(budget_median)}"
         words += ")"
         interval = {
+            "n": len(energy),
             "low_j": iv.low,
             "high_j": iv.high,
             "coverage": iv.coverage,
@@ -607,7 +609,9 @@ def energy_statement(
     source = f"wattlab {version}: {what_scope}; {window}; energy {parts.short()}; {intensity}"
     kind = training_type or built_in_training_type(typed)
     location = chosen.location if chosen is not None else None
-    card = _model_card(co2 * 1e3, source, kind, location, hardware_used)
+    card = _model_card(
+        co2 * 1e3, source, kind, location, hardware_used, _card_energy(subject, parts)
+    )
     facts: dict[str, Any] = {
         "scope": subject.scope,
         "run_id": run_id,
@@ -677,6 +681,17 @@ def energy_statement(
     )
 
 
+def _card_energy(subject: _Subject, parts: Any) -> CardEnergy:
+    iv = subject.interval
+    interval, words = None, ""
+    if iv is not None and iv["low_j"] is not None and math.isfinite(iv["low_j"]):
+        kind = IntervalKind(int(iv["n"]), str(iv["method"]), iv["coverage"])
+        if kind.has_interval:
+            interval = (iv["low_j"] / J_PER_KWH, iv["high_j"] / J_PER_KWH)
+            words = interval_words(kind)
+    return CardEnergy(subject.energy_j / J_PER_KWH, parts.measured_share(), interval, words)
+
+
 def _config_table(ok: pd.DataFrame, wholes: Sequence[RunWhole]) -> list[str]:
     rows = [
         "| Configuration | Runs | Median energy (whole run) | Interval of the median | "
@@ -718,8 +733,43 @@ def _yaml_string(text: str) -> str:
     )
 
 
+ENERGY_KEY = "energy_consumption"  # the model card's key for the electricity itself
+
+
+@dataclass(frozen=True)
+class CardEnergy:
+    """The model card's energy: the kWh the CO2e was priced from (no grid intensity in it), the
+    share of it read from hardware counters, and the interval of a median (kWh)."""
+
+    kwh: float
+    measured_share: float
+    interval_kwh: tuple[float, float] | None = None
+    interval_words: str = ""
+
+    def yaml_lines(self) -> list[str]:
+        """A top-level mapping beside ``co2_eq_emissions``: the Hub documents five keys inside
+        that one, and keeps a top-level key it does not know as written (so does
+        ``huggingface_hub``'s ``ModelCardData``)."""
+        lines = [
+            "# the electricity itself, which no assumed carbon intensity changes (wattlab)",
+            f"{ENERGY_KEY}:",
+            f"  energy_kwh: {_number(self.kwh, 4)}",
+            f"  measured_share: {_number(self.measured_share, 4)}"
+            "  # read from hardware counters; the rest estimated",
+        ]
+        if self.interval_kwh is not None:
+            low, high = (_number(x, 4) for x in self.interval_kwh)
+            lines.append(f"  energy_interval_kwh: [{low}, {high}]  # {self.interval_words}")
+        return lines
+
+
 def _model_card(
-    grams: float, source: str, training_type: str | None, location: str | None, hardware: str
+    grams: float,
+    source: str,
+    training_type: str | None,
+    location: str | None,
+    hardware: str,
+    energy: CardEnergy,
 ) -> str:
     lines = [
         "co2_eq_emissions:",
@@ -735,6 +785,7 @@ def _model_card(
     else:
         lines.append("  # geographical_location: where it ran (not recorded; --region sets it)")
     lines.append(f"  hardware_used: {_yaml_string(hardware)}")
+    lines += energy.yaml_lines()
     return "\n".join(lines) + "\n"
 
 
