@@ -325,3 +325,63 @@ def test_the_model_card_round_trips_through_huggingface_hub(h200_db: Path) -> No
         assert again.to_dict() == expected
         written = ModelCard(str(card))  # the README as huggingface_hub writes it back
         assert written.data.to_dict() == expected
+
+
+def test_rates_per_unit_of_work_of_a_real_h200_configuration(h200_db: Path) -> None:
+    """Per sample and per accuracy point from the stored counts; the reference CO2e beside a
+    country's; no token rate for an image model, and that is named, not filled in."""
+    from wattlab.analysis.baseline import select_config
+    from wattlab.monitor.carbon import settings_from_flags
+
+    with open_store(h200_db, readonly=True) as store:
+        runs = store.runs(sweep="h200-reference-p1-mobilenet_v3_small")
+        windows = store.windows()
+    one = select_config(runs, "precision=amp-bf16,batch_size=512")
+    stated = energy_statement(
+        one, windows=windows, carbon=settings_from_flags(region="FRA"), region="FRA"
+    )
+    facts, p = stated.facts, stated.paragraph
+    with sqlite3.connect(h200_db) as conn:
+        rows = conn.execute(
+            "select samples, accuracy from runs where sweep = ? and status = 'ok' and "
+            "label = 'mobilenet_v3_small 1xGPU amp-bf16 bs512'",
+            ("h200-reference-p1-mobilenet_v3_small",),
+        ).fetchall()
+    samples = sorted(s for s, _ in rows)
+    accuracy = sorted(a for _, a in rows)
+    assert len(rows) == 2 and samples[0] == samples[1]  # median = that count
+    per_sample = facts["work_rates"]["sample"]
+    assert per_sample["energy_j"] == pytest.approx(facts["energy_j"] / samples[0])
+    assert per_sample["co2e_kg"] == pytest.approx(facts["co2e_kg"] / samples[0])
+    points = (accuracy[0] + accuracy[1]) / 2 * 100
+    assert facts["work_rates"]["accuracy_point"]["energy_j"] == pytest.approx(
+        facts["energy_j"] / points
+    )
+    assert "token" in facts["work_missing"] and "per training token" not in p
+    assert f"per training sample ({samples[0]:,})".replace(",", " ") in p
+    assert "per point of test accuracy" in p
+    # France's grid for the CO2e, the reference intensity beside it
+    assert facts["co2e_kg"] < facts["reference_carbon"]["co2e_kg"]
+    assert facts["reference_carbon"]["co2e_kg"] == pytest.approx(facts["energy_j"] / 3.6e6 * 0.2)
+    assert "At the reference intensity of 0.2 kgCO2e/kWh and a PUE of 1" in p
+
+
+def test_a_text_models_runs_give_the_energy_per_token(tmp_path: Path) -> None:
+    from wattlab.integrations.session import run_row, store_run
+
+    db = tmp_path / "hf.db"
+    for gpu_j, tokens in ((900.0, 42_000), (950.0, 42_000), (1000.0, 42_000)):
+        row = run_row(
+            config={"lr": 0.1}, label="bert-base fine-tune", train=_callback_window(gpu_j, 100.0),
+            started_at="t", model="bert", precision="fp32", device="cuda", world_size=1,
+            batch_size=8, epochs=1.0, samples=80, accuracy=0.5, tokens=tokens,
+        )  # fmt: skip
+        store_run(db, row, [], [])
+    with open_store(db, readonly=True) as store:
+        runs, windows = store.runs(), store.windows()
+    assert list(runs["tokens"]) == [42_000] * 3  # stored by the callbacks' row
+    stated = energy_statement(runs, windows=windows)
+    rate = stated.facts["work_rates"]["token"]
+    assert rate["energy_j"] == pytest.approx(1050.0 / 42_000)  # the median run over its tokens
+    assert "0.0250 J and " in stated.paragraph and "per training token (42 000)" in stated.paragraph
+    assert stated.facts["work_rates"]["sample"]["energy_j"] == pytest.approx(1050.0 / 80)

@@ -59,6 +59,7 @@ class Run:
     accuracy: float | None
     idle_w: float | None = None  # the GPU power read just before the run
     gap_s: float = 600.0  # from the previous run's end to this run's start
+    tokens: int | None = None  # a text model's training tokens (the Hugging Face callback's)
 
     @property
     def budget_j(self) -> float:
@@ -109,6 +110,7 @@ def studies(draw: st.DrawFn) -> Study:
                     accuracy=draw(st.sampled_from([None, 0.55, 0.95])),
                     idle_w=draw(st.sampled_from([None, 70.0, 250.0])),
                     gap_s=draw(st.sampled_from([0.3, 9.0, 11.0, 600.0])),
+                    tokens=None if image_task else draw(st.sampled_from([None, 4096, 123_457])),
                 )
             )
     return study
@@ -168,6 +170,7 @@ def _row(run: Run, index: int, span: tuple[str, str] = ("", "")) -> tuple[dict, 
         "started_at": span[0] or None,
         "finished_at": span[1] or None,
         "idle_power_w": run.idle_w,
+        "tokens": run.tokens,
         "gpu_name": "Made-up GPU",
     }
     windows = [window_row("budget", None, budget, 1000)]
@@ -262,6 +265,40 @@ def test_statement_card_export_and_summary_are_true_of_the_runs(study: Study) ->
     card = yaml.safe_load(stated.model_card)["co2_eq_emissions"]
     assert card["emissions"] == pytest.approx(facts["energy_j"] / 3.6e6 * INTENSITY * 1e3, rel=1e-3)
     assert ("whole run windows" in card["source"]) == any_window
+
+    # the rates per unit of work: the headline energy over the budget's samples and tokens
+    samples = [1000] * len(study.runs)  # every generated run trained 1000 samples
+    tokens = [r.tokens for r in study.runs]
+    rates = facts["work_rates"]
+    pick = sum if len(by_config) > 1 else (lambda x: float(pd.Series(x).median()))
+    assert rates["sample"]["energy_j"] == pytest.approx(facts["energy_j"] / pick(samples))
+    co2e = facts["energy_j"] / 3.6e6 * INTENSITY * PUE
+    assert rates["sample"]["co2e_kg"] == pytest.approx(co2e / pick(samples))
+    if all(t is not None for t in tokens):
+        assert rates["token"]["energy_j"] == pytest.approx(facts["energy_j"] / pick(tokens))
+        assert "per training token (" in p
+    else:  # an image task, or a run without its count: named as missing, never estimated
+        assert "token" not in rates and "token" in facts["work_missing"]
+        assert "per training token" not in p
+    accuracies = [r.accuracy for r in study.runs]
+    if len(by_config) == 1 and all(a is not None for a in accuracies):
+        points = float(pd.Series(accuracies).median()) * 100
+        assert rates["accuracy_point"]["energy_j"] == pytest.approx(facts["energy_j"] / points)
+    else:
+        assert "accuracy_point" in facts["work_missing"]
+    assert facts["reference_carbon"]["co2e_kg"] == pytest.approx(facts["energy_j"] / 3.6e6 * 0.2)
+    energy_card = yaml.safe_load(stated.model_card)["energy_consumption"]
+    assert energy_card["energy_kwh"] == pytest.approx(facts["energy_j"] / 3.6e6, rel=1e-3)
+    assert energy_card["measured_share"] == pytest.approx(facts["measured_share"], abs=1e-4)
+    for config in summary["configurations"]:  # summary.json: over the budget windows
+        mine = by_config[config["label"]]
+        if all(r.tokens is not None for r in mine):
+            per_token = pd.Series([r.budget_j / r.tokens for r in mine]).median()
+            assert config["energy_per_token_j"] == pytest.approx(per_token)
+        else:
+            assert config["energy_per_token_j"] is None
+        median_budget = float(pd.Series([r.budget_j for r in mine]).median())
+        assert config["co2e_at_reference_kg"] == pytest.approx(median_budget / 3.6e6 * 0.2)
 
     # --- export: every run's measured share, and never "estimated" alone when any was measured
     for run, (_, row) in zip(study.runs, exported.sort_values("id").iterrows(), strict=True):

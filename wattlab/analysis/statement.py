@@ -50,6 +50,15 @@ from wattlab.analysis.runs_table import (
     ok_runs,
     split_unusable,
 )
+from wattlab.analysis.work_rates import (
+    is_reference,
+    rates,
+    rates_sentence,
+    reference_carbon,
+    reference_co2e_kg,
+    reference_sentence,
+    subject_work,
+)
 from wattlab.errors import DataError
 from wattlab.experiment.db.stored_run import RunCol, StoredRun
 from wattlab.monitor.carbon import (
@@ -581,6 +590,14 @@ def energy_statement(
             f"({fmt_co2e_g(co2_low)} to {fmt_co2e_g(co2_high)}), each run's stored CO2e "
             "scaled from its budget window to its whole run."
         )
+    work, work_missing = subject_work(ok, subject.scope)
+    found = rates(subject.energy_j, co2, work)
+    sentence = rates_sentence(found, "that energy over what the budget windows trained")
+    if sentence:
+        sentences.append(sentence)
+    at_reference = reference_co2e_kg(subject.energy_j)
+    same = chosen is not None and is_reference(chosen.intensity, chosen.pue)
+    sentences.append(reference_sentence(at_reference, found, same))
     sentences.append(f"Stated by wattlab {version} ({_code(command)}).")
     if left_out:
         ids = ", ".join(str(r["run_id"]) for r in left_out)
@@ -648,6 +665,10 @@ def energy_statement(
         },
         "co2e_kg": co2,
         "co2e_range_kg": [co2_low, co2_high],
+        "reference_carbon": {**reference_carbon(), "co2e_kg": at_reference},
+        "work": work,
+        "work_rates": {r.unit: r.facts() for r in found},
+        "work_missing": work_missing,
         "training_type": kind,
         "left_out": left_out,
         "version": version,
