@@ -215,7 +215,9 @@ def fmt_co2e_g(kg: float) -> str:
 # --------------------------------------------------------------------------- selection
 
 
-def _select(runs: pd.DataFrame, run_id: int | None) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+def stated_runs(
+    runs: pd.DataFrame, run_id: int | None
+) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """The usable ok runs the statement is about, and the ok runs left out."""
     if run_id is not None:
         if RunCol.ID not in runs.columns:
@@ -552,7 +554,7 @@ def energy_statement(
         raise DataError(
             f"the training type must be one of {', '.join(TRAINING_TYPES)}, got {training_type!r}."
         )
-    ok, left_out = _select(runs, run_id)
+    ok, left_out = stated_runs(runs, run_id)
     typed = StoredRun.from_frame(ok)
     wholes = run_wholes(typed, windows)
     subject = _subject(ok, wholes, run_id, what, given=windows is not None)
@@ -646,9 +648,16 @@ def energy_statement(
             "rest": float(sum(w.rest_j for w in wholes)),
         },
         "runs_without_run_window": [w.run_id for w in wholes if not w.has_run_window],
+        "run_ids": [w.run_id for w in wholes],
         "energy_interval": subject.interval,
         "provenance": parts.phrase(detail=True),
         "measured_share": parts.measured_share(),
+        "energy_parts_j": [  # every run's energy by component kind and provenance
+            {"kind": kind, "provenance": prov, "energy_j": joules}
+            for (kind, prov), joules in sorted(parts.joules.items())
+            if joules > 0
+        ],
+        "energy_uncertainty_j": _uncertainty(typed[0]) if subject.scope == "run" else None,
         "estimated_how": methods,
         "hardware": hardware,
         "hardware_used": hardware_used,
@@ -700,6 +709,12 @@ def energy_statement(
         table=tuple(table),
         notes=tuple(notes),
     )
+
+
+def _uncertainty(run: StoredRun) -> float | None:
+    """The meters' stated uncertainty of one run (J), when it stored a finite positive one."""
+    unc = run.energy_uncertainty_j
+    return float(unc) if unc is not None and math.isfinite(unc) and unc > 0 else None
 
 
 def _card_energy(subject: _Subject, parts: Any) -> CardEnergy:
