@@ -481,6 +481,25 @@ def test_the_statement_is_true_of_its_runs(gen: Generated, region: str | None) -
     assert energy_card["energy_kwh"] == pytest.approx(energy / 3.6e6, rel=1e-3)
     assert energy_card["measured_share"] == pytest.approx(measured, abs=1e-4)
     assert ("energy_interval_kwh" in energy_card) == (not many and len(energies) >= 2)
+    # the EU GPAI form of the same runs: the same energy; the budget's time (no windows given)
+    from wattlab.analysis.eu_gpai import eu_gpai_form
+
+    form = eu_gpai_form(stated, gen.runs)
+    gpai = form.facts
+    assert gpai["energy_kwh"] == pytest.approx(energy / 3.6e6)
+    times = [t for runs in gen.usable.values() for _, t, _ in runs]
+    expected_s = sum(times) if many else float(np.median(times))
+    assert gpai["training_time_s"] == pytest.approx(expected_s)
+    assert gpai["gpu_hours"] == pytest.approx(expected_s / 3600)  # one GPU a run
+    assert "training_flop" not in gpai  # no run stored its FLOPs per sample
+    amount = next(i.answer for i in form.items if i.question.endswith("amount"))
+    if many:
+        assert "no interval for a sum of configurations" in amount
+    elif len(energies) >= 2:
+        assert "interval " in amount and "coverage of the median" in amount
+    assert any("failed run" in n for n in form.notes) == (gen.failed > 0)
+    assert any("without a usable energy" in n for n in form.notes) == bool(gen.left_out)
+    json.dumps(gpai, allow_nan=False)
 
 
 @PROPERTY_SETTINGS

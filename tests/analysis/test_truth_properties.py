@@ -20,6 +20,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from wattlab.analysis.eu_gpai import eu_gpai_form
 from wattlab.analysis.report import analyze_runs
 from wattlab.analysis.statement import energy_statement
 from wattlab.experiment.db.export import export_tables
@@ -60,6 +61,8 @@ class Run:
     idle_w: float | None = None  # the GPU power read just before the run
     gap_s: float = 600.0  # from the previous run's end to this run's start
     tokens: int | None = None  # a text model's training tokens (the Hugging Face callback's)
+    gflops: float | None = None  # the model's counted forward GFLOPs per sample
+    wall_s: float | None = 20.0  # the whole run's wall time as stored (None: not stored)
 
     @property
     def budget_j(self) -> float:
@@ -111,6 +114,8 @@ def studies(draw: st.DrawFn) -> Study:
                     idle_w=draw(st.sampled_from([None, 70.0, 250.0])),
                     gap_s=draw(st.sampled_from([0.3, 9.0, 11.0, 600.0])),
                     tokens=None if image_task else draw(st.sampled_from([None, 4096, 123_457])),
+                    gflops=draw(st.sampled_from([None, 0.5, 4.1])),
+                    wall_s=draw(st.sampled_from([None, 20.0, 33.0])),
                 )
             )
     return study
@@ -172,6 +177,8 @@ def _row(run: Run, index: int, span: tuple[str, str] = ("", "")) -> tuple[dict, 
         "idle_power_w": run.idle_w,
         "tokens": run.tokens,
         "gpu_name": "Made-up GPU",
+        "model_gflops_per_sample": run.gflops,
+        "wall_s": run.wall_s,
     }
     windows = [window_row("budget", None, budget, 1000)]
     if run.has_run_window:
@@ -208,6 +215,7 @@ def test_statement_card_export_and_summary_are_true_of_the_runs(study: Study) ->
             runs, windows = store.runs(), store.windows()
             export_tables(store, folder / "export", "csv")
         stated = energy_statement(runs, windows=windows)
+        form = eu_gpai_form(stated, runs)
         exported = pd.read_csv(folder / "export" / "runs.csv")
         _, summary = analyze_runs(runs, windows=windows)
 
@@ -299,6 +307,36 @@ def test_statement_card_export_and_summary_are_true_of_the_runs(study: Study) ->
             assert config["energy_per_token_j"] is None
         median_budget = float(pd.Series([r.budget_j for r in mine]).median())
         assert config["co2e_at_reference_kg"] == pytest.approx(median_budget / 3.6e6 * 0.2)
+
+    # --- the EU GPAI form: the statement's energy, each run's time over its energy's window
+    gpai, items = form.facts, {i.question: i for i in form.items}
+    assert gpai["energy_kwh"] == pytest.approx(facts["energy_j"] / 3.6e6)
+    assert gpai["measured_share"] == pytest.approx(whole_measured / sum(whole))
+    times = [(r.wall_s if r.has_run_window else 10.0) for r in study.runs]  # budget: 10 s
+    if all(t is not None for t in times):
+        assert gpai["training_time_s"] == pytest.approx(pick(times))
+        assert gpai["gpu_hours"] == pytest.approx(pick([t / 3600 for t in times]))  # 1 GPU
+    else:  # a whole run's time not stored: missing, never the budget's in its place
+        assert "training_time_s" not in gpai and "Training time" in gpai["missing"]
+    flops = [r.gflops for r in study.runs]
+    if all(g is not None for g in flops):
+        assert gpai["training_flop"] == pytest.approx(pick([g * 1e9 * 3 * 1000 for g in flops]))
+        assert items["Amount of computation used for training"].status == "estimate"
+    else:
+        assert "training_flop" not in gpai
+        assert "Amount of computation used for training" in gpai["missing"]
+    assert "Energy consumption during inference" in gpai["missing"]
+    method = items["Energy consumption during training: methodology"].answer
+    kinds = {(c.split(":")[0], p) for r in study.runs for c, (p, _) in r.budget.items()}
+    assert ("NVML's cumulative energy counter" in method) == (("gpu", "measured") in kinds)
+    assert ("NVML's power readings" in method) == (("gpu", "sampled") in kinds)
+    assert ("RAPL energy counters of the CPU" in method) == (("cpu", "measured") in kinds)
+    assert ("TDP times its utilisation" in method) == (("cpu", "estimated") in kinds)
+    assert ("watts per GiB" in method) == (("ram", "estimated") in kinds)
+    for item in form.items:
+        assert item.answer and item.status in ("filled", "estimate", "missing")
+        assert (item.status == "missing") == item.answer.startswith("missing: ")
+    json.dumps(gpai, allow_nan=False)
 
     # --- export: every run's measured share, and never "estimated" alone when any was measured
     for run, (_, row) in zip(study.runs, exported.sort_values("id").iterrows(), strict=True):

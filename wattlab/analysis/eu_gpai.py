@@ -39,6 +39,7 @@ import pandas as pd
 from wattlab.analysis.runs_table import numeric
 from wattlab.analysis.statement import EnergyStatement, stated_runs
 from wattlab.experiment.db.stored_run import RunCol
+from wattlab.jsonio import jsonable
 from wattlab.monitor.carbon import J_PER_KWH
 from wattlab.wording import KIND_ORDER, plural
 
@@ -138,11 +139,12 @@ def _per_run(ok: pd.DataFrame, column: str) -> np.ndarray:
 
 def _times_s(ok: pd.DataFrame, without_run_window: Sequence[int | None]) -> np.ndarray:
     """Each run's time over the window its energy is of: the whole run (``wall_s``) when it
-    stored a run window, else its budget window (``duration_s``)."""
+    stored a run window, else its budget window (``duration_s``); NaN when that one is missing
+    (never the other window's time in its place)."""
     wall, budget = _per_run(ok, RunCol.WALL_S), _per_run(ok, RunCol.DURATION_S)
     ids = ok[RunCol.ID].tolist() if RunCol.ID in ok.columns else [None] * len(ok)
     whole = np.array([i not in without_run_window for i in ids], dtype=bool)
-    return np.where(whole & np.isfinite(wall), wall, budget)
+    return np.where(whole, wall, budget)
 
 
 def _energy_items(facts: dict[str, Any]) -> list[Item]:
@@ -223,7 +225,13 @@ def _compute_items(
             )
         )
     else:
-        items.append(Item("Training time", "missing: a run stored no time.", "missing"))
+        items.append(
+            Item(
+                "Training time",
+                "missing: a run stored no time for the window its energy is of.",
+                "missing",
+            )
+        )
     gpus = _per_run(ok, RunCol.GPUS)
     if np.isfinite(gpus).all() and np.isfinite(times_s).all() and times_s.size:
         gpu_h = _aggregate(gpus * times_s / 3600.0, scope)
@@ -336,7 +344,7 @@ def eu_gpai_form(
         "command": facts["command"],
         "database": str(db) if db is not None else None,
     }
-    return GpaiForm(items=tuple(items), facts=out_facts, notes=tuple(notes))
+    return GpaiForm(items=tuple(items), facts=jsonable(out_facts), notes=tuple(notes))
 
 
 def write_form(form: GpaiForm, out_dir: str | Path) -> Path:
