@@ -151,3 +151,13 @@ def test_the_cli_writes_the_form_and_refuses_misuse(h200_db: Path, tmp_path: Pat
                                  timeout=300)  # fmt: skip
         assert refused.returncode == 2 and said in refused.stderr, refused.stderr
         assert "Traceback" not in refused.stderr and not (tmp_path / "r").exists()
+
+
+def test_a_hostile_gpu_name_stays_in_its_cell(h200_db: Path) -> None:
+    with open_store(h200_db, readonly=True) as store:
+        runs, windows = store.runs(sweep=SWEEP), store.windows()
+    chosen = select_config(runs, CONFIG).assign(gpu_name="H200 | evil\nrow")
+    form = eu_gpai_form(energy_statement(chosen, windows=windows), chosen)
+    row = next(line for line in form.markdown().splitlines() if line.startswith("| Hardware"))
+    # one line, the pipe escaped, the newline shown as the escape the statement writes
+    assert row == "| Hardware | 1 x H200 \\| evil\\\\nrow. | filled |"

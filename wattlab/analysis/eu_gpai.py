@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from wattlab.analysis.runs_table import numeric
-from wattlab.analysis.statement import EnergyStatement, stated_runs
+from wattlab.analysis.statement import EnergyStatement, markdown_text, stated_runs
 from wattlab.experiment.db.stored_run import RunCol
 from wattlab.jsonio import jsonable
 from wattlab.monitor.carbon import J_PER_KWH
@@ -99,9 +99,8 @@ class GpaiForm:
             "| Item | Answer | Status |",
             "| --- | --- | --- |",
         ]
-        for item in self.items:
-            answer = item.answer.replace("|", "\\|")
-            lines.append(f"| {item.question} | {answer} | {item.status} |")
+        for item in self.items:  # a name from the database stays in its cell, as written
+            lines.append(f"| {item.question} | {markdown_text(item.answer)} | {item.status} |")
         lines.append("")
         if self.notes:
             lines += ["Before submitting it:", "", *(f"- {n}" for n in self.notes), ""]
@@ -244,7 +243,7 @@ def _compute_items(
         items.append(Item("GPU-hours", answer + "."))
     else:
         items.append(Item("GPU-hours", "missing: a run stored no GPU count.", "missing"))
-    items.append(Item("Hardware", f"{facts['hardware']}."))
+    items.append(Item("Hardware", f"{facts['hardware_used']}."))
     gflops, samples = _per_run(ok, RunCol.MODEL_GFLOPS_PER_SAMPLE), _per_run(ok, RunCol.SAMPLES)
     flop = gflops * 1e9 * FLOP_FACTOR * samples
     if flop.size and np.isfinite(flop).all() and (flop > 0).all():

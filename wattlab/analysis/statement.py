@@ -166,6 +166,9 @@ def _md(text: str) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", _visible(text))
 
 
+markdown_text = _md  # for the other writers of stated text (the EU GPAI form)
+
+
 def _code(text: str) -> str:
     """``text`` as inline code, on one line, whatever backticks it holds."""
     text = _visible(text)
