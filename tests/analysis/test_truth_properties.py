@@ -326,6 +326,8 @@ def test_statement_card_export_and_summary_are_true_of_the_runs(study: Study) ->
         assert "training_flop" not in gpai
         assert "Amount of computation used for training" in gpai["missing"]
     assert "Energy consumption during inference" in gpai["missing"]
+    amount = items["Energy consumption during training: amount"].answer
+    assert ("stored no whole-run window and count" in amount) == bool(with_window and without)
     method = items["Energy consumption during training: methodology"].answer
     kinds = {(c.split(":")[0], p) for r in study.runs for c, (p, _) in r.budget.items()}
     assert ("NVML's cumulative energy counter" in method) == (("gpu", "measured") in kinds)

@@ -153,6 +153,13 @@ def _energy_items(facts: dict[str, Any]) -> list[Item]:
         if facts["window"] == "run"
         else "the training windows only (the runs stored no whole-run window)"
     )
+    without = len(facts["runs_without_run_window"])
+    if facts["window"] == "run" and without:
+        window += (
+            f"; {plural(without, 'run')} stored no whole-run window and "
+            f"count{'s' if without == 1 else ''} with {'its' if without == 1 else 'their'} "
+            "training window"
+        )
     interval = facts.get("energy_interval") or {}
     unc = facts.get("energy_uncertainty_j")
     if scope == "configuration" and interval and math.isfinite(interval.get("low_j", math.nan)):
