@@ -58,6 +58,8 @@ class Generated:
     joules: dict[str, float] = field(default_factory=dict)
     left_out: list[int] = field(default_factory=list)
     failed: int = 0
+    # per usable ok run, in usable's order: config label -> list of (tokens, accuracy)
+    work: dict[str, list[tuple[int | None, float | None]]] = field(default_factory=dict)
 
 
 def _split(total: float, weights: list[float]) -> list[float]:
@@ -71,6 +73,7 @@ def run_tables(draw: st.DrawFn) -> Generated:
     image_mode = draw(st.sampled_from(["same", "per-config", "per-run", "missing"]))
     ties = draw(st.booleans())  # energies drawn from a tiny set: equal medians, equal runs
     common_images = draw(st.integers(1, 5000))
+    token_mode = draw(st.sampled_from(["none", "all", "some"]))  # a text model's tokens
     rows: list[dict] = []
     gen = Generated(runs=pd.DataFrame())
     run_id = 0
@@ -126,6 +129,9 @@ def run_tables(draw: st.DrawFn) -> Generated:
                 accuracy = draw(st.floats(0.05, 0.13))
             elif accuracy_level == "learned":
                 accuracy = draw(st.floats(0.5, 1.0))
+            tokens: int | None = None
+            if token_mode == "all" or (token_mode == "some" and draw(st.booleans())):
+                tokens = draw(st.integers(1, 10**8))
             stored_energy: object = energy
             if broken == "nan":
                 stored_energy = math.nan
@@ -152,10 +158,12 @@ def run_tables(draw: st.DrawFn) -> Generated:
                     "pue": 1.0, "accuracy": accuracy, "test_size": CHANCE_IMAGES,
                     "gpu_name": "NVIDIA H200", "driver": "580.1", "cpu_model": "Xeon",
                     "hostname": "node", "energy_uncertainty_j": energy * 0.01,
+                    "tokens": tokens,
                 }
             )  # fmt: skip
             if broken is None:
                 gen.usable.setdefault(label, []).append((energy, time_s, images))
+                gen.work.setdefault(label, []).append((tokens, accuracy))
                 for prov, joules in run_joules.items():
                     gen.joules[prov] = gen.joules.get(prov, 0.0) + joules
             else:
@@ -434,3 +442,94 @@ def test_the_statement_is_true_of_its_runs(gen: Generated, region: str | None) -
         assert card["geographical_location"] == "France" and "France's 20" in stated.paragraph
     for run_id in gen.left_out:
         assert str(run_id) in stated.paragraph
+    # the rates per unit of work, and the CO2e at the reference intensity (issue 51)
+    p = stated.paragraph
+    many = len(gen.usable) > 1
+    energy = facts["energy_j"]  # checked above against the generated energies
+    co2e = energy / 3.6e6 * pue * intensity
+    images = [i for runs in gen.usable.values() for _, _, i in runs]
+    work = [w for runs in gen.work.values() for w in runs]
+    expected: dict[str, float] = {}
+    if all(i is not None for i in images):
+        expected["sample"] = float(sum(images) if many else np.median(images))
+    if all(t is not None for t, _ in work):
+        tokens = [t for t, _ in work]
+        expected["token"] = float(sum(tokens) if many else np.median(tokens))
+    if not many and all(a is not None for _, a in work):
+        expected["accuracy_point"] = float(np.median([a for _, a in work])) * 100
+    rates = facts["work_rates"]
+    assert set(rates) == set(expected)
+    assert set(facts["work_missing"]) == {"sample", "token", "accuracy_point"} - set(expected)
+    for unit, amount in expected.items():
+        assert rates[unit]["amount"] == pytest.approx(amount)
+        assert rates[unit]["energy_j"] == pytest.approx(energy / amount)
+        assert rates[unit]["co2e_kg"] == pytest.approx(co2e / amount)
+        assert rates[unit]["co2e_at_reference_kg"] == pytest.approx(energy / 3.6e6 * 0.2 / amount)
+    assert ("per training sample (" in p) == ("sample" in expected)
+    assert ("per training token (" in p) == ("token" in expected)
+    assert ("per point of test accuracy (" in p) == ("accuracy_point" in expected)
+    reference = facts["reference_carbon"]
+    assert reference["intensity_kg_per_kwh"] == 0.2 and reference["pue"] == 1.0
+    assert reference["co2e_kg"] == pytest.approx(energy / 3.6e6 * 0.2)
+    # priced at a country's grid, the reference CO2e stands beside the local one; priced at the
+    # stored default, that is the reference intensity, and the statement says so
+    at_reference = region is None
+    assert ("That CO2e is at wattlab's reference intensity" in p) == at_reference
+    assert ("At the reference intensity of 0.2 kgCO2e/kWh and a PUE of 1" in p) != at_reference
+    # the model card: the kWh the CO2e was priced from, and its measured share
+    energy_card = yaml.safe_load(stated.model_card)["energy_consumption"]
+    assert energy_card["energy_kwh"] == pytest.approx(energy / 3.6e6, rel=1e-3)
+    assert energy_card["measured_share"] == pytest.approx(measured, abs=1e-4)
+    assert ("energy_interval_kwh" in energy_card) == (not many and len(energies) >= 2)
+    # the EU GPAI form of the same runs: the same energy; the budget's time (no windows given)
+    from wattlab.analysis.eu_gpai import eu_gpai_form
+
+    form = eu_gpai_form(stated, gen.runs)
+    gpai = form.facts
+    assert gpai["energy_kwh"] == pytest.approx(energy / 3.6e6)
+    times = [t for runs in gen.usable.values() for _, t, _ in runs]
+    expected_s = sum(times) if many else float(np.median(times))
+    assert gpai["training_time_s"] == pytest.approx(expected_s)
+    assert gpai["gpu_hours"] == pytest.approx(expected_s / 3600)  # one GPU a run
+    assert "training_flop" not in gpai  # no run stored its FLOPs per sample
+    amount = next(i.answer for i in form.items if i.question.endswith("amount"))
+    if many:
+        assert "no interval for a sum of configurations" in amount
+    elif len(energies) >= 2:
+        assert "interval " in amount and "coverage of the median" in amount
+    assert any("failed run" in n for n in form.notes) == (gen.failed > 0)
+    assert any("without a usable energy" in n for n in form.notes) == bool(gen.left_out)
+    json.dumps(gpai, allow_nan=False)
+
+
+@PROPERTY_SETTINGS
+@given(run_tables())
+def test_summary_json_gives_each_configurations_rates_per_unit_of_work(gen: Generated) -> None:
+    assume(gen.usable)
+    _, data, _ = build(gen)
+    assert data["reference_carbon"]["intensity_kg_per_kwh"] == 0.2
+    by_label = {c["label"]: c for c in data["configurations"]}
+    for label, runs in gen.usable.items():
+        config = by_label[label]
+        energies = np.array([e for e, _, _ in runs])
+        images = [i for _, _, i in runs]
+        tokens = [t for t, _ in gen.work[label]]
+        accuracies = [a for _, a in gen.work[label]]
+        co2e = energies / 3.6e6 * 0.2  # the generated rows' stored CO2e
+        if all(i is not None for i in images):
+            assert config["co2e_per_sample_kg"] == pytest.approx(np.median(co2e / images))
+        else:  # one run without its count: unknown, never a rate of the others
+            assert config["co2e_per_sample_kg"] is None
+        if all(t is not None for t in tokens):
+            assert config["energy_per_token_j"] == pytest.approx(np.median(energies / tokens))
+            assert config["co2e_per_token_kg"] == pytest.approx(np.median(co2e / tokens))
+        else:
+            assert config["energy_per_token_j"] is None and config["co2e_per_token_kg"] is None
+        if all(a is not None for a in accuracies):
+            points = float(np.median(accuracies)) * 100
+            assert config["energy_per_accuracy_point_j"] == pytest.approx(
+                np.median(energies) / points
+            )
+        else:
+            assert config["energy_per_accuracy_point_j"] is None
+        assert config["co2e_at_reference_kg"] == pytest.approx(np.median(energies) / 3.6e6 * 0.2)

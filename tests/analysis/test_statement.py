@@ -270,3 +270,118 @@ def test_the_statement_heads_with_the_whole_run(h200_db: Path) -> None:
     card = yaml.safe_load(stated.model_card)["co2_eq_emissions"]
     assert card["emissions"] == pytest.approx(run_j / 3.6e6 * 0.2 * 1e3, rel=1e-3)
     assert "whole run windows (warm-up, evaluation and set-up included" in card["source"]
+
+
+def _card_energy_of(stated) -> dict:
+    return yaml.safe_load(stated.model_card)["energy_consumption"]
+
+
+def test_the_model_card_carries_the_kwh_and_its_measured_share(h200_db: Path) -> None:
+    """Beside co2_eq_emissions: the kWh the CO2e was priced from, the share read from the GPU
+    counters, and the interval of a configuration's median."""
+    with open_store(h200_db, readonly=True) as store:
+        runs = store.runs(sweep="h200-reference-p1-mobilenet_v3_small")
+        windows = store.windows()
+    from wattlab.analysis.baseline import select_config
+
+    one = select_config(runs, "precision=amp-bf16,batch_size=512")
+    stated = energy_statement(one, windows=windows)
+    facts = stated.facts
+    loaded = yaml.safe_load(stated.model_card)
+    energy = loaded["energy_consumption"]
+    assert energy["energy_kwh"] == pytest.approx(facts["energy_j"] / 3.6e6, rel=1e-3)
+    assert energy["measured_share"] == pytest.approx(facts["measured_share"], abs=1e-4)
+    low, high = energy["energy_interval_kwh"]
+    assert low == pytest.approx(facts["energy_interval"]["low_j"] / 3.6e6, rel=1e-3)
+    assert high == pytest.approx(facts["energy_interval"]["high_j"] / 3.6e6, rel=1e-3)
+    assert "min–max of 2 runs, 50 % coverage" in stated.model_card
+    # the CO2e is the same kWh priced: grams = kWh x PUE x intensity
+    assert loaded["co2_eq_emissions"]["emissions"] == pytest.approx(
+        energy["energy_kwh"] * 1.0 * 0.2 * 1e3, rel=1e-3
+    )
+    assert set(loaded["co2_eq_emissions"]) <= {
+        "emissions", "source", "training_type", "geographical_location", "hardware_used"
+    }  # fmt: skip
+
+
+@pytest.mark.extra("transformers")
+def test_the_model_card_round_trips_through_huggingface_hub(h200_db: Path) -> None:
+    """The block, pasted into a README's metadata, is read by huggingface_hub's ModelCard and
+    written back by ModelCardData unchanged (the Hub's own reader and writer)."""
+    from huggingface_hub import ModelCard, ModelCardData
+
+    with open_store(h200_db, readonly=True) as store:
+        runs = store.runs(sweep=SWEEP)
+        windows = store.windows()
+    for stated in (
+        energy_statement(runs, windows=windows),
+        energy_statement(runs[runs["status"] == "ok"].iloc[:3].assign(config_hash="one")),
+    ):
+        expected = yaml.safe_load(stated.model_card)
+        card = ModelCard(f"---\n{stated.model_card}---\n\n# A model\n")
+        assert card.data.to_dict() == expected
+        assert card.data.energy_consumption == expected["energy_consumption"]
+        again = ModelCardData(**yaml.safe_load(card.data.to_yaml()))
+        assert again.to_dict() == expected
+        written = ModelCard(str(card))  # the README as huggingface_hub writes it back
+        assert written.data.to_dict() == expected
+
+
+def test_rates_per_unit_of_work_of_a_real_h200_configuration(h200_db: Path) -> None:
+    """Per sample and per accuracy point from the stored counts; the reference CO2e beside a
+    country's; no token rate for an image model, and that is named, not filled in."""
+    from wattlab.analysis.baseline import select_config
+    from wattlab.monitor.carbon import settings_from_flags
+
+    with open_store(h200_db, readonly=True) as store:
+        runs = store.runs(sweep="h200-reference-p1-mobilenet_v3_small")
+        windows = store.windows()
+    one = select_config(runs, "precision=amp-bf16,batch_size=512")
+    stated = energy_statement(
+        one, windows=windows, carbon=settings_from_flags(region="FRA"), region="FRA"
+    )
+    facts, p = stated.facts, stated.paragraph
+    with sqlite3.connect(h200_db) as conn:
+        rows = conn.execute(
+            "select samples, accuracy from runs where sweep = ? and status = 'ok' and "
+            "label = 'mobilenet_v3_small 1xGPU amp-bf16 bs512'",
+            ("h200-reference-p1-mobilenet_v3_small",),
+        ).fetchall()
+    samples = sorted(s for s, _ in rows)
+    accuracy = sorted(a for _, a in rows)
+    assert len(rows) == 2 and samples[0] == samples[1]  # median = that count
+    per_sample = facts["work_rates"]["sample"]
+    assert per_sample["energy_j"] == pytest.approx(facts["energy_j"] / samples[0])
+    assert per_sample["co2e_kg"] == pytest.approx(facts["co2e_kg"] / samples[0])
+    points = (accuracy[0] + accuracy[1]) / 2 * 100
+    assert facts["work_rates"]["accuracy_point"]["energy_j"] == pytest.approx(
+        facts["energy_j"] / points
+    )
+    assert "token" in facts["work_missing"] and "per training token" not in p
+    assert f"per training sample ({samples[0]:,})".replace(",", " ") in p
+    assert "per point of test accuracy" in p
+    # France's grid for the CO2e, the reference intensity beside it
+    assert facts["co2e_kg"] < facts["reference_carbon"]["co2e_kg"]
+    assert facts["reference_carbon"]["co2e_kg"] == pytest.approx(facts["energy_j"] / 3.6e6 * 0.2)
+    assert "At the reference intensity of 0.2 kgCO2e/kWh and a PUE of 1" in p
+
+
+def test_a_text_models_runs_give_the_energy_per_token(tmp_path: Path) -> None:
+    from wattlab.integrations.session import run_row, store_run
+
+    db = tmp_path / "hf.db"
+    for gpu_j, tokens in ((900.0, 42_000), (950.0, 42_000), (1000.0, 42_000)):
+        row = run_row(
+            config={"lr": 0.1}, label="bert-base fine-tune", train=_callback_window(gpu_j, 100.0),
+            started_at="t", model="bert", precision="fp32", device="cuda", world_size=1,
+            batch_size=8, epochs=1.0, samples=80, accuracy=0.5, tokens=tokens,
+        )  # fmt: skip
+        store_run(db, row, [], [])
+    with open_store(db, readonly=True) as store:
+        runs, windows = store.runs(), store.windows()
+    assert list(runs["tokens"]) == [42_000] * 3  # stored by the callbacks' row
+    stated = energy_statement(runs, windows=windows)
+    rate = stated.facts["work_rates"]["token"]
+    assert rate["energy_j"] == pytest.approx(1050.0 / 42_000)  # the median run over its tokens
+    assert "0.0250 J and " in stated.paragraph and "per training token (42 000)" in stated.paragraph
+    assert stated.facts["work_rates"]["sample"]["energy_j"] == pytest.approx(1050.0 / 80)

@@ -20,6 +20,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from wattlab.analysis.eu_gpai import eu_gpai_form
 from wattlab.analysis.report import analyze_runs
 from wattlab.analysis.statement import energy_statement
 from wattlab.experiment.db.export import export_tables
@@ -59,6 +60,9 @@ class Run:
     accuracy: float | None
     idle_w: float | None = None  # the GPU power read just before the run
     gap_s: float = 600.0  # from the previous run's end to this run's start
+    tokens: int | None = None  # a text model's training tokens (the Hugging Face callback's)
+    gflops: float | None = None  # the model's counted forward GFLOPs per sample
+    wall_s: float | None = 20.0  # the whole run's wall time as stored (None: not stored)
 
     @property
     def budget_j(self) -> float:
@@ -109,6 +113,9 @@ def studies(draw: st.DrawFn) -> Study:
                     accuracy=draw(st.sampled_from([None, 0.55, 0.95])),
                     idle_w=draw(st.sampled_from([None, 70.0, 250.0])),
                     gap_s=draw(st.sampled_from([0.3, 9.0, 11.0, 600.0])),
+                    tokens=None if image_task else draw(st.sampled_from([None, 4096, 123_457])),
+                    gflops=draw(st.sampled_from([None, 0.5, 4.1])),
+                    wall_s=draw(st.sampled_from([None, 20.0, 33.0])),
                 )
             )
     return study
@@ -168,7 +175,10 @@ def _row(run: Run, index: int, span: tuple[str, str] = ("", "")) -> tuple[dict, 
         "started_at": span[0] or None,
         "finished_at": span[1] or None,
         "idle_power_w": run.idle_w,
+        "tokens": run.tokens,
         "gpu_name": "Made-up GPU",
+        "model_gflops_per_sample": run.gflops,
+        "wall_s": run.wall_s,
     }
     windows = [window_row("budget", None, budget, 1000)]
     if run.has_run_window:
@@ -205,6 +215,7 @@ def test_statement_card_export_and_summary_are_true_of_the_runs(study: Study) ->
             runs, windows = store.runs(), store.windows()
             export_tables(store, folder / "export", "csv")
         stated = energy_statement(runs, windows=windows)
+        form = eu_gpai_form(stated, runs)
         exported = pd.read_csv(folder / "export" / "runs.csv")
         _, summary = analyze_runs(runs, windows=windows)
 
@@ -262,6 +273,72 @@ def test_statement_card_export_and_summary_are_true_of_the_runs(study: Study) ->
     card = yaml.safe_load(stated.model_card)["co2_eq_emissions"]
     assert card["emissions"] == pytest.approx(facts["energy_j"] / 3.6e6 * INTENSITY * 1e3, rel=1e-3)
     assert ("whole run windows" in card["source"]) == any_window
+
+    # the rates per unit of work: the headline energy over the budget's samples and tokens
+    samples = [1000] * len(study.runs)  # every generated run trained 1000 samples
+    tokens = [r.tokens for r in study.runs]
+    rates = facts["work_rates"]
+    pick = sum if len(by_config) > 1 else (lambda x: float(pd.Series(x).median()))
+    assert rates["sample"]["energy_j"] == pytest.approx(facts["energy_j"] / pick(samples))
+    co2e = facts["energy_j"] / 3.6e6 * INTENSITY * PUE
+    assert rates["sample"]["co2e_kg"] == pytest.approx(co2e / pick(samples))
+    if all(t is not None for t in tokens):
+        assert rates["token"]["energy_j"] == pytest.approx(facts["energy_j"] / pick(tokens))
+        assert "per training token (" in p
+    else:  # an image task, or a run without its count: named as missing, never estimated
+        assert "token" not in rates and "token" in facts["work_missing"]
+        assert "per training token" not in p
+    accuracies = [r.accuracy for r in study.runs]
+    if len(by_config) == 1 and all(a is not None for a in accuracies):
+        points = float(pd.Series(accuracies).median()) * 100
+        assert rates["accuracy_point"]["energy_j"] == pytest.approx(facts["energy_j"] / points)
+    else:
+        assert "accuracy_point" in facts["work_missing"]
+    assert facts["reference_carbon"]["co2e_kg"] == pytest.approx(facts["energy_j"] / 3.6e6 * 0.2)
+    energy_card = yaml.safe_load(stated.model_card)["energy_consumption"]
+    assert energy_card["energy_kwh"] == pytest.approx(facts["energy_j"] / 3.6e6, rel=1e-3)
+    assert energy_card["measured_share"] == pytest.approx(facts["measured_share"], abs=1e-4)
+    for config in summary["configurations"]:  # summary.json: over the budget windows
+        mine = by_config[config["label"]]
+        if all(r.tokens is not None for r in mine):
+            per_token = pd.Series([r.budget_j / r.tokens for r in mine]).median()
+            assert config["energy_per_token_j"] == pytest.approx(per_token)
+        else:
+            assert config["energy_per_token_j"] is None
+        median_budget = float(pd.Series([r.budget_j for r in mine]).median())
+        assert config["co2e_at_reference_kg"] == pytest.approx(median_budget / 3.6e6 * 0.2)
+
+    # --- the EU GPAI form: the statement's energy, each run's time over its energy's window
+    gpai, items = form.facts, {i.question: i for i in form.items}
+    assert gpai["energy_kwh"] == pytest.approx(facts["energy_j"] / 3.6e6)
+    assert gpai["measured_share"] == pytest.approx(whole_measured / sum(whole))
+    times = [(r.wall_s if r.has_run_window else 10.0) for r in study.runs]  # budget: 10 s
+    if all(t is not None for t in times):
+        assert gpai["training_time_s"] == pytest.approx(pick(times))
+        assert gpai["gpu_hours"] == pytest.approx(pick([t / 3600 for t in times]))  # 1 GPU
+    else:  # a whole run's time not stored: missing, never the budget's in its place
+        assert "training_time_s" not in gpai and "Training time" in gpai["missing"]
+    flops = [r.gflops for r in study.runs]
+    if all(g is not None for g in flops):
+        assert gpai["training_flop"] == pytest.approx(pick([g * 1e9 * 3 * 1000 for g in flops]))
+        assert items["Amount of computation used for training"].status == "estimate"
+    else:
+        assert "training_flop" not in gpai
+        assert "Amount of computation used for training" in gpai["missing"]
+    assert "Energy consumption during inference" in gpai["missing"]
+    amount = items["Energy consumption during training: amount"].answer
+    assert ("stored no whole-run window and count" in amount) == bool(with_window and without)
+    method = items["Energy consumption during training: methodology"].answer
+    kinds = {(c.split(":")[0], p) for r in study.runs for c, (p, _) in r.budget.items()}
+    assert ("NVML's cumulative energy counter" in method) == (("gpu", "measured") in kinds)
+    assert ("NVML's power readings" in method) == (("gpu", "sampled") in kinds)
+    assert ("RAPL energy counters of the CPU" in method) == (("cpu", "measured") in kinds)
+    assert ("TDP times its utilisation" in method) == (("cpu", "estimated") in kinds)
+    assert ("watts per GiB" in method) == (("ram", "estimated") in kinds)
+    for item in form.items:
+        assert item.answer and item.status in ("filled", "estimate", "missing")
+        assert (item.status == "missing") == item.answer.startswith("missing: ")
+    json.dumps(gpai, allow_nan=False)
 
     # --- export: every run's measured share, and never "estimated" alone when any was measured
     for run, (_, row) in zip(study.runs, exported.sort_values("id").iterrows(), strict=True):

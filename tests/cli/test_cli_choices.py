@@ -31,6 +31,9 @@ def test_each_choice_is_the_librarys_own_list() -> None:
     from wattlab.analysis.statement import TRAINING_TYPES
 
     assert values(choices.TrainingType) == TRAINING_TYPES
+    from wattlab.analysis.eu_gpai import STATEMENT_FORMATS
+
+    assert values(choices.StatementFormat) == STATEMENT_FORMATS
 
 
 def test_a_choice_checks_its_spelling_and_returns_the_plain_string() -> None:

@@ -107,7 +107,7 @@ def test_an_older_database_is_migrated_keeping_its_rows(
         assert len(store.runs()) == 1
     conn = sqlite3.connect(db)
     version = conn.execute("SELECT value FROM meta WHERE key='schema_version'").fetchone()[0]
-    assert version == str(SCHEMA_VERSION) == "9"
+    assert version == str(SCHEMA_VERSION) == "10"
     assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     conn.close()
 

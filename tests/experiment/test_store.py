@@ -68,7 +68,7 @@ def test_new_database_gets_schema_meta_wal_and_guard(tmp_path: Path) -> None:
     conn = sqlite3.connect(db)
     assert dict(conn.execute("SELECT key, value FROM meta")) == {
         "app": "wattlab",
-        "schema_version": "9",
+        "schema_version": "10",
     }
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
@@ -135,9 +135,9 @@ def test_newer_schema_version_names_the_supported_one(tmp_path: Path) -> None:
     db = tmp_path / "future.db"
     open_store(db).close()
     with sqlite3.connect(db) as conn:
-        conn.execute("UPDATE meta SET value = '10' WHERE key = 'schema_version'")
+        conn.execute("UPDATE meta SET value = '11' WHERE key = 'schema_version'")
     conn.close()
-    with pytest.raises(DataError, match="version 10.*supports version 9"):
+    with pytest.raises(DataError, match="version 11.*supports version 10"):
         open_store(db)
 
 

@@ -136,6 +136,7 @@ def test_trainer_logs_energy_per_window_and_stores_the_run(tmp_path, way):
     assert run["energy_total_j"] == pytest.approx(total["wattlab/train/energy_j"])
     assert run["batch_size"] == 8 and run["precision"] == "fp32" and run["epochs"] == 2.0
     assert run["samples"] == trainer.state.global_step * 8
+    assert run["tokens"] == run["samples"] * 8  # input_ids of 8 tokens, no attention mask
     assert 0.0 <= run["accuracy"] <= 1.0 and run["train_loss"] > 0
     named = provenances_named(run["provenance"])  # by share: one word only when it is all
     assert named != ["unknown"] and 0.0 <= run["energy_measured_share"] <= 1.0
@@ -251,3 +252,15 @@ def test_two_gloo_processes_meter_the_host_once_and_only_main_logs_and_writes(tm
         runs = store.runs()
     assert len(runs) == 1 and runs.iloc[0]["world_size"] == 2
     assert runs.iloc[0]["batch_size"] == 16  # 8 per device x 2 processes
+
+
+def test_batch_tokens_counts_the_attention_masks_ones_else_the_input_ids():
+    from wattlab.integrations.transformers import batch_tokens
+
+    ids = torch.ones((4, 8), dtype=torch.long)
+    mask = torch.ones((4, 8), dtype=torch.long)
+    mask[:, 6:] = 0  # two padding tokens a row
+    assert batch_tokens({"input_ids": ids, "attention_mask": mask}) == 24
+    assert batch_tokens({"input_ids": ids}) == 32
+    assert batch_tokens({"pixel_values": torch.ones((4, 3, 8, 8))}) is None
+    assert batch_tokens([ids]) is None

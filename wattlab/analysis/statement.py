@@ -23,8 +23,9 @@ see ``idle_settle``); the carbon intensity with its source and year and the PUE 
 or the ones given to re-price the CO2e: ``--region`` and the other carbon flags); the CO2e with its
 range; the wattlab version and the command that wrote it. The model-card block is the
 ``co2_eq_emissions`` metadata the Hub reads (``emissions`` in grams, ``source``, ``training_type``,
-``geographical_location``, ``hardware_used``); a field wattlab cannot know is left out and named in
-a comment, never guessed."""
+``geographical_location``, ``hardware_used``), and beside it ``energy_consumption`` (the kWh
+and its measured share, which no assumed intensity changes); a field wattlab cannot know is left
+out and named in a comment, never guessed."""
 
 from __future__ import annotations
 
@@ -48,6 +49,15 @@ from wattlab.analysis.runs_table import (
     numeric,
     ok_runs,
     split_unusable,
+)
+from wattlab.analysis.work_rates import (
+    is_reference,
+    rates,
+    rates_sentence,
+    reference_carbon,
+    reference_co2e_kg,
+    reference_sentence,
+    subject_work,
 )
 from wattlab.errors import DataError
 from wattlab.experiment.db.stored_run import RunCol, StoredRun
@@ -156,6 +166,9 @@ def _md(text: str) -> str:
     return _MARKDOWN_SPECIAL.sub(r"\\\1", _visible(text))
 
 
+markdown_text = _md  # for the other writers of stated text (the EU GPAI form)
+
+
 def _code(text: str) -> str:
     """``text`` as inline code, on one line, whatever backticks it holds."""
     text = _visible(text)
@@ -205,7 +218,9 @@ def fmt_co2e_g(kg: float) -> str:
 # --------------------------------------------------------------------------- selection
 
 
-def _select(runs: pd.DataFrame, run_id: int | None) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
+def stated_runs(
+    runs: pd.DataFrame, run_id: int | None
+) -> tuple[pd.DataFrame, list[dict[str, Any]]]:
     """The usable ok runs the statement is about, and the ok runs left out."""
     if run_id is not None:
         if RunCol.ID not in runs.columns:
@@ -447,6 +462,7 @@ def _subject(
             words += f"; its budget window, the timed training: {fmt_energy(budget_median)}"
         words += ")"
         interval = {
+            "n": len(energy),
             "low_j": iv.low,
             "high_j": iv.high,
             "coverage": iv.coverage,
@@ -541,7 +557,7 @@ def energy_statement(
         raise DataError(
             f"the training type must be one of {', '.join(TRAINING_TYPES)}, got {training_type!r}."
         )
-    ok, left_out = _select(runs, run_id)
+    ok, left_out = stated_runs(runs, run_id)
     typed = StoredRun.from_frame(ok)
     wholes = run_wholes(typed, windows)
     subject = _subject(ok, wholes, run_id, what, given=windows is not None)
@@ -579,6 +595,14 @@ def energy_statement(
             f"({fmt_co2e_g(co2_low)} to {fmt_co2e_g(co2_high)}), each run's stored CO2e "
             "scaled from its budget window to its whole run."
         )
+    work, work_missing = subject_work(ok, subject.scope)
+    found = rates(subject.energy_j, co2, work)
+    sentence = rates_sentence(found, "that energy over what the budget windows trained")
+    if sentence:
+        sentences.append(sentence)
+    at_reference = reference_co2e_kg(subject.energy_j)
+    same = chosen is not None and is_reference(chosen.intensity, chosen.pue)
+    sentences.append(reference_sentence(at_reference, found, same))
     sentences.append(f"Stated by wattlab {version} ({_code(command)}).")
     if left_out:
         ids = ", ".join(str(r["run_id"]) for r in left_out)
@@ -607,7 +631,9 @@ def energy_statement(
     source = f"wattlab {version}: {what_scope}; {window}; energy {parts.short()}; {intensity}"
     kind = training_type or built_in_training_type(typed)
     location = chosen.location if chosen is not None else None
-    card = _model_card(co2 * 1e3, source, kind, location, hardware_used)
+    card = _model_card(
+        co2 * 1e3, source, kind, location, hardware_used, _card_energy(subject, parts)
+    )
     facts: dict[str, Any] = {
         "scope": subject.scope,
         "run_id": run_id,
@@ -625,9 +651,16 @@ def energy_statement(
             "rest": float(sum(w.rest_j for w in wholes)),
         },
         "runs_without_run_window": [w.run_id for w in wholes if not w.has_run_window],
+        "run_ids": [w.run_id for w in wholes],
         "energy_interval": subject.interval,
         "provenance": parts.phrase(detail=True),
         "measured_share": parts.measured_share(),
+        "energy_parts_j": [  # every run's energy by component kind and provenance
+            {"kind": kind, "provenance": prov, "energy_j": joules}
+            for (kind, prov), joules in sorted(parts.joules.items())
+            if joules > 0
+        ],
+        "energy_uncertainty_j": _uncertainty(typed[0]) if subject.scope == "run" else None,
         "estimated_how": methods,
         "hardware": hardware,
         "hardware_used": hardware_used,
@@ -644,6 +677,10 @@ def energy_statement(
         },
         "co2e_kg": co2,
         "co2e_range_kg": [co2_low, co2_high],
+        "reference_carbon": {**reference_carbon(), "co2e_kg": at_reference},
+        "work": work,
+        "work_rates": {r.unit: r.facts() for r in found},
+        "work_missing": work_missing,
         "training_type": kind,
         "left_out": left_out,
         "version": version,
@@ -675,6 +712,23 @@ def energy_statement(
         table=tuple(table),
         notes=tuple(notes),
     )
+
+
+def _uncertainty(run: StoredRun) -> float | None:
+    """The meters' stated uncertainty of one run (J), when it stored a finite positive one."""
+    unc = run.energy_uncertainty_j
+    return float(unc) if unc is not None and math.isfinite(unc) and unc > 0 else None
+
+
+def _card_energy(subject: _Subject, parts: Any) -> CardEnergy:
+    iv = subject.interval
+    interval, words = None, ""
+    if iv is not None and iv["low_j"] is not None and math.isfinite(iv["low_j"]):
+        kind = IntervalKind(int(iv["n"]), str(iv["method"]), iv["coverage"])
+        if kind.has_interval:
+            interval = (iv["low_j"] / J_PER_KWH, iv["high_j"] / J_PER_KWH)
+            words = interval_words(kind)
+    return CardEnergy(subject.energy_j / J_PER_KWH, parts.measured_share(), interval, words)
 
 
 def _config_table(ok: pd.DataFrame, wholes: Sequence[RunWhole]) -> list[str]:
@@ -718,8 +772,43 @@ def _yaml_string(text: str) -> str:
     )
 
 
+ENERGY_KEY = "energy_consumption"  # the model card's key for the electricity itself
+
+
+@dataclass(frozen=True)
+class CardEnergy:
+    """The model card's energy: the kWh the CO2e was priced from (no grid intensity in it), the
+    share of it read from hardware counters, and the interval of a median (kWh)."""
+
+    kwh: float
+    measured_share: float
+    interval_kwh: tuple[float, float] | None = None
+    interval_words: str = ""
+
+    def yaml_lines(self) -> list[str]:
+        """A top-level mapping beside ``co2_eq_emissions``: the Hub documents five keys inside
+        that one, and keeps a top-level key it does not know as written (so does
+        ``huggingface_hub``'s ``ModelCardData``)."""
+        lines = [
+            "# the electricity itself, which no assumed carbon intensity changes (wattlab)",
+            f"{ENERGY_KEY}:",
+            f"  energy_kwh: {_number(self.kwh, 4)}",
+            f"  measured_share: {_number(self.measured_share, 4)}"
+            "  # read from hardware counters; the rest estimated",
+        ]
+        if self.interval_kwh is not None:
+            low, high = (_number(x, 4) for x in self.interval_kwh)
+            lines.append(f"  energy_interval_kwh: [{low}, {high}]  # {self.interval_words}")
+        return lines
+
+
 def _model_card(
-    grams: float, source: str, training_type: str | None, location: str | None, hardware: str
+    grams: float,
+    source: str,
+    training_type: str | None,
+    location: str | None,
+    hardware: str,
+    energy: CardEnergy,
 ) -> str:
     lines = [
         "co2_eq_emissions:",
@@ -735,6 +824,7 @@ def _model_card(
     else:
         lines.append("  # geographical_location: where it ran (not recorded; --region sets it)")
     lines.append(f"  hardware_used: {_yaml_string(hardware)}")
+    lines += energy.yaml_lines()
     return "\n".join(lines) + "\n"
 
 

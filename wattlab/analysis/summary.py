@@ -30,6 +30,7 @@ from wattlab.analysis.runs_table import (
     relative_change,
     weakest_provenance,
 )
+from wattlab.analysis.work_rates import config_rates
 from wattlab.errors import DataError
 from wattlab.train.config import PRECISIONS
 from wattlab.wording import IntervalKind
@@ -154,6 +155,7 @@ def summarize(
             prov = group["provenance"] if "provenance" in group.columns else [None] * len(group)
             row["provenance"], row["measured_share"] = weakest_provenance(list(prov)), math.nan
         row["classes"] = classes_of_run(first.get("dataset"), first.get("config_json"))
+        row.update(config_rates(group))  # per sample, token, accuracy point; at the reference
         per_config_values[config_hash] = values
         rows.append(row)
     rows.sort(key=_sort_key)

@@ -35,6 +35,7 @@ from wattlab.analysis.tradeoffs import (
     power_limit_effects,
     region_against_baseline,
 )
+from wattlab.analysis.work_rates import CONFIG_RATE_KEYS, reference_carbon
 from wattlab.experiment.db.stored_run import StoredRun
 from wattlab.jsonio import jsonable
 from wattlab.wording import interval_words
@@ -74,6 +75,7 @@ def _config_record(
             row.get("energy_per_sample_j_ci_low"),
             row.get("energy_per_sample_j_ci_high"),
         ],
+        **{key: row.get(key) for key in CONFIG_RATE_KEYS},
         "co2e_kg": row.get("co2e_kg"),
         "co2e_kg_ci": [row.get("co2e_kg_ci_low"), row.get("co2e_kg_ci_high")],
         "co2e_low_kg": row.get("co2e_low_kg"),
@@ -129,7 +131,10 @@ def summary_to_json(
     ``configurations`` (one dict per configuration: ``label``, ``config_hash``, ``axes``, ``n``,
     ``time_s`` and ``energy_j`` medians with ``time_s_ci`` / ``energy_j_ci`` [low, high] and
     their ``ci_method`` / ``ci_coverage``, per-component energies, ``energy_per_sample_j``,
-    ``co2e_kg`` with ``co2e_low_kg`` / ``co2e_high_kg``, ``accuracy``, ``provenance`` (by
+    ``co2e_kg`` with ``co2e_low_kg`` / ``co2e_high_kg``, the rates per unit of work
+    (:func:`wattlab.analysis.work_rates.config_rates`: ``co2e_per_sample_kg``,
+    ``energy_per_token_j``, ``co2e_per_token_kg``, ``energy_per_accuracy_point_j``,
+    ``co2e_per_accuracy_point_kg``, ``co2e_at_reference_kg``), ``accuracy``, ``provenance`` (by
     share: "93.1 % measured, 6.9 % estimated"; one word only when it is all) and
     ``measured_share`` (0..1),
     ``time_change`` / ``energy_change`` against the baseline with intervals,
@@ -141,7 +146,8 @@ def summary_to_json(
     :func:`intervals_summary`), ``scaling``, ``power_limit_effects``, ``codecarbon``
     (:func:`codecarbon_errors`, or ``{"measured": false}`` without runs), ``provenance``
     (by share over all ok runs; without ``runs`` the weakest any configuration names) and
-    ``measured_share`` (null without ``runs``), and with ``runs``: ``runs`` (ok and failed counts,
+    ``measured_share`` (null without ``runs``), ``reference_carbon`` (the intensity and PUE of
+    ``co2e_at_reference_kg``, with its source), and with ``runs``: ``runs`` (ok and failed counts,
     failures with their errors), ``hardware``, ``carbon``, ``energy_shares`` (see
     :mod:`wattlab.analysis.energy_shares`), ``estimate_assumptions`` (what the estimated part
     assumed, :mod:`wattlab.analysis.assumptions`; null when nothing was estimated),
@@ -200,6 +206,7 @@ def summary_to_json(
         ),
         "measured_share": all_parts.measured_share() if all_parts is not None else None,
         "accuracy_vs_chance": summary_verdict(summary).to_dict(),
+        "reference_carbon": reference_carbon(),
         "codecarbon": codecarbon_errors(runs, windows) if runs is not None else {"measured": False},
     }
     if runs is not None:

@@ -109,6 +109,13 @@ class TrainingType(str, enum.Enum):
     fine_tuning = "fine-tuning"
 
 
+class StatementFormat(str, enum.Enum):
+    """``report --statement --format``: the paragraph and model card, or the EU GPAI form."""
+
+    statement = "statement"
+    eu_gpai = "eu-gpai"
+
+
 def values(choice: type[enum.Enum]) -> tuple[str, ...]:
     """The command-line spellings of ``choice``, in order."""
     return tuple(str(member.value) for member in choice)

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from wattlab.cli.choices import TrainingType, optional_choice_callback
+from wattlab.cli.choices import StatementFormat, TrainingType, optional_choice_callback
 from wattlab.cli.options import (
     BaselineW,
     CarbonIntensity,
@@ -46,6 +46,16 @@ Statement = Annotated[
         "--statement",
         help="Write statement.md into --out: a paragraph a paper can quote and the Hugging Face "
         "model-card block (instead of the full report).",
+    ),
+]
+StatementFormatOption = Annotated[
+    Optional[str],
+    typer.Option(
+        "--format",
+        help="With --statement: statement (statement.md: the paragraph and the Hugging Face "
+        "block, the default) or eu-gpai (eu-gpai.md: the energy and compute items of the EU "
+        "GPAI code of practice's Model Documentation Form).",
+        callback=optional_choice_callback("--format", StatementFormat),
     ),
 ]
 TrainingTypeOption = Annotated[
@@ -106,6 +116,7 @@ def report(
     intensity_range: IntensityRange = None,
     pue: Pue = None,
     training_type: TrainingTypeOption = None,
+    statement_format: StatementFormatOption = None,
 ) -> None:
     """Tables, figures and the operating region: report.md and a self-contained report.html;
     with --statement, the energy statement (statement.md)."""
@@ -120,6 +131,7 @@ def report(
         "--intensity-range": intensity_range,
         "--pue": pue,
         "--training-type": training_type,
+        "--format": statement_format,
     }
     given = [flag for flag, value in pricing.items() if value is not None]
     if given and not statement:
@@ -186,6 +198,8 @@ def report(
             carbon=(region, carbon_intensity, intensity_range, pue),
             training_type=training_type,
             windows=windows,
+            form=statement_format or "statement",
+            db=db,
         )
         return
     if run_id is not None:
@@ -254,9 +268,11 @@ def _write_statement(
     carbon: tuple[Optional[str], Optional[float], Optional[str], Optional[float]],
     training_type: str | None,
     windows: Any = None,
+    form: str = "statement",
+    db: str | None = None,
 ) -> None:
     """statement.md into ``out`` (and its facts as JSON), printed as well unless the JSON goes
-    to stdout."""
+    to stdout; with ``form`` "eu-gpai", eu-gpai.md and its facts instead."""
     import shlex
     import sys
 
@@ -281,6 +297,21 @@ def _write_statement(
         what=f"sweep {sweep}" if sweep else None,
         windows=windows,
     )
+    if form == "eu-gpai":
+        from wattlab.analysis.eu_gpai import eu_gpai_form, write_form
+
+        filled = eu_gpai_form(stated, runs, db=db)
+        if out is not None:
+            with output_folder(out):  # removed again if writing fails
+                path = write_form(filled, out)
+            if json_path != "-":
+                print(f"eu-gpai form: {path}")
+        if json_path:
+            dump_json(filled.facts, json_path)
+        if json_path != "-":
+            print()
+            print(filled.markdown(), end="")
+        return
     if out is not None:
         with output_folder(out):  # removed again if writing fails
             path = write_statement(stated, out)

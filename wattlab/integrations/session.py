@@ -313,6 +313,7 @@ def run_row(
     accuracy: float | None = None,
     train_loss: float | None = None,
     sweep: str | None = None,
+    tokens: int | None = None,
 ) -> dict[str, Any]:
     """The `runs` row of a framework-driven run: the config as given, the train window's energy
     (built from the same column groups as a wattlab run's, ``wattlab.experiment.db.record``)."""
@@ -334,6 +335,7 @@ def run_row(
         accuracy=accuracy,
         train_loss=train_loss,
         sweep=sweep,
+        tokens=tokens,
     )
 
 

@@ -14,7 +14,10 @@ and one per evaluation. At the end of each, the numbers of ``window_metrics`` (e
 component kind and per provenance, time, mean power, CO2e with its low/high range and the
 intensity used) go through ``trainer.log`` under ``wattlab/train/...``, ``wattlab/epoch/...``,
 ``wattlab/eval/...``, so every ``report_to`` integration (W&B, MLflow, TensorBoard) records them.
-With ``db=``, the run is stored in a wattlab database with ``TrainingArguments`` as its config.
+With ``db=``, the run is stored in a wattlab database with ``TrainingArguments`` as its config,
+and with the tokens it trained on when its batches carry an ``attention_mask`` (its ones: the
+tokens that are not padding) or ``input_ids`` (their elements): every process counts its own,
+summed on the main process, so the report can state the energy per token.
 
 Under accelerate / torchrun DDP every process meters its own GPU, the first process of each
 machine meters the host, windows are combined on the main process, and only it logs and
@@ -64,6 +67,23 @@ if TYPE_CHECKING:
     import torch
 
 _Evaluate = Callable[..., dict[str, float]]  # Trainer.evaluate: its metrics by name
+_TrainingStep = Callable[..., Any]  # Trainer.training_step(model, inputs, ...): the loss
+
+
+def batch_tokens(inputs: object) -> int | None:
+    """The tokens of one training batch: the ones of its ``attention_mask`` (padding left out),
+    else the elements of its ``input_ids``; None when it carries neither (not a text batch)."""
+    if not isinstance(inputs, dict):
+        return None
+    for key in ("attention_mask", "input_ids"):
+        value = inputs.get(key)
+        if value is None:
+            continue
+        if key == "attention_mask" and hasattr(value, "sum"):
+            return int(value.sum())
+        if hasattr(value, "numel"):
+            return int(value.numel())
+    return None
 
 
 class _Args(Protocol):
@@ -100,6 +120,7 @@ class _Trainer(Protocol):
     model: object
     callback_handler: _CallbackHandler
     evaluate: _Evaluate
+    training_step: _TrainingStep
 
     def log(self, logs: dict[str, float]) -> None: ...
 
@@ -173,6 +194,7 @@ class WattlabCallback(TrainerCallback, CallbackSettings):
         self._epoch = 0
         self._evals = 0
         self._eval_metrics: dict[str, float] = {}
+        self._tokens: int | None = None  # this process's training tokens (None: no text batch)
 
     # --- wiring ----------------------------------------------------------------------------
     def attach(self, trainer: _Trainer) -> WattlabCallback:
@@ -192,6 +214,16 @@ class WattlabCallback(TrainerCallback, CallbackSettings):
             return self._metered_evaluate(trainer, original, *args, **kwargs)
 
         trainer.evaluate = evaluate
+        step = trainer.training_step
+
+        @functools.wraps(step)
+        def training_step(model: Any, inputs: Any, *args: Any, **kwargs: Any) -> Any:
+            tokens = batch_tokens(inputs)
+            if tokens is not None and self.meter is not None and self.meter.is_open("train"):
+                self._tokens = (self._tokens or 0) + tokens
+            return step(model, inputs, *args, **kwargs)
+
+        trainer.training_step = training_step
         return self
 
     def _new_meter(self, args: _Args) -> TrainingMeter:
@@ -234,6 +266,7 @@ class WattlabCallback(TrainerCallback, CallbackSettings):
         self.results.clear()
         self._epoch = self._evals = 0
         self._eval_metrics = {}
+        self._tokens = None
         self.meter = self._new_meter(args)
         self.meter.start()
         self.meter.begin("train")
@@ -280,11 +313,14 @@ class WattlabCallback(TrainerCallback, CallbackSettings):
         train = self._close("train", "wattlab/train")
         self.meter.stop()
         traces = self.meter.gather(self.meter.trace)
+        counts = self.meter.gather(self._tokens)  # a collective: every process counts its own
         if train is None or self.db is None:
             return
         trace = sorted(s for part in traces or [] for s in part)
+        # every process's count, or none: a process that saw no text batch makes it unknown
+        tokens = sum(counts) if counts and all(c is not None for c in counts) else None
         if self.trainer is not None:  # on_train_begin refuses to start without one
-            self.run_id = self._store(self.trainer, self.db, args, state, train, trace)
+            self.run_id = self._store(self.trainer, self.db, args, state, train, trace, tokens)
 
     # --- the database ----------------------------------------------------------------------
     def _store(
@@ -295,6 +331,7 @@ class WattlabCallback(TrainerCallback, CallbackSettings):
         state: _State,
         train: Measurement,
         trace: list[tuple[float, str, float]],
+        tokens: int | None = None,
     ) -> int:
         model = trainer.model
         model_config = getattr(model, "config", None)
@@ -334,6 +371,7 @@ class WattlabCallback(TrainerCallback, CallbackSettings):
             accuracy=self._eval_metrics.get("eval_accuracy"),
             train_loss=train_loss,
             sweep=self.sweep,
+            tokens=tokens,
         )
         row["config_json"] = {**config, "training_arguments": args_dict}
         try:  # what eval_accuracy was scored on, so the report can hold it against chance

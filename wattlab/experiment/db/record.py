@@ -154,6 +154,8 @@ RUN_COLUMNS: tuple[RunColumn, ...] = (
         ("cuda_version", _TEXT),
         ("cudnn_version", _TEXT),
     ),  # fmt: skip
+    # the training tokens of a text model (the Hugging Face callback: issue 51's rate per token)
+    *_declare(10, ("tokens", _INT)),
 )
 RUN_COLUMN_NAMES: tuple[str, ...] = tuple(c.name for c in RUN_COLUMNS)
 
@@ -459,6 +461,7 @@ class CallbackResultColumns(ColumnGroup):
     pue: float
     accuracy: float | None
     train_loss: float | None
+    tokens: int | None = None  # a text model's training tokens (schema 10)
 
 
 @dataclass(frozen=True)
@@ -911,8 +914,10 @@ def callback_row(
     accuracy: float | None = None,
     train_loss: float | None = None,
     sweep: str | None = None,
+    tokens: int | None = None,
 ) -> dict[str, Any]:
-    """The `runs` row of a framework-driven run: the config as given, the train window's energy."""
+    """The `runs` row of a framework-driven run: the config as given, the train window's energy
+    (``tokens``: a text model's training tokens, when the framework counted them)."""
     from wattlab.monitor import utc_now_iso
     from wattlab.monitor.carbon import window_co2e
 
@@ -938,6 +943,6 @@ def callback_row(
         cpu_model=cpu_model(),
     )
     result = CallbackResultColumns(
-        pue=window_co2e(train).settings.pue, accuracy=accuracy, train_loss=train_loss
+        pue=window_co2e(train).settings.pue, accuracy=accuracy, train_loss=train_loss, tokens=tokens
     )
     return row_of([identity, fingerprint_columns(), EnergyColumns.of(train), result])

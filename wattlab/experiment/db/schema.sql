@@ -88,7 +88,10 @@ CREATE TABLE IF NOT EXISTS runs (
   code_dirty INTEGER,              -- 1 when that checkout had uncommitted changes to tracked files
   torch_version TEXT,              -- torch.__version__ (NULL when torch was not loaded)
   cuda_version TEXT,               -- the CUDA torch was built with (torch.version.cuda)
-  cudnn_version TEXT               -- torch.backends.cudnn.version()
+  cudnn_version TEXT,              -- torch.backends.cudnn.version()
+  -- schema version 10: the training tokens of a text model (the Hugging Face callback counts
+  -- the attention mask's ones, else input_ids' elements, of every batch it trains on)
+  tokens INTEGER
 );
 CREATE INDEX IF NOT EXISTS runs_by_config ON runs (sweep, config_hash, repetition, status);
 

@@ -38,7 +38,7 @@ from wattlab.experiment.db.record import added_in
 if TYPE_CHECKING:
     from wattlab.experiment.db.stored_run import StoredRun
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 # The columns each version added to `runs` (declared once, in wattlab.experiment.db.record).
 _V2_RUN_COLUMNS = added_in(2)  # phases, idle readings, the claiming process
 _V3_RUN_COLUMNS = added_in(3)  # how GPU utilisation was obtained, STEP's marks
@@ -48,6 +48,7 @@ _V6_RUN_COLUMNS = added_in(6)  # when the claiming process started (pid reuse)
 _V7_RUN_COLUMNS = added_in(7)  # the synthetic task's and the recipe's versions
 _V8_RUN_COLUMNS = added_in(8)  # the measured share (provenance by share)
 _V9_RUN_COLUMNS = added_in(9)  # the run's fingerprint: wattlab, code commit, torch, CUDA, cuDNN
+_V10_RUN_COLUMNS = added_in(10)  # the training tokens of a text model
 # version -> the run columns its successor added: opening an older database adds them (NULL)
 _ADDED_RUN_COLUMNS = {
     1: _V2_RUN_COLUMNS,
@@ -58,6 +59,7 @@ _ADDED_RUN_COLUMNS = {
     6: _V7_RUN_COLUMNS,
     7: _V8_RUN_COLUMNS,
     8: _V9_RUN_COLUMNS,
+    9: _V10_RUN_COLUMNS,
 }
 # version -> the windows columns its successor added (7: per-epoch accuracy, epoch_eval rows)
 _ADDED_WINDOW_COLUMNS: dict[int, tuple[tuple[str, str], ...]] = {6: (("accuracy", "REAL"),)}
@@ -520,7 +522,7 @@ def _migrate(conn: sqlite3.Connection, from_version: int) -> None:
     synthetic task's and recipe's versions, the windows' per-epoch accuracy; 8: the measured
     share, filled for the stored runs from their components, whose provenance becomes the
     provenance by share; 9: the run's
-    fingerprint), in one transaction; a second
+    fingerprint; 10: a text model's training tokens), in one transaction; a second
     process migrating the same file waits, then finds it done."""
     conn.execute("BEGIN IMMEDIATE")
     try:

@@ -57,6 +57,7 @@ class RunCol:
     POWER_LIMIT_W: Final = "power_limit_w"
     POWER_LIMIT_REQUESTED_W: Final = "power_limit_requested_w"
     SAMPLES: Final = "samples"
+    TOKENS: Final = "tokens"
     TRAIN_SIZE: Final = "train_size"
     TEST_SIZE: Final = "test_size"
     IMAGE_SIZE: Final = "image_size"
@@ -147,6 +148,7 @@ class StoredRun:
     power_limit_w: float | None = None  # per GPU, in force
     power_limit_requested_w: float | None = None  # None: the default limit
     samples: int | None = None  # training images in the budget (all ranks)
+    tokens: int | None = None  # a text model's training tokens (the Hugging Face callback)
     train_size: int | None = None
     test_size: int | None = None
     image_size: int | None = None
