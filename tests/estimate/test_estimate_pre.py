@@ -276,12 +276,55 @@ def test_a_gpu_outside_the_data_goes_through_a_stated_transfer(fake_models) -> N
     home = model.predict_config(**config("r50", "fp32", 256))
     away = model.predict_config(**config("r50", "fp32", 256, gpu_name="NVIDIA A100 SXM4 80GB"))
     assert "TRANSFER" in away.notes and "NVIDIA A100 SXM4 80GB" in away.notes
-    assert "widened x2 for the GPU transfer" in away.interval_basis
+    # one GPU measured: the transfer's own scaling is its uncertainty, in quadrature
+    assert "the reference set has one GPU, so no transfer error could be measured" in (
+        away.interval_basis
+    )
     # r50 fp32 is compute-bound; the A100's fp32 peak is 3.4x lower than the H200's
     assert away.duration_s > 2.5 * home.duration_s
     assert away.power_w < home.power_w  # 400 W TDP against 700 W
-    assert away.energy_high_j / away.energy_low_j >= 3.9 * home.energy_high_j / home.energy_low_j
+    scaling = math.log((away.duration_s / home.duration_s) * (away.power_w / home.power_w))
+    half = math.log(away.energy_high_j / away.energy_j)
+    assert half >= abs(scaling) - 1e-9  # at least the whole scaling, each way
+    assert away.energy_high_j / away.energy_low_j > home.energy_high_j / home.energy_low_j
     assert abs(relative_error(away, "r50", "fp32", 256, "NVIDIA A100 SXM4 80GB")) < 0.5
+
+
+def test_two_gpus_measure_the_transfer_error_that_a_third_gpu_is_given(fake_models) -> None:
+    h200 = synthetic_runs(batches=(128, 512), reps=1)
+    h100 = synthetic_runs(batches=(128, 512), reps=1, gpu="NVIDIA H100 SXM", seed=1)
+    h100["id"] += 1000
+    model = fit_pre(pd.concat([h200, h100], ignore_index=True), search_iter=1)
+    assert model.seen.gpu_names == ("NVIDIA H100 SXM", "NVIDIA H200")
+    assert "gpu" in model.residuals  # leave one GPU out, through the transfer itself
+    assert model.seen.transfer_distance == pytest.approx(math.log(4800 / 3350), rel=1e-6)
+    # the measured GPUs are predicted inside, not transferred
+    for gpu in model.seen.gpu_names:
+        p = model.predict_config(**config("r50", "amp-bf16", 256, gpu_name=gpu))
+        assert "TRANSFER" not in p.notes
+        assert abs(relative_error(p, "r50", "amp-bf16", 256, gpu)) < 0.15
+    # a third GPU: from the nearest measured one, its interval from the measured transfer
+    # error, scaled by how much farther its specs lie
+    near = model.predict_config(**config("r50", "amp-bf16", 256, gpu_name="NVIDIA H100 NVL"))
+    far = model.predict_config(**config("r50", "amp-bf16", 256, gpu_name="NVIDIA L4"))
+    for p in (near, far):
+        assert "leave-one-GPU-out over NVIDIA H100 SXM, NVIDIA H200" in p.interval_basis
+        assert "x2 for the GPU transfer" not in p.interval_basis
+    assert "(the reference GPU nearest it in specs)" in near.notes
+    assert "predicted for the NVIDIA H100 SXM" in near.notes  # 3900 GB/s, 400 W: nearer
+    assert "times farther" in far.interval_basis
+    width = lambda p: p.energy_high_j / p.energy_low_j  # noqa: E731
+    assert width(far) > width(near) >= width(model.predict_config(**config("r50", "amp-bf16", 256)))
+
+
+def test_absolute_quantiles_take_the_conformal_rank() -> None:
+    from wattlab.estimate.pre import _abs_quantile
+
+    values = np.arange(1, 20, dtype=float) / 100  # 19 residuals: rank ceil(20 x 0.9) = 18
+    assert _abs_quantile(values, 0.9) == pytest.approx(0.18)
+    assert _abs_quantile(values[:5], 0.9) == pytest.approx(0.05)  # too few: the largest
+    assert _abs_quantile(np.array([]), 0.9) == 0.0
+    assert _abs_quantile(values, 0.9, np.ones(19)) == _abs_quantile(values, 0.9)
 
 
 def test_unknown_model_names_with_recorded_costs_are_imputed(fake_models) -> None:
@@ -558,14 +601,14 @@ def test_a_family_outside_the_data_is_extrapolating_with_a_wider_interval(tv_mod
     assert "the efficientnet family is not in the reference set" in new_family.notes
     assert "leave-one-family-out" in new_family.interval_basis
     assert f"widened x{FAMILY_WIDEN:g} for a new family" in new_family.interval_basis
-    # a new model's mirrored interval joined with the family interval as it is (the held-out
-    # families say which way the error goes), x1.25 each way: only 3 families held out
-    intervals = [model.protocol_interval(p) for p in ("configuration", "model")]
-    lows, highs = zip(*intervals, strict=True)
-    half = max(-min(lows), max(highs))
-    family_low, family_high = model.protocol_interval("family")
+    # +- the widest of the matching protocols' |residual| quantiles, each read on the row's
+    # regime's held-out runs where there are enough, x1.25 each way: only 3 families held out
+    regime = new_family.notes.split("regime: ")[1].split(" (")[0]
+    half = max(
+        model.protocol_half_width(p, "energy", regime) for p in ("configuration", "model", "family")
+    )
     width = new_family.energy_high_j / new_family.energy_low_j
-    expected = math.exp(max(half, family_high) - min(-half, family_low)) * FAMILY_WIDEN**2
+    expected = math.exp(2 * half) * FAMILY_WIDEN**2
     assert width == pytest.approx(expected, rel=1e-9)
     assert "families weighted equally" in new_family.interval_basis
     assert width > same_family.energy_high_j / same_family.energy_low_j
