@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 
-from wattlab.cli.choices import Dataset, choice_callback
+from wattlab.cli.choices import Dataset, HoldOut, choice_callback
 from wattlab.cli.measurement import MeasurementFlags
 from wattlab.cli.options import (
     CarbonIntensity,
@@ -265,7 +265,8 @@ def format_advice(result: Advice, rows: int = 12) -> str:
 @advise_app.command("evaluate")
 def advise_evaluate(
     data: Annotated[
-        Optional[str], typer.Option("--data", help="Reference CSV (default: the shipped H200 one).")
+        Optional[str],
+        typer.Option("--data", help="Reference CSV (default: the shipped ones, every GPU's)."),
     ] = None,
     models: Annotated[
         Optional[str],
@@ -280,10 +281,19 @@ def advise_evaluate(
             "overrides it).",
         ),
     ] = None,
+    hold_out: Annotated[
+        str,
+        typer.Option(
+            "--hold-out",
+            help="model (default): fit on the other models' runs; gpu: fit on the other GPUs' "
+            "runs and advise every model on the held-out GPU (each prediction a transfer).",
+            callback=choice_callback("--hold-out", HoldOut),
+        ),
+    ] = "model",
     json_path: JsonOut = None,
 ) -> None:
-    """Hold out one model at a time, advise from the rest, score the advice on what was
-    measured: regret, violations, realised saving."""
+    """Hold out one model (or one GPU) at a time, advise from the rest, score the advice on
+    what was measured: regret, violations, realised saving."""
     from wattlab.estimate import power_caps
     from wattlab.estimate.advise.evaluation import evaluate_advice, evaluation_markdown
     from wattlab.estimate.reference import load_default_reference, load_reference_csv
@@ -298,14 +308,14 @@ def advise_evaluate(
 
     zeus = power_caps.read_profiles(profiles if profiles is not None else profiles_dir())
     runs, _ = load_reference_csv(data) if data is not None else load_default_reference()
-    evaluation = evaluate_advice(runs, profiles=zeus, models=wanted)
+    evaluation = evaluate_advice(runs, profiles=zeus, models=wanted, hold_out=hold_out)
     if json_path:
         dump_json(evaluation.to_dict(), json_path)
     if json_path != "-":
         print(evaluation_markdown(evaluation))
         folds = evaluation.reference["folds"]
         fits = ", ".join(f"{f['model']} {f['fit']} in {f['fit_s']:.1f} s" for f in folds)
-        print(f"PRE per held-out model: {fits}; {evaluation.seconds:.0f} s in all.")
+        print(f"PRE per held-out {hold_out}: {fits}; {evaluation.seconds:.0f} s in all.")
 
 
 __all__ = ["advise_app", "format_advice"]

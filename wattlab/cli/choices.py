@@ -24,6 +24,13 @@ class Target(str, enum.Enum):
     paper = "paper"
 
 
+class HoldOut(str, enum.Enum):
+    """``advise evaluate --hold-out``: what each fold holds out."""
+
+    model = "model"
+    gpu = "gpu"
+
+
 class Protocol(str, enum.Enum):
     """``estimate evaluate --protocol``: PRE's held-out group, or every protocol."""
 

@@ -51,15 +51,21 @@ TARGET_VIOLATIONS = 0.10
 CONFIG = (RunCol.MODEL, RunCol.PRECISION, RunCol.BATCH_SIZE)
 
 
+def _config(runs: pd.DataFrame) -> list[str]:
+    """The columns one configuration is known by: the GPU's name too where the runs have it
+    (the same model, precision and batch size on two GPUs are two configurations)."""
+    return [*CONFIG, *([RunCol.GPU_NAME] if RunCol.GPU_NAME in runs else [])]
+
+
 def measured_per_image(runs: pd.DataFrame) -> pd.DataFrame:
-    """Median energy (J) and time (s) per image of each (model, precision, batch size), with the
-    number of repetitions."""
+    """Median energy (J) and time (s) per image of each (model, precision, batch size[, GPU]),
+    with the number of repetitions."""
     ok = runs[runs[RunCol.STATUS] == "ok"] if RunCol.STATUS in runs else runs
     table = ok.assign(
         energy_pi=ok[RunCol.ENERGY_TOTAL_J] / ok[RunCol.SAMPLES],
         time_pi=ok[RunCol.DURATION_S] / ok[RunCol.SAMPLES],
     )
-    grouped = table.groupby(list(CONFIG))
+    grouped = table.groupby(_config(table))
     out = grouped[["energy_pi", "time_pi"]].median()
     out["repetitions"] = grouped.size()
     return out.reset_index()
@@ -83,7 +89,9 @@ def predicted_per_image(pre: PreModel, runs: pd.DataFrame) -> pd.DataFrame:
             "high": (predicted["energy_high_j"] / predicted["energy_j"]).to_numpy(dtype=float),
         }
     )
-    return table.groupby(list(CONFIG)).median().reset_index()
+    if RunCol.GPU_NAME in used:
+        table[RunCol.GPU_NAME] = used[RunCol.GPU_NAME].to_numpy()
+    return table.groupby(_config(table)).median().reset_index()
 
 
 def _options(table: pd.DataFrame) -> dict[Setting, Option]:
@@ -162,17 +170,25 @@ def _fixed_rule(start: Setting, candidates: Sequence[Setting]) -> Setting:
     return wanted if wanted in candidates else start
 
 
+HOLD_OUT = {"model": "leave one model out", "gpu": "leave one GPU out"}
+
+
 def evaluate_reference(
     runs: pd.DataFrame,
     *,
     models: Sequence[str] | None = None,
     fit: Callable[[pd.DataFrame], tuple[PreModel | None, str]] | None = None,
+    hold_out: str = "model",
 ) -> dict[str, Any]:
-    """Leave one model out on a reference runs table (see the module docstring)."""
+    """Leave one model out on a reference runs table (see the module docstring); or, with
+    ``hold_out="gpu"``, one GPU: PRE fitted on the other GPUs' runs advises every model on the
+    held-out GPU (each prediction a transfer), scored on what that GPU measured."""
     if fit is None:
         from wattlab.estimate import pre_cache
 
         fit = pre_cache.fit_runs
+    if hold_out not in HOLD_OUT:
+        raise DataError(f"hold out 'model' or 'gpu', not {hold_out!r}.")
     for column in (*CONFIG, RunCol.ENERGY_TOTAL_J, RunCol.DURATION_S, RunCol.SAMPLES):
         if column not in runs:
             raise DataError(f"the runs table lacks the column {column!r} the evaluation needs.")
@@ -185,60 +201,58 @@ def evaluate_reference(
                 f"--models names {unknown[0]!r}, which the data lack ({', '.join(names)})."
             )
         names = [m for m in names if m in models]
-    if len(set(runs["model"].dropna())) < 3:
+    column = RunCol.MODEL if hold_out == "model" else RunCol.GPU_NAME
+    if hold_out == "model" and len(set(runs["model"].dropna())) < 3:
         raise DataError("leave-one-model-out needs runs of at least three models.")
+    if hold_out == "gpu":
+        gpus = sorted(str(g) for g in runs[column].dropna().unique()) if column in runs else []
+        if len(gpus) < 2:
+            raise DataError(
+                "leave-one-GPU-out needs runs of at least two GPUs; the data have "
+                f"{', '.join(gpus) or 'none'}."
+            )
+    groups = names if hold_out == "model" else gpus
     measured_all = measured_per_image(runs)
     picks: list[dict[str, Any]] = []
     folds = []
-    for name in names:
+    for group in groups:
         started = time.perf_counter()
-        pre, how = fit(runs[runs["model"] != name].reset_index(drop=True))
+        pre, how = fit(runs[runs[column] != group].reset_index(drop=True))
         fit_s = time.perf_counter() - started
         if pre is None:
-            raise DataError(f"PRE cannot be fitted without {name}: {how}")
-        held = runs[runs["model"] == name]
-        predicted = _options(predicted_per_image(pre, held))
-        measured = {
-            s: (o.energy_j, o.duration_s)
-            for s, o in _options(measured_all[measured_all["model"] == name]).items()
-        }
-        settings = [s for s in predicted if s in measured]
+            raise DataError(f"PRE cannot be fitted without {group}: {how}")
+        held_all = runs[runs[column] == group]
+        held_models = [group] if hold_out == "model" else [m for m in names if m in set(
+            held_all["model"].astype(str))]  # fmt: skip
         nothing_to_choose = {k: 0 for k in KNOB_SETS}
-        folds.append(
-            {"model": name, "fit": how, "fit_s": fit_s, "configurations": len(settings),
-             "starts_with_nothing_to_choose": nothing_to_choose}
-        )  # fmt: skip
-        for start in settings:
-            for knob_name, knobs in KNOB_SETS.items():
-                candidates = reachable(start, settings, knobs)
-                if len(candidates) < 2:  # only the start: keeping it is no advice to score
-                    nothing_to_choose[knob_name] += 1
-                    continue
-                for slowdown in SLOWDOWNS:
-                    options = [predicted[s] for s in candidates]
-                    limit = Limit(max_slowdown=slowdown)
-                    ranked = rank(options, start, limit, MIN_PREDICTED_SAVING)
-                    pick = ranked[0].setting
-                    lowest = rank(options, start, limit)[0].setting
-                    rule = _fixed_rule(start, candidates)
-                    row = {
-                        "model": name,
-                        "start": start.__dict__,
-                        "knobs": knob_name,
-                        "max_slowdown": _label(slowdown),
-                        "pick": pick.__dict__,
-                        "predicted_saving": ranked[0].saving,
-                        **score_pick(pick, start, candidates, measured, slowdown),
-                    }
-                    plain = score_pick(lowest, start, candidates, measured, slowdown)
-                    row["lowest_regret"] = plain["regret"]
-                    row["lowest_violation"] = plain["violation"]
-                    row["lowest_realised_saving"] = plain["realised_saving"]
-                    fixed = score_pick(rule, start, candidates, measured, slowdown)
-                    row["rule_regret"] = fixed["regret"]
-                    row["rule_violation"] = fixed["violation"]
-                    row["rule_realised_saving"] = fixed["realised_saving"]
-                    picks.append(row)
+        configurations = 0
+        for name in held_models:
+            held_model = held_all[held_all["model"] == name]
+            # one model's configurations on one GPU at a time: a setting names no GPU
+            on_gpus = (
+                [(str(g), held_model[held_model[RunCol.GPU_NAME] == g])
+                 for g in sorted(held_model[RunCol.GPU_NAME].dropna().unique())]
+                if RunCol.GPU_NAME in held_model
+                else [(None, held_model)]
+            )  # fmt: skip
+            for gpu, held in on_gpus:
+                predicted = _options(predicted_per_image(pre, held))
+                mine = measured_all[measured_all["model"] == name]
+                if gpu is not None:
+                    mine = mine[mine[RunCol.GPU_NAME] == gpu]
+                measured = {s: (o.energy_j, o.duration_s) for s, o in _options(mine).items()}
+                settings = [s for s in predicted if s in measured]
+                configurations += len(settings)
+                _score_starts(
+                    name, settings, predicted, measured, nothing_to_choose, picks,
+                    {} if gpu is None else {"gpu": gpu},
+                )  # fmt: skip
+        fold = {HOLD_OUT_KEY[hold_out]: group, "fit": how, "fit_s": fit_s,
+                "configurations": configurations,
+                "starts_with_nothing_to_choose": nothing_to_choose}  # fmt: skip
+        if hold_out == "gpu":
+            fold["model"] = f"{group} ({len(held_models)} models)"
+        folds.append(fold)
     summary: dict[str, Any] = {}
     for knob_name in KNOB_SETS:
         summary[knob_name] = {}
@@ -252,7 +266,55 @@ def evaluate_reference(
                 "lowest prediction": summarise(_renamed(rows, "lowest")),
                 "amp-bf16 rule": summarise(_renamed(rows, "rule")),
             }
-    return {"folds": folds, "summary": summary, "picks": picks}
+    return {"folds": folds, "summary": summary, "picks": picks, "hold_out": hold_out}
+
+
+HOLD_OUT_KEY = {"model": "model", "gpu": "gpu"}
+
+
+def _score_starts(
+    name: str,
+    settings: list[Setting],
+    predicted: dict[Setting, Option],
+    measured: dict[Setting, tuple[float, float]],
+    nothing_to_choose: dict[str, int],
+    picks: list[dict[str, Any]],
+    extra: dict[str, Any],
+) -> None:
+    """Every start of one model's measured settings, every knob set and limit: the advisor's
+    pick, the lowest prediction's and the amp-bf16 rule's, scored on what was measured."""
+    for start in settings:
+        for knob_name, knobs in KNOB_SETS.items():
+            candidates = reachable(start, settings, knobs)
+            if len(candidates) < 2:  # only the start: keeping it is no advice to score
+                nothing_to_choose[knob_name] += 1
+                continue
+            for slowdown in SLOWDOWNS:
+                options = [predicted[s] for s in candidates]
+                limit = Limit(max_slowdown=slowdown)
+                ranked = rank(options, start, limit, MIN_PREDICTED_SAVING)
+                pick = ranked[0].setting
+                lowest = rank(options, start, limit)[0].setting
+                rule = _fixed_rule(start, candidates)
+                row = {
+                    "model": name,
+                    **extra,
+                    "start": start.__dict__,
+                    "knobs": knob_name,
+                    "max_slowdown": _label(slowdown),
+                    "pick": pick.__dict__,
+                    "predicted_saving": ranked[0].saving,
+                    **score_pick(pick, start, candidates, measured, slowdown),
+                }
+                plain = score_pick(lowest, start, candidates, measured, slowdown)
+                row["lowest_regret"] = plain["regret"]
+                row["lowest_violation"] = plain["violation"]
+                row["lowest_realised_saving"] = plain["realised_saving"]
+                fixed = score_pick(rule, start, candidates, measured, slowdown)
+                row["rule_regret"] = fixed["regret"]
+                row["rule_violation"] = fixed["violation"]
+                row["rule_realised_saving"] = fixed["realised_saving"]
+                picks.append(row)
 
 
 def _renamed(rows: Sequence[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:
@@ -343,10 +405,12 @@ def evaluate_advice(
     profiles: Sequence[Any] | None = None,
     models: Sequence[str] | None = None,
     fit: Callable[[pd.DataFrame], tuple[PreModel | None, str]] | None = None,
+    hold_out: str = "model",
 ) -> AdviceEvaluation:
-    """The reference evaluation and, given Zeus ``profiles``, the power-limit one."""
+    """The reference evaluation (holding out each model, or each GPU) and, given Zeus
+    ``profiles``, the power-limit one."""
     started = time.perf_counter()
-    reference = evaluate_reference(runs, models=models, fit=fit)
+    reference = evaluate_reference(runs, models=models, fit=fit, hold_out=hold_out)
     notes = []
     limits = None
     if profiles is not None:
