@@ -50,7 +50,7 @@ def test_a_choice_checks_its_spelling_and_returns_the_plain_string() -> None:
         (
             "--protocol",
             choices.Protocol,
-            "--protocol must be one of loco, lomo, lopo, lofo, lobo or all, got 'cpu'.",
+            "--protocol must be one of loco, lomo, lopo, lofo, lobo, logo or all, got 'cpu'.",
         ),
     ],
 )

@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.estimate.test_estimate_pre import fake_models  # noqa: F401 - the fixture
 from wattlab.errors import ConfigError, DataError
 from wattlab.estimate.advise.advisor import (
     CAP_FRACTIONS,
@@ -410,3 +411,39 @@ def test_the_public_face_returns_the_ranked_rows(tmp_path: Path) -> None:
         wattlab.advise(db=db, run=5, pre_model=KnownLaw())
     with pytest.raises(DataError, match="both db and run"):
         wattlab.advise(db=db)
+
+
+@pytest.mark.usefixtures("fake_models")
+def test_leave_one_gpu_out_advises_each_model_on_the_held_out_gpu() -> None:
+    import pandas as pd
+
+    from tests.estimate.test_estimate_pre import synthetic_runs
+    from wattlab.estimate.advise.evaluation import evaluate_reference
+    from wattlab.estimate.pre import fit_pre
+
+    h200 = synthetic_runs(models=("r18", "r50", "vgg"), batches=(128, 512), reps=1)
+    h100 = synthetic_runs(
+        models=("r18", "r50", "vgg"), batches=(128, 512), reps=1, gpu="NVIDIA H100 SXM", seed=1
+    )
+    h100["id"] += 1000
+    runs = pd.concat([h200, h100], ignore_index=True)
+    seen: list[set[str]] = []
+
+    def fit(train: pd.DataFrame):
+        seen.append(set(train["gpu_name"]))
+        return fit_pre(train, search_iter=1, families=("physics",)), "fitted"
+
+    result = evaluate_reference(runs, fit=fit, hold_out="gpu")
+    assert result["hold_out"] == "gpu"
+    assert seen == [{"NVIDIA H200"}, {"NVIDIA H100 SXM"}]  # each fold fits on the other GPU
+    assert [f["gpu"] for f in result["folds"]] == ["NVIDIA H100 SXM", "NVIDIA H200"]
+    # 3 models x 6 settings per GPU; each start x 4 limits, scored on the held-out GPU's runs
+    assert all(f["configurations"] == 18 for f in result["folds"])
+    picks = [p for p in result["picks"] if p["knobs"] == "precision"]
+    assert len(picks) == 2 * 18 * 4
+    assert {p["gpu"] for p in picks} == {"NVIDIA H100 SXM", "NVIDIA H200"}
+    # by model: the same configuration on two GPUs stays two configurations
+    by_model = evaluate_reference(runs, fit=fit, hold_out="model")
+    assert by_model["folds"][0]["configurations"] == 12
+    with pytest.raises(DataError, match="at least two GPUs"):
+        evaluate_reference(h200, fit=fit, hold_out="gpu")

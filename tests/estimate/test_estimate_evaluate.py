@@ -314,7 +314,7 @@ def test_every_method_predicts_the_chosen_target(paper_target) -> None:
 
 def test_the_protocols_hold_out_configuration_model_precision_and_batch(paper_target) -> None:
     _, _, result = paper_target
-    assert list(result.protocols) == ["loco", "lomo", "lopo", "lofo", "lobo"]
+    assert list(result.protocols) == ["loco", "lomo", "lopo", "lofo", "lobo", "logo"]
     # one batch size in these runs: holding it out leaves nothing to fit on, and says so
     lobo = result.excluded[
         (result.excluded["protocol"] == "lobo") & (result.excluded["method"] == "pre")
@@ -645,7 +645,7 @@ def test_cli_scores_the_paper_target_under_one_protocol(tmp_path: Path) -> None:
     ("flag", "value", "message"),
     [
         ("--target", "cpu", "--target must be one of total, gpu, paper"),
-        ("--protocol", "lono", "--protocol must be one of loco, lomo, lopo, lofo, lobo or all"),
+        ("--protocol", "lono", "--protocol must be one of loco, lomo, lopo, lofo, lobo, logo or all"),
         ("--step-method", "magic", "--step-method must be one of wattlab, paper, marks, both"),
         ("--step-start", "ten", "--step-start must be an epoch number >= 1 or fluss"),
     ],
