@@ -328,10 +328,10 @@ def _method(c: Comparison) -> list[str]:
         why = (
             "interleaved, one session, but --session-noise was given"
             if c.same_session
-            else "not one session: other cards, or run one after the other"
+            else "not one session (other cards, or run one after the other)"
         )
         lines.append(
-            f"- The sides are {why}: a between-session spread of "
+            f"- The sides are {why}, so a between-session spread of "
             f"{c.session_sd * 100:.1f} % per side ({origin}) is added, which no number of "
             "repetitions lowers; measure both sides interleaved in one sweep (--sides) to "
             "detect smaller changes."
