@@ -174,3 +174,23 @@ def test_sides_bad_input_is_one_sentence_and_exit_2(tmp_path, monkeypatch, capsy
         lines = err.strip().splitlines()
         assert code == 2 and out == "", args
         assert len(lines) == 1 and said in lines[0] and "Traceback" not in err, (args, err)
+
+
+def test_a_run_left_out_is_counted_on_its_own_side(tmp_path, monkeypatch, capsys) -> None:
+    db = interleaved_db(tmp_path / "ci.db", 4)
+    with open_store(db) as store:
+        store.insert_run(
+            {
+                "sweep": "ci",
+                "status": "ok",
+                "config_hash": "hash-b",
+                "repetition": 9,
+                "config_json": {"kind": "command", "axes": {"side": "b"}},
+                "label": "w.py side=b",
+                "started_at": T0.isoformat(),
+            }
+        )  # no samples, energy or duration
+    code, out, _ = wattlab(monkeypatch, capsys, f"{db}::ci", "--sides", "side=a,b")
+    assert code == 0
+    assert f"1 ok run(s) of {db}::ci [side=b] without an energy" in out
+    assert "[side=a] without" not in out

@@ -372,7 +372,13 @@ def as_json(comparison: Comparison) -> dict[str, Any]:
         "threshold": c.threshold,
         "confidence": c.confidence,
         "confidence_per_configuration": c.config_confidence,
-        "method": "welch-t on log per-sample values; one-sided bounds; sidak over configurations",
+        "method": (
+            "paired t on log differences of runs of the same repetition where both sides come "
+            "out of one sweep with 2 or more pairs (each configuration's 'analysis'), else "
+            if any(x.energy.method == "paired" for x in c.configs)
+            else ""
+        )
+        + "welch-t on log per-sample values; one-sided bounds; sidak over configurations",
         "same_session": c.same_session,
         "session_sd_log": c.session_sd,
         "timing": c.timing,

@@ -105,6 +105,19 @@ def _usable(run: StoredRun) -> bool:
 def load_side(spec: SideSpec, configs: Sequence[str] = ()) -> Side:
     """The ok runs of ``spec`` (of ``configs`` only, when given: a config hash or its prefix,
     or a label); a DataError in one sentence when it holds none."""
+    runs = _selected_runs(spec, configs)
+    usable = [r for r in runs if _usable(r)]
+    if not usable:
+        raise DataError(
+            f"none of the {len(runs)} ok run(s) of {spec.name} has an energy, a duration and "
+            "samples to compare per sample."
+        )
+    return Side(spec, tuple(usable), left_out=len(runs) - len(usable))
+
+
+def _selected_runs(spec: SideSpec, configs: Sequence[str] = ()) -> list[StoredRun]:
+    """The ok runs ``spec`` and ``configs`` select, usable or not; a DataError in one sentence
+    when there are none."""
     from wattlab.experiment.db.store import open_store
 
     with open_store(spec.path, readonly=True) as store:
@@ -137,13 +150,7 @@ def load_side(spec: SideSpec, configs: Sequence[str] = ()) -> Side:
                 f"no ok run of {spec.name} matches --config {', '.join(configs)} (a config "
                 "hash, its prefix, or a label)."
             )
-    usable = [r for r in runs if _usable(r)]
-    if not usable:
-        raise DataError(
-            f"none of the {len(runs)} ok run(s) of {spec.name} has an energy, a duration and "
-            "samples to compare per sample."
-        )
-    return Side(spec, tuple(usable), left_out=len(runs) - len(usable))
+    return runs
 
 
 def _is_config(run: StoredRun, wanted: str) -> bool:
@@ -227,7 +234,7 @@ def split_sweep(spec: SideSpec, sides: SidesSpec, configs: Sequence[str] = ()) -
         raise ConfigError(
             f"--sides needs one sweep: give {spec.path}{SIDE_SEPARATOR}SWEEP as the only side."
         )
-    whole = load_side(spec, configs)
+    whole = _selected_runs(spec, configs)
     with open_store(spec.path, readonly=True) as store:
         stored = store.sweep_spec(spec.sweep) or {}
     found = stored.get("grid")
@@ -250,13 +257,12 @@ def split_sweep(spec: SideSpec, sides: SidesSpec, configs: Sequence[str] = ()) -
     order = stored.get("order") if isinstance(stored.get("order"), str) else None
 
     def side(value: str) -> Side:
-        runs = [
-            r for r in whole.runs if _canonical(_axis_value(r, sides.axis)) == _canonical(value)
-        ]
+        mine = [r for r in whole if _canonical(_axis_value(r, sides.axis)) == _canonical(value)]
+        runs = [r for r in mine if _usable(r)]
         if not runs:
             raise DataError(
-                f"sweep {spec.sweep!r} of {spec.path} holds no usable ok run with "
-                f"{sides.axis}={value}."
+                f"sweep {spec.sweep!r} of {spec.path} holds no ok run with {sides.axis}={value} "
+                f"that has an energy, a duration and samples ({len(mine)} ok run(s) with it)."
             )
         keys = {
             int(r.id or 0): ", ".join(f"{a}={_canonical(_axis_value(r, a))}" for a in others)
@@ -265,17 +271,12 @@ def split_sweep(spec: SideSpec, sides: SidesSpec, configs: Sequence[str] = ()) -
         return Side(
             SideSpec(spec.path, spec.sweep, spec.commit, sides.axis, value),
             tuple(runs),
-            left_out=0,
+            left_out=len(mine) - len(runs),
             pair_keys=keys,
             order=order,
         )
 
-    baseline, candidate = side(sides.baseline), side(sides.candidate)
-    if whole.left_out:
-        baseline = Side(
-            baseline.spec, baseline.runs, whole.left_out, baseline.pair_keys, baseline.order
-        )
-    return baseline, candidate
+    return side(sides.baseline), side(sides.candidate)
 
 
 def shared_runs(baseline: Side, candidate: Side) -> set[int]:
