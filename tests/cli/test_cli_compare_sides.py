@@ -194,3 +194,13 @@ def test_a_run_left_out_is_counted_on_its_own_side(tmp_path, monkeypatch, capsys
     assert code == 0
     assert f"1 ok run(s) of {db}::ci [side=b] without an energy" in out
     assert "[side=a] without" not in out
+
+
+def test_a_sequential_order_is_said_not_to_cancel_a_drift(tmp_path, monkeypatch, capsys) -> None:
+    db = interleaved_db(tmp_path / "ci.db", 4, order="sequential")
+    code, out, _ = wattlab(monkeypatch, capsys, f"{db}::ci", "--sides", "side=a,b")
+    assert code == 0 and "run order: sequential" in out
+    assert "a steady drift of the machine is not cancelled between them" in out
+    abba = interleaved_db(tmp_path / "abba.db", 4)
+    code, out, _ = wattlab(monkeypatch, capsys, f"{abba}::ci", "--sides", "side=a,b")
+    assert "not cancelled" not in out

@@ -580,6 +580,12 @@ def compare_sides(
     b = by_config(baseline.runs, baseline.pair_keys)
     c = by_config(candidate.runs, candidate.pair_keys)
     one_sweep = baseline.pair_keys is not None and candidate.pair_keys is not None
+    if one_sweep and baseline.order == "sequential":
+        notes.append(
+            "the sweep ran in the order sequential: every pass ran the two sides in the same "
+            "order, so a steady drift of the machine is not cancelled between them; run it with "
+            "order: abba."
+        )
     one_session = same_session(baseline.runs, candidate.runs)
     used_sd = session_sd if session_sd is not None else (0.0 if one_session else SESSION_SD_H200)
     each = sidak_confidence(confidence, len(pairs))
