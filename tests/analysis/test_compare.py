@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from wattlab.analysis.compare import (
+    compare_paired,
     compare_values,
     detectable_change,
     reps_needed,
@@ -84,3 +85,27 @@ def test_sidak_keeps_the_family_confidence() -> None:
     each = sidak_confidence(0.95, 12)
     assert each**12 == pytest.approx(0.95)
     assert sidak_confidence(0.95, 1) == pytest.approx(0.95)
+
+
+def test_paired_values_drop_a_drift_both_runs_of_a_pair_share() -> None:
+    """Each pair ran together while the machine slowed by 3 % a pair: Welch sees the drift as
+    scatter and cannot tell a 5 % change; the pairs' differences can."""
+    rng = np.random.default_rng(3)
+    drift = np.exp(0.03 * np.arange(10))
+    base = _draw(rng, 10, sd=0.005) * drift
+    cand = _draw(rng, 10, change=0.05, sd=0.005) * drift
+    paired = compare_paired(base, cand)
+    welch = compare_values(base, cand)
+    assert paired.method == "paired" and welch.method == "welch"
+    assert paired.verdict == "regression" and welch.verdict == "no detectable change"
+    assert paired.baseline_n == paired.candidate_n == 10
+    assert math.isclose(paired.ratio, welch.ratio)  # the same geometric means
+    assert 1.03 < paired.ratio < 1.07 and paired.reps_needed is not None
+
+
+def test_paired_values_need_two_pairs_and_equal_lengths() -> None:
+    one = compare_paired([0.05], [0.06])
+    assert one.verdict == "no interval" and one.method == "paired"
+    assert one.why_no_interval is not None and "1 pair of runs" in one.why_no_interval
+    with pytest.raises(ValueError, match="as many"):
+        compare_paired([0.05, 0.05], [0.06])

@@ -258,7 +258,14 @@ def test_the_gpu_power_before_runs_is_not_called_idle_when_it_came_right_after_a
 
     out_json = tmp_path / "ab.json"
     code, out, _ = wattlab(
-        monkeypatch, capsys, f"{db}::cmp-a1", f"{db}::cmp-b", "--json", str(out_json)
+        monkeypatch,
+        capsys,
+        f"{db}::cmp-a1",
+        f"{db}::cmp-b",
+        "--json",
+        str(out_json),
+        "--session-noise",
+        "0",  # the two sweeps ran one after the other: without this, the session term
     )
     assert code == 1  # the batch-384 regression
     assert "Idle GPU power" not in out and "GPU power just before the runs:" in out

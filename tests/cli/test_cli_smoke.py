@@ -51,7 +51,7 @@ COMMANDS = (
 REQUIRED_ARGS: dict[tuple[str, ...], list[str]] = {
     ("sweep",): ["spec.yaml"],
     ("monitor",): ["--", "true"],
-    ("compare",): ["base.db", "pr.db"],
+    ("compare",): ["base.db"],  # the candidate is optional (--sides: one sweep holds both)
 }
 TRAIN = ("torch", "torchvision")
 

@@ -21,3 +21,19 @@ def test_idle_columns_sum_the_power_and_keep_the_hottest_gpu(monkeypatch):
     devices[1].average_w, devices[1].temperature = None, None
     columns = idle_columns(read_gpu_idle(nvml=backend))
     assert columns["idle_power_w"] == 80.0 and columns["idle_temperature_c"] == 38.0
+
+
+def test_a_cpu_run_keeps_the_hosts_load_and_no_gpu_reading(monkeypatch):
+    """A run on the CPU reads no GPU, but keeps the host's load average before it (issue 49):
+    its GPU columns stay empty."""
+    import os
+
+    from wattlab.experiment.runs.runner import read_idle
+    from wattlab.train.config import RunConfig
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.5, 0.25, 0.1))
+    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    before = read_idle(RunConfig(model="resnet18", device="cpu", epochs=1))
+    assert before == {"host": {"load_1min": 0.5, "cpus": 4}}
+    columns = idle_columns(before)
+    assert columns["idle_power_w"] is None and columns["idle_temperature_c"] is None

@@ -88,7 +88,10 @@ def test_good_spec_loads(tmp_path: Path) -> None:
         (replace("name: mini", "name: my sweep"), "name: expected letters, digits"),
         (replace("repetitions: 3", "repetitions: 0"), "repetitions: expected a value >= 1, got 0."),
         (replace("repetitions: 3", "repetitions: three"), "repetitions: expected a whole number"),
-        (replace("order: random", "order: shuffled"), "order: expected 'random' or 'sequential'"),
+        (
+            replace("order: random", "order: shuffled"),
+            "order: expected 'random', 'sequential' or 'abba'",
+        ),
         (replace("cooldown_s: 60", "cooldown_s: -5"), "cooldown_s: expected a value >= 0"),
         (replace("codecarbon: true", "codecarbon: maybe"), "codecarbon: expected true or false"),
         (

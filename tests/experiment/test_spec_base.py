@@ -105,7 +105,7 @@ def test_both_shapes_extend_the_base_and_keep_their_own_defaults() -> None:
         ("name", "trailing\n", "name: expected letters, digits"),
         ("repetitions", 0, "repetitions"),
         ("cooldown_s", 7200.0, "cooldown_s"),
-        ("order", "shuffled", "order: expected 'random' or 'sequential'"),
+        ("order", "shuffled", "order: expected 'random', 'sequential' or 'abba'"),
     ],
 )
 def test_the_shared_checks_say_the_same_for_both_shapes(data, key, value, message) -> None:
@@ -135,6 +135,20 @@ def test_the_same_seed_gives_both_shapes_the_same_order() -> None:
     ]
     with pytest.raises(ValueError, match="needs a seed"):
         SweepSpec.from_dict(PLAIN).expand()
+
+
+def test_abba_runs_every_other_pass_backwards_for_both_shapes() -> None:
+    """``order: abba`` (A B, B A, A B, ...): a linear drift falls on both sides alike, with no
+    seed needed (the order is the grid's, reversed on odd repetitions)."""
+    trainer = SweepSpec.from_dict(
+        {**PLAIN, "grid": {"batch_size": [64, 32]}, "order": "abba", "repetitions": 4}
+    )
+    command = CommandSweepSpec.from_dict(
+        {**COMMAND_DEFAULTS, "grid": {"n": [64, 32]}, "order": "abba", "repetitions": 4}
+    )
+    abba = [(64, 0), (32, 0), (32, 1), (64, 1), (64, 2), (32, 2), (32, 3), (64, 3)]
+    assert [(r.config.batch_size, r.repetition) for r in trainer.expand()] == abba
+    assert [(r.config.axes["n"], r.repetition) for r in command.expand()] == abba
 
 
 def test_the_loader_picks_the_shape(tmp_path) -> None:

@@ -35,3 +35,22 @@ def test_unreadable_values_are_none_and_no_nvml_is_empty() -> None:
     assert idle["gpu:0"]["power_w"] is None and idle["gpu:0"]["temperature_c"] is None
     assert hottest_gpu_c(nvml=FakeNvmlBackend(devices)) is None
     assert read_gpu_idle(nvml=FakeNvmlBackend(init_error="NVML_ERROR_LIBRARY_NOT_FOUND")) == {}
+
+
+def test_the_host_load_is_read_beside_the_gpus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Before a run the host's 1-minute load average is kept too (issue 49: a comparison gives
+    each side's load), under "host", which adds no GPU power or temperature."""
+    import os
+
+    from wattlab.experiment.db.record import idle_columns
+    from wattlab.meters.idle import read_before_run
+
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.25, 1.0, 0.5))
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    devices = make_devices(1)
+    devices[0].average_w, devices[0].temperature = 70.0, 35.0
+    before = read_before_run(nvml=FakeNvmlBackend(devices))
+    assert before["host"] == {"load_1min": 1.25, "cpus": 2}
+    columns = idle_columns(before)
+    assert columns["idle_power_w"] == 70.0 and columns["idle_temperature_c"] == 35.0
+    assert read_before_run(nvml=FakeNvmlBackend([])) == {"host": {"load_1min": 1.25, "cpus": 2}}

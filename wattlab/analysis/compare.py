@@ -21,12 +21,18 @@ change as large as the threshold and the repetitions :func:`reps_needed` asks fo
 fails with probability ``power`` (80 %); with no change, with probability at most
 ``1 - confidence`` (``bench/compare_power.py`` checks both by simulation on H200 noise).
 
+Paired (``compare_paired``): when each baseline repetition has a candidate repetition run next
+to it (two sides out of one sweep in the order ``abba``), the change is the mean of the pairs'
+log differences, with their scatter (``s_d**2 / n``, ``n - 1`` degrees of freedom): a drift of
+the machine that moves both runs of a pair alike drops out of each difference.
+
 The smallest detectable change is the true change the gate catches with probability ``power``:
 ``(t(confidence) + t(power)) * se + resolution`` on the log scale.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Sequence
@@ -41,6 +47,7 @@ THRESHOLD = 0.05  # a 5 % increase fails the gate
 MAX_REPS = 1000  # reps_needed gives up beyond this (None: not reachable)
 
 Verdict = Literal["regression", "improvement", "no detectable change", "no interval"]
+Method = Literal["welch", "paired"]
 
 
 def _t_quantile(p: float, df: float) -> float:
@@ -77,6 +84,7 @@ class Change:
     session_sd: float  # the between-session term used (0: same session)
     resolution: float  # the counters' resolution bound added to the interval (a fraction)
     why_no_interval: str | None = None
+    method: Method = "welch"  # paired: n pairs of runs, each baseline next to its candidate
 
     @property
     def change(self) -> float:
@@ -126,9 +134,11 @@ def reps_needed(
     session_sd: float = 0.0,
     resolution: float = 0.0,
     max_reps: int = MAX_REPS,
+    paired: bool = False,
 ) -> int | None:
     """The fewest repetitions per side (at least 2) that make a change of ``threshold``
-    detectable, for runs whose log values scatter by ``spread`` (a standard deviation); None
+    detectable, for runs whose log values scatter by ``spread`` (a standard deviation; paired:
+    the pairs' differences' over the square root of 2, with ``n - 1`` degrees of freedom); None
     when ``max_reps`` do not reach it (a between-session term or the resolution is a floor that
     repetitions do not lower)."""
     if not (spread >= 0 and threshold > 0):
@@ -139,7 +149,8 @@ def reps_needed(
         return None  # not even max_reps (with a normal quantile, the most hopeful) reach it
     for n in range(2, max_reps + 1):
         se = math.sqrt(2 * spread**2 / n + 2 * session_sd**2)
-        if math.log1p(detectable_change(se, 2 * n - 2, confidence, power, resolution)) <= target:
+        df = n - 1 if paired else 2 * n - 2
+        if math.log1p(detectable_change(se, df, confidence, power, resolution)) <= target:
             return n
     return None
 
@@ -218,6 +229,89 @@ def compare_values(
             resolution=resolution,
         ),
         spread=spread,
+    )
+
+
+def compare_paired(
+    baseline: Sequence[float],
+    candidate: Sequence[float],
+    *,
+    threshold: float = THRESHOLD,
+    confidence: float = CONFIDENCE,
+    power: float = POWER,
+    session_sd: float = 0.0,
+    resolution: float = 0.0,
+    recommend: bool = True,
+) -> Change:
+    """Compare paired per-sample values: ``baseline[i]`` ran next to ``candidate[i]`` (the same
+    length; a pair with a value that is not positive and finite is left out). A paired t on the
+    pairs' log differences (see the module docstring); the result's ``method`` is "paired", its
+    ``spread`` the differences' standard deviation over the square root of 2 (a run's spread,
+    when the pairs share their drift)."""
+    if len(baseline) != len(candidate):
+        raise ValueError("paired values need as many baseline values as candidate values")
+    kept = [
+        (math.log(float(b)), math.log(float(c)))
+        for b, c in zip(baseline, candidate, strict=True)
+        if all(math.isfinite(float(v)) and float(v) > 0 for v in (b, c))
+    ]
+    lb = np.asarray([b for b, _ in kept], dtype="float64")
+    lc = np.asarray([c for _, c in kept], dtype="float64")
+    n = len(kept)
+    if n < 2:
+        change = compare_values(
+            [math.exp(v) for v in lb],
+            [math.exp(v) for v in lc],
+            threshold=threshold,
+            confidence=confidence,
+            session_sd=session_sd,
+            resolution=resolution,
+        )
+        return dataclasses.replace(
+            change,
+            method="paired",
+            why_no_interval=f"{n} pair{'s' if n != 1 else ''} of runs: no interval can be "
+            "formed without a spread of pairs (at least 2)",
+        )
+    diffs = lc - lb
+    sd = float(diffs.std(ddof=1))
+    df = float(n - 1)
+    se = math.sqrt(sd**2 / n + 2 * session_sd**2)
+    d = float(diffs.mean())
+    half = _t_quantile(confidence, df) * se + resolution
+    low, high = d - half, d + half
+    verdict: Verdict = (
+        "regression" if low > 0 else "improvement" if high < 0 else "no detectable change"
+    )
+    spread = sd / math.sqrt(2)
+    return Change(
+        baseline_n=n,
+        candidate_n=n,
+        baseline_mean=_geomean(lb),
+        candidate_mean=_geomean(lc),
+        ratio=math.exp(d),
+        low=math.exp(low),
+        high=math.exp(high),
+        confidence=confidence,
+        verdict=verdict,
+        exceeds=verdict == "regression" and high >= math.log1p(threshold),
+        threshold=threshold,
+        detectable=detectable_change(se, df, confidence, power, resolution),
+        reps_needed=None
+        if not recommend
+        else reps_needed(
+            spread,
+            threshold,
+            confidence=confidence,
+            power=power,
+            session_sd=session_sd,
+            resolution=resolution,
+            paired=True,
+        ),
+        spread=spread,
+        session_sd=session_sd,
+        resolution=resolution,
+        method="paired",
     )
 
 

@@ -15,8 +15,12 @@ from wattlab.analysis.compare_runs import (
     SESSION_SD_H200,
     Comparison,
     ConfigComparison,
+    estimated_share,
     fingerprint_values,
+    host_load,
     idle_summary,
+    provenance_phrase,
+    started_span,
 )
 from wattlab.analysis.idle_settle import SETTLED_AFTER_S
 
@@ -114,11 +118,15 @@ def markdown(comparison: Comparison) -> str:
     lines = [
         f"## wattlab compare: energy gate {gate}",
         "",
-        headline(c),
+        headline(c) + judged_model(c),
         "",
         f"Baseline `{c.baseline.spec.name}` ({len(c.baseline.runs)} runs) against candidate "
         f"`{c.candidate.spec.name}` ({len(c.candidate.runs)} runs); threshold {threshold}, "
         f"{_setting(c.confidence)} confidence over all {len(c.configs)} configuration(s).",
+        "",
+        how_the_sides_ran(c),
+        "",
+        what_was_measured(c),
         "",
         "| configuration | reps (base / cand) | energy per sample | energy change | verdict "
         f"| time per sample change | verdict | smallest detectable | reps for {threshold} |",
@@ -132,6 +140,7 @@ def markdown(comparison: Comparison) -> str:
     if no_interval:
         lines.append("")
     lines += _differences(c)
+    lines += conditions(c)
     lines += ["### How this was computed", "", *_method(c), ""]
     if c.notes:
         lines += ["### Notes", "", *(f"- {n}" for n in c.notes), ""]
@@ -185,12 +194,118 @@ def _celsius(value: float | None) -> str:
     return "not recorded" if value is None else f"{value:.0f} C"
 
 
+MOSTLY_MODELLED = 0.5  # above this estimated share of a side's energy, the verdict judges a model
+
+
+def judged_model(c: Comparison) -> str:
+    """A sentence for the headline when most of either side's energy is a model's estimate
+    (the verdict then judges the model, not a meter); empty otherwise."""
+    shares = [estimated_share(side.runs) for side in (c.baseline, c.candidate)]
+    if max(shares) <= MOSTLY_MODELLED:
+        return ""
+    return (
+        f" This verdict judges a model, not a measurement: {_pct(shares[0], signed=False)} of "
+        f"the baseline's and {_pct(shares[1], signed=False)} of the candidate's energy is "
+        "estimated (no energy counter read it), so a change the model does not follow is not "
+        "seen."
+    )
+
+
+def what_was_measured(c: Comparison) -> str:
+    """Each side's energy by provenance, by share."""
+    return (
+        f"What was measured: baseline {provenance_phrase(c.baseline.runs)}; candidate "
+        f"{provenance_phrase(c.candidate.runs)}."
+    )
+
+
+def _span(c: Comparison, baseline: bool) -> str:
+    span = started_span((c.baseline if baseline else c.candidate).runs)
+    return "not recorded" if span is None else f"{span[0]} to {span[1]}"
+
+
+def how_the_sides_ran(c: Comparison) -> str:
+    """Whether the sides ran interleaved or one after the other (and out of one sweep)."""
+    source = ""
+    if c.one_sweep:
+        order = c.baseline.order or "not recorded"
+        source = (
+            f"Both sides come out of one sweep (run order: {order}), told apart by its grid "
+            f"axis {c.baseline.spec.axis}: {c.baseline.spec.value} against "
+            f"{c.candidate.spec.value}. "
+        )
+    if c.timing == "interleaved":
+        return source + (
+            "The sides ran interleaved (each side's runs began while the other's were going "
+            "on), so a drift of the machine falls on both alike."
+        )
+    if c.timing == "sequential":
+        return source + (
+            "The sides ran one after the other, not interleaved (the baseline's runs began "
+            f"{_span(c, True)}, the candidate's {_span(c, False)}): a change of the machine in "
+            "between cannot be told apart from a change of the code."
+        )
+    return source + "When the runs began is not recorded on both sides."
+
+
+def conditions(c: Comparison) -> list[str]:
+    """The sides' conditions beside each other: when their runs began, the host's load, the
+    GPUs' power and temperature read just before the runs."""
+    idle_b = idle_summary(c.baseline.runs, ())
+    idle_c = idle_summary(c.candidate.runs, ())
+
+    def load(value: float | None) -> str:
+        return "not recorded" if value is None else f"{value:.2f}"
+
+    return [
+        "### Conditions before the runs",
+        "",
+        "| | baseline | candidate |",
+        "| --- | --- | --- |",
+        f"| runs began (UTC) | {_span(c, True)} | {_span(c, False)} |",
+        f"| 1-minute load average per CPU (mean) | {load(host_load(c.baseline.runs))} "
+        f"| {load(host_load(c.candidate.runs))} |",
+        f"| GPU power (mean) | {_watts(_num(idle_b['idle_power_w']))} "
+        f"| {_watts(_num(idle_c['idle_power_w']))} |",
+        f"| hottest GPU (mean) | {_celsius(_num(idle_b['idle_temperature_c']))} "
+        f"| {_celsius(_num(idle_c['idle_temperature_c']))} |",
+        "",
+        *(
+            [
+                "The load is read just before each run, so it includes the tail of the previous "
+                "run.",
+                "",
+            ]
+            if host_load(c.baseline.runs) is not None or host_load(c.candidate.runs) is not None
+            else []
+        ),
+    ]
+
+
+def _analysis_lines(c: Comparison) -> list[str]:
+    paired = [x for x in c.configs if x.energy.method == "paired"]
+    if not paired:
+        return []
+    n = ", ".join(str(x.energy.baseline_n) for x in paired)
+    return [
+        f"- Paired analysis for {len(paired)} of {len(c.configs)} configuration(s) ({n} "
+        "pairs): each baseline run with the candidate run of the same repetition of the one "
+        "sweep; a t on the pairs' log differences, so a drift shared by both runs of a pair "
+        "drops out. The change is the ratio of the paired runs' geometric means."
+    ]
+
+
 def _method(c: Comparison) -> list[str]:
     each = f"{c.config_confidence * 100:.2f} %" if len(c.configs) > 1 else _setting(c.confidence)
+    methods = {x.energy.method for x in c.configs}
+    opening = {
+        "welch": "Welch's t on the logarithm of each repetition's energy (and time) per sample; "
+        "the change is the ratio of geometric means, its interval's ends",
+        "paired": "The interval's ends are",
+    }["paired" if methods == {"paired"} else "welch"]
     lines = [
-        "- Welch's t on the logarithm of each repetition's energy (and time) per sample; the "
-        "change is the ratio of geometric means, its interval's ends one-sided bounds at "
-        f"{each} each"
+        *_analysis_lines(c),
+        f"- {'Otherwise, ' if len(methods) > 1 else ''}{opening} one-sided bounds at {each} each"
         + (f" (Sidak over {len(c.configs)} configurations)" if len(c.configs) > 1 else "")
         + ", widened by the counters' resolution (NVML's millijoule, the clock's microsecond).",
         "- Verdict: regression when the lower bound is above 0, improvement when the upper "
@@ -201,9 +316,8 @@ def _method(c: Comparison) -> list[str]:
     ]
     if c.same_session and c.session_sd == 0:
         lines.append(
-            "- Both sides ran on the same GPU card(s) (or both without one) within an hour: one "
-            "session, so "
-            "no between-session term is added."
+            "- Both sides ran interleaved on the same GPU card(s) (or both without one): one "
+            "session, so no between-session term is added."
         )
     elif c.session_sd > 0:
         origin = (
@@ -211,11 +325,16 @@ def _method(c: Comparison) -> list[str]:
             if c.session_sd == SESSION_SD_H200
             else "as given by --session-noise"
         )
+        why = (
+            "interleaved, one session, but --session-noise was given"
+            if c.same_session
+            else "not one session (other cards, or run one after the other)"
+        )
         lines.append(
-            f"- The sides are {'one session' if c.same_session else 'not one session'} (other "
-            "cards or more than an hour apart): a between-session spread of "
+            f"- The sides are {why}, so a between-session spread of "
             f"{c.session_sd * 100:.1f} % per side ({origin}) is added, which no number of "
-            "repetitions lowers; measure both sides in the same job to detect smaller changes."
+            "repetitions lowers; measure both sides interleaved in one sweep (--sides) to "
+            "detect smaller changes."
         )
     else:
         lines.append(
@@ -240,6 +359,7 @@ def _change_json(change: Change) -> dict[str, Any]:
         "repetitions_for_threshold": change.reps_needed,
         "spread_log": change.spread,
         "why_no_interval": change.why_no_interval,
+        "analysis": change.method,
     }
 
 
@@ -248,13 +368,22 @@ def as_json(comparison: Comparison) -> dict[str, Any]:
     c = comparison
     return {
         "gate": "failed" if c.exceeds else "passed",
-        "headline": headline(c),
+        "headline": headline(c) + judged_model(c),
         "threshold": c.threshold,
         "confidence": c.confidence,
         "confidence_per_configuration": c.config_confidence,
-        "method": "welch-t on log per-sample values; one-sided bounds; sidak over configurations",
+        "method": (
+            "paired t on log differences of runs of the same repetition where both sides come "
+            "out of one sweep with 2 or more pairs (each configuration's 'analysis'), else "
+            if any(x.energy.method == "paired" for x in c.configs)
+            else ""
+        )
+        + "welch-t on log per-sample values; one-sided bounds; sidak over configurations",
         "same_session": c.same_session,
         "session_sd_log": c.session_sd,
+        "timing": c.timing,
+        "one_sweep": c.one_sweep,
+        "judges_a_model": bool(judged_model(c)),
         "baseline": _side_json(c, baseline=True),
         "candidate": _side_json(c, baseline=False),
         "configurations": [
@@ -291,4 +420,11 @@ def _side_json(c: Comparison, *, baseline: bool) -> dict[str, Any]:
         "run_ids": [r.id for r in side.runs],
         "fingerprint": fingerprint_values(side.runs),
         **idle_summary(side.runs, (c.candidate if baseline else c.baseline).runs),
+        "axis": side.spec.axis,
+        "axis_value": side.spec.value,
+        "order": side.order,
+        "started_span": started_span(side.runs),
+        "load_per_cpu_before": host_load(side.runs),
+        "provenance": provenance_phrase(side.runs),
+        "estimated_share": estimated_share(side.runs),
     }

@@ -1,11 +1,12 @@
 """`wattlab compare BASELINE CANDIDATE`: an energy regression gate a CI job can run.
 
 Each side is a database, or one sweep of it (``DB::SWEEP``), optionally only the runs of one
-code commit. For every configuration on both sides it gives the change in energy and in time per
-sample with its interval, a verdict and the smallest change the data could have detected
-(``wattlab.analysis.compare``); it prints Markdown (a PR comment), writes it and JSON when asked,
-and exits 1 when the energy per sample regressed by possibly the threshold or more, 0 otherwise,
-2 on bad input (docs/compare.md).
+code commit; or both sides come out of one sweep (``DB::SWEEP --sides AXIS=BASE,CAND``). For
+every configuration on both sides it gives the change in energy and in time per sample with
+its interval, a verdict and the smallest change the data could have detected
+(``wattlab.analysis.compare``); it prints Markdown (a PR comment), writes it and JSON when
+asked, and exits 1 when the energy per sample regressed by possibly the threshold or more, 0
+otherwise, 2 on bad input (docs/compare.md).
 """
 
 from __future__ import annotations
@@ -23,8 +24,20 @@ def compare(
         str, typer.Argument(help="The baseline: a database, or DB::SWEEP for one sweep of it.")
     ],
     candidate: Annotated[
-        str, typer.Argument(help="The candidate: a database, or DB::SWEEP for one sweep of it.")
-    ],
+        Optional[str],
+        typer.Argument(
+            help="The candidate: a database, or DB::SWEEP for one sweep of it (none with "
+            "--sides: both sides come out of the baseline's sweep)."
+        ),
+    ] = None,
+    sides: Annotated[
+        Optional[str],
+        typer.Option(
+            "--sides",
+            help="AXIS=BASE,CAND: both sides out of one sweep (DB::SWEEP), told apart by a grid "
+            "axis; best run with order: abba, then compared pair by pair.",
+        ),
+    ] = None,
     baseline_commit: Annotated[
         Optional[str],
         typer.Option("--baseline-commit", help="Only the baseline's runs of this code commit."),
@@ -83,13 +96,37 @@ def compare(
     """Compare a candidate's energy and time per sample with a baseline's; exit 1 on an energy
     regression that may reach --threshold."""
     from wattlab.analysis.compare_report import as_json, markdown
-    from wattlab.analysis.compare_runs import compare_sides, load_side, parse_side
+    from wattlab.analysis.compare_runs import (
+        compare_sides,
+        load_side,
+        parse_side,
+        parse_sides,
+        split_sweep,
+    )
     from wattlab.jsonio import dump_json, write_text_atomic
 
     if markdown_out is not None and markdown_out == json_out:
         raise ConfigError("--markdown and --json name the same file; give two files.")
-    base = load_side(parse_side(baseline, baseline_commit), config or ())
-    cand = load_side(parse_side(candidate, candidate_commit), config or ())
+    if sides is not None:
+        if candidate is not None:
+            raise ConfigError(
+                "--sides takes both sides out of one sweep: give DB::SWEEP alone, without a "
+                "candidate."
+            )
+        if candidate_commit is not None:
+            raise ConfigError(
+                "--candidate-commit does not go with --sides; give --baseline-commit."
+            )
+        split = parse_sides(sides)
+        base, cand = split_sweep(parse_side(baseline, baseline_commit), split, config or ())
+    elif candidate is None:
+        raise ConfigError(
+            "give a candidate (a database, or DB::SWEEP), or --sides AXIS=BASE,CAND to take "
+            "both sides out of one sweep."
+        )
+    else:
+        base = load_side(parse_side(baseline, baseline_commit), config or ())
+        cand = load_side(parse_side(candidate, candidate_commit), config or ())
     comparison = compare_sides(
         base,
         cand,

@@ -1,4 +1,5 @@
-"""Read-only GPU readings before a run: each GPU's power draw and temperature, right now.
+"""Read-only readings before a run: each GPU's power draw and temperature, and the host's load
+average, right now.
 
 A sweep records them before every run (the reference study's habit), so a run that started on
 a hot or busy GPU can be recognised, and a cool-down can wait for a temperature. Nothing here
@@ -47,6 +48,35 @@ def read_gpu_idle(job_indices: list[int] | None = None, nvml: Any = None) -> dic
             }
     finally:
         session.close()
+    return out
+
+
+class HostLoad(TypedDict):
+    """The machine's 1-minute load average and its logical CPUs, read before a run."""
+
+    load_1min: float
+    cpus: int
+
+
+def read_host_load() -> HostLoad | None:
+    """The 1-minute load average (runnable processes, this sweep's own previous run included)
+    and the logical CPUs, now; None where the system gives no load average."""
+    import os
+
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return None
+    return {"load_1min": float(load), "cpus": os.cpu_count() or 1}
+
+
+def read_before_run(job_indices: list[int] | None = None, nvml: Any = None) -> dict[str, Any]:
+    """What a sweep records just before a run: each GPU's reading (``read_gpu_idle``) and the
+    host's load under ``"host"`` (when the system gives one); empty when neither is readable."""
+    out: dict[str, Any] = dict(read_gpu_idle(job_indices, nvml))
+    host = read_host_load()
+    if host is not None:
+        out["host"] = host
     return out
 
 

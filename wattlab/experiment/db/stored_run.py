@@ -98,6 +98,7 @@ class RunCol:
     GPU_UTILIZATION_PERCENT: Final = "gpu_utilization_percent"
     IDLE_POWER_W: Final = "idle_power_w"
     IDLE_TEMPERATURE_C: Final = "idle_temperature_c"
+    IDLE_JSON: Final = "idle_json"
     BUDGET_WINDOW: Final = "budget_window"
     EXIT_CODE: Final = "exit_code"
     # carbon
@@ -189,6 +190,7 @@ class StoredRun:
     gpu_utilization_percent: float | None = None
     idle_power_w: float | None = None
     idle_temperature_c: float | None = None
+    idle_json: dict[str, Any] | None = None  # per GPU, and "host": the load before the run
     budget_window: str | None = None  # a command's run: 'marked' | 'whole process'
     exit_code: int | None = None  # a command's run
     # carbon

@@ -69,12 +69,14 @@ def restore_pending_limits(pynvml_module: Any = None, *, force: bool = False) ->
 
 
 def read_idle(cfg: RunConfig) -> dict[str, Any] | None:
-    """Each GPU's power and temperature now, before the run (None on the CPU)."""
-    if cfg.device != "cuda":
-        return None
-    from wattlab.meters.idle import read_gpu_idle
+    """Each GPU's power and temperature now, before the run (none on the CPU), and the host's
+    load average (``meters.idle.read_before_run``); None when nothing could be read."""
+    from wattlab.meters.idle import read_before_run, read_host_load
 
-    return read_gpu_idle(list(range(cfg.gpus))) or None
+    if cfg.device != "cuda":
+        host = read_host_load()
+        return None if host is None else {"host": host}
+    return read_before_run(list(range(cfg.gpus))) or None
 
 
 def abandon_dead_lone_runs(db_path: str | Path) -> list[int]:

@@ -158,7 +158,7 @@ class SpecBase(BaseModel):
     name: str
     description: str | None = None
     repetitions: int = Field(3, ge=1)
-    order: Literal["random", "sequential"] = "random"
+    order: Literal["random", "sequential", "abba"] = "random"
     order_seed: int | None = Field(None, ge=0)
     warmup_runs: int = Field(1, ge=0)
     cooldown_s: float = Field(60.0, ge=0, le=MAX_COOLDOWN_S, allow_inf_nan=False)
@@ -201,8 +201,11 @@ class SpecBase(BaseModel):
         repetition (repetition 0 of every item, then repetition 1, ...); ``sequential`` keeps
         the items' order within a pass, ``random`` shuffles each pass with ``order_seed`` (the
         argument, else the spec's), so slow drift (temperature, other tenants) is spread
-        evenly instead of being confounded with the configuration. A random order without a
-        seed is a ValueError: pass the one ``Store.register_sweep`` returns."""
+        evenly instead of being confounded with the configuration; ``abba`` runs every other
+        pass backwards (A B, B A, A B, ...), so a drift that is linear over two passes falls on
+        every item alike and each item's run of a repetition lies next to the others' (what
+        ``wattlab compare --sides`` pairs). A random order without a seed is a ValueError:
+        pass the one ``Store.register_sweep`` returns."""
         seed = self.order_seed if order_seed is None else order_seed
         if self.order == "random" and seed is None:
             raise ValueError(
@@ -214,6 +217,8 @@ class SpecBase(BaseModel):
             block = list(items)
             if self.order == "random":
                 rng.shuffle(block)
+            elif self.order == "abba" and rep % 2 == 1:
+                block.reverse()
             plan.extend((item, rep) for item in block)
         return plan
 

@@ -109,9 +109,9 @@ def _monitor(opts: CommandOptions) -> Any:
 
 
 def _read_idle() -> dict[str, Any] | None:
-    from wattlab.meters.idle import read_gpu_idle
+    from wattlab.meters.idle import read_before_run
 
-    return read_gpu_idle() or None
+    return read_before_run() or None
 
 
 def _runs_folder(db_path: str) -> Path:
