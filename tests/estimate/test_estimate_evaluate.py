@@ -401,6 +401,7 @@ def test_score_counts_interval_coverage() -> None:
     )
     result = score(rows)
     assert result["interval_runs"] == 3
+    assert result["median_width_percent"] == pytest.approx(20.0)  # (110 - 90) / 100
     assert result["coverage_percent"] == pytest.approx(200 / 3)
     low, high = result["coverage_ci_percent"]  # 2 of 3 covered: anything from 9 % to 99 %
     assert low == pytest.approx(9.43, abs=0.01) and high == pytest.approx(99.16, abs=0.01)

@@ -15,7 +15,9 @@ from wattlab.estimate.evaluate.result import ONLINE
 
 
 def score(rows: pd.DataFrame) -> dict[str, Any]:
-    """Error metrics of prediction rows (predicted_j, measured_j, low_j, high_j). Units: J, %."""
+    """Error metrics of prediction rows (predicted_j, measured_j, low_j, high_j): RMSE, MAPE,
+    median APE, bias, the interval's coverage (with its Clopper-Pearson interval) and its median
+    width ((high - low) / predicted). Units: J, %."""
     predicted = rows["predicted_j"].to_numpy(dtype=float)
     measured = rows["measured_j"].to_numpy(dtype=float)
     if predicted.size == 0:
@@ -28,6 +30,7 @@ def score(rows: pd.DataFrame) -> dict[str, Any]:
             "coverage_percent": None,
             "coverage_ci_percent": None,
             "interval_runs": 0,
+            "median_width_percent": None,
             "median_read_percent": None,
         }
     read = (
@@ -54,6 +57,10 @@ def score(rows: pd.DataFrame) -> dict[str, Any]:
             else None
         ),
         "interval_runs": int(has.sum()),
+        # how much the interval says: (high - low) / the estimate, the median over the runs
+        "median_width_percent": (
+            float(np.median((high[has] - low[has]) / predicted[has]) * 100) if has.any() else None
+        ),
         "median_read_percent": (
             float(np.median(read[np.isfinite(read)]) * 100) if np.isfinite(read).any() else None
         ),

@@ -33,8 +33,11 @@ def _coverage(m: dict[str, Any]) -> str:
     ci = m.get("coverage_ci_percent")
     if coverage is None:
         return "no interval"
-    return f"{coverage:.0f} % of {m['interval_runs']}" + (
-        f" (95 % CI {ci[0]:.0f}-{ci[1]:.0f} %)" if ci else ""
+    width = m.get("median_width_percent")
+    return (
+        f"{coverage:.0f} % of {m['interval_runs']}"
+        + (f" (95 % CI {ci[0]:.0f}-{ci[1]:.0f} %)" if ci else "")
+        + ("" if width is None else f", median width {width:.0f} %")
     )
 
 
