@@ -28,16 +28,16 @@ if [ "$mode" = collect ]; then
   timeout --signal=INT "$total_s" python3 bench/collect_interleaved.py --out "$OUT" \
     --seconds $((total_s - 15)) ${skip:+--skip-from "$skip"} 2>&1 | tee "$OUT/collect.log"
 else
-  CHECKS=${CHECKS:-"resnet50:amp-bf16:256:120000 mobilenet_v2:fp32:32:12000 vgg16:tf32:2048:600000"}
+  CHECKS=${CHECKS:-"resnet50:amp-bf16:256:100000 mobilenet_v2:fp32:32:10000 vgg16:tf32:2048:400000"}
   configs=""; for c in $CHECKS; do configs="$configs ${c%:*}"; done
   # shellcheck disable=SC2086  # a word list
-  timeout --signal=INT 120 python3 bench/collect_interleaved.py --out "$OUT" --configs $configs \
-    --seconds 100 --window-s 3 --max-window-s 3 2>&1 | tee "$OUT/check.log"
+  timeout --signal=INT 75 python3 bench/collect_interleaved.py --out "$OUT" --configs $configs \
+    --seconds 65 --window-s 3 --max-window-s 3 2>&1 | tee "$OUT/check.log"
   mkdir -p "$OUT/raw"
   for c in $CHECKS; do
     IFS=: read -r model precision batch budget <<< "$c"
-    [ $(( $(date +%s) - t0 + 60 )) -lt "$total_s" ] || break
-    timeout --signal=INT 120 python3 -m wattlab.cli run --model "$model" --precision "$precision" \
+    [ $(( $(date +%s) - t0 + 30 )) -lt "$total_s" ] || break
+    timeout --signal=INT 60 python3 -m wattlab.cli run --model "$model" --precision "$precision" \
       --batch-size "$batch" --budget-samples "$budget" --train-samples 4096 --test-samples 256 \
       --epoch-eval-samples 0 --db /tmp/check.db --json "$OUT/raw/run-$model.json" --no-progress \
       2>&1 | tee -a "$OUT/check.log"
