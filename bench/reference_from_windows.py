@@ -40,7 +40,7 @@ def read_models(folders: list[Path]) -> list[dict[str, Any]]:
     for folder in folders:
         for path in sorted(folder.glob("*.json")):
             data = json.loads(path.read_text())
-            if "windows" in data and "model" in data:
+            if "windows" in data and "shapes" in data:  # not a `wattlab run --json` row
                 data["_source"] = f"{folder.name}/{path.name}"
                 out.append(data)
     return out
@@ -213,25 +213,23 @@ def check(args: argparse.Namespace) -> int:
             collected.setdefault(key, []).append(window)
     lines = []
     for path in sorted(folder.glob("run-*.json")):
-        run = json.loads(path.read_text())
-        run = run.get("runs", [run])[0] if isinstance(run, dict) else run[0]
-        cfg = run.get("config", run)
-        key = (cfg["model"], cfg["precision"], int(cfg["batch_size"]))
-        budget = run["windows"]["budget"] if "windows" in run else run["budget"]
+        run = json.loads(path.read_text())  # `wattlab run --json`: the run's row
+        key = (run["model"], run["precision"], int(run["batch_size"]))
         windows = collected.get(key)
-        if not windows:
-            lines.append(f"{key}: no collected windows")
+        if not windows or run.get("status") != "ok":
+            lines.append(f"{key}: {'no collected windows' if not windows else run.get('status')}")
             continue
         images = sum(w["images"] for w in windows)
         e_win = sum(w["energy_j"] for w in windows) / images
         t_win = sum(w["duration_s"] for w in windows) / images
-        e_run = budget["energy_j"]["total"] / budget["samples"]
-        t_run = budget["duration_s"] / budget["samples"]
+        e_run = run["energy_total_j"] / run["samples"]
+        t_run = run["duration_s"] / run["samples"]
         lines.append(
             f"{key[0]} {key[1]} bs{key[2]}: energy per image {e_win * 1e3:.3f} mJ in "
             f"{len(windows)} windows ({images} images) vs {e_run * 1e3:.3f} mJ in wattlab run's "
-            f"budget window ({budget['samples']} images): {e_win / e_run - 1:+.1%}; time per "
-            f"image {t_win * 1e6:.1f} vs {t_run * 1e6:.1f} us: {t_win / t_run - 1:+.1%}"
+            f"budget window ({run['samples']} images, {run['duration_s']:.1f} s): "
+            f"{e_win / e_run - 1:+.1%}; time per image {t_win * 1e6:.1f} vs {t_run * 1e6:.1f} us: "
+            f"{t_win / t_run - 1:+.1%}"
         )
     print("\n".join(lines))
     return 0
