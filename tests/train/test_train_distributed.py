@@ -67,13 +67,13 @@ def test_torchrun_command_line():
     assert one[:6] == [*module_argv("wattlab.train.local_rendezvous"),
                        "--bind=127.0.0.1:0", "--nnodes=1"]  # fmt: skip
     assert "--rdzv-backend=static" in one and "--nproc-per-node=4" in one
-    assert one[-7:] == ["--no-python", *module_argv("wattlab.worker", "--x", "1", flags=("-u",))]
+    assert one[-8:] == ["--no-python", *module_argv("wattlab.worker", "--x", "1", flags=("-u",))]
     many = torchrun_command("m", [], 8, nnodes=2, node_rank=1, rdzv_endpoint="node0:29400")
     assert many[:4] == module_argv("torch.distributed.run")
     for flag in ("--nnodes=2", "--node-rank=1", "--rdzv-backend=static"):
         assert flag in many
     assert "--rdzv-endpoint=node0:29400" in many
-    assert many[-5:] == ["--no-python", *module_argv("m", flags=("-u",))]
+    assert many[-6:] == ["--no-python", *module_argv("m", flags=("-u",))]
     with pytest.raises(ConfigError, match="rendezvous endpoint"):
         torchrun_command("m", [], 8, nnodes=2)
     with pytest.raises(ConfigError, match="node_rank"):
