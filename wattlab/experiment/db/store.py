@@ -1187,14 +1187,19 @@ class Store:
         record = self.run_record(run_id)
         return None if record is None else StoredRun.from_row(record)
 
-    def windows(self, run_ids: Iterable[int] | None = None) -> pd.DataFrame:
+    def windows(
+        self, run_ids: Iterable[int] | None = None, *, as_stored: bool = False
+    ) -> pd.DataFrame:
         """Measurement windows (durations in s, energies in J, power in W) of the given runs,
         with each window's ``provenance`` by share and its ``energy_measured_share`` (0..1)
         from its energy by kind and its run's components (``record.window_provenance``: a
-        window stored before schema 8 said only the weakest word)."""
+        window stored before schema 8 said only the weakest word). ``as_stored``: the table's
+        rows as they are (to copy them into another database)."""
         from wattlab.experiment.db.record import window_provenance
 
         frame = self._by_run("windows", run_ids)
+        if as_stored:
+            return frame
         ids = sorted({int(i) for i in frame["run_id"].dropna()}) if len(frame) else []
         components: dict[int, Any] = {}
         for start in range(0, len(ids), _CHUNK):
