@@ -90,6 +90,10 @@ def test_summary_labels_short_configurations():
     assert short_configurations(s) == ["one", "three"]  # sorted by label in the summary
     data = summary_to_json(s, runs)
     assert data["intervals"]["min_runs"] == 6
+    # issue 48: the level stated is the lowest one given (the range of 3 runs: 75 %), not 95 %
+    assert data["intervals"]["level"] == pytest.approx(0.75)
+    assert data["intervals"]["level_asked"] == pytest.approx(0.95)
+    assert data["intervals"]["coverage_given"] == [0.75, 0.96875]
     assert data["intervals"]["short_configurations"] == ["one", "three"]
     by_label = {c["label"]: c for c in data["configurations"]}
     assert by_label["three"]["ci_coverage"] == pytest.approx(0.75)

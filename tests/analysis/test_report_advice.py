@@ -52,3 +52,23 @@ def test_a_configuration_that_cannot_be_advised_says_why() -> None:
     assert rows and all("does not name its GPU" in r["error"] for r in rows)
     table = advice_blocks(rows)[-1]
     assert all(row[3] == "n/a" for row in table.rows)  # type: ignore[union-attr]
+
+
+def test_the_command_in_the_section_is_code_and_a_users_backtick_stays_a_character(
+    tmp_path: Path,
+) -> None:
+    """Issue 48: the section's command showed as escaped, literal backticks in the HTML."""
+    from wattlab.analysis.report_document import Para, Table, code
+
+    blocks = [
+        *advice_blocks([]),
+        Table(["label"], [["my `odd` label", f"{code('a|b')}"]]),
+        Para("a user's stray \x02 marker and `ticks`"),
+    ]
+    html = render_html("r", blocks, tmp_path)
+    assert "<code>wattlab advise --db DB --run ID --max-slowdown 0</code>" in html
+    assert "`wattlab advise" not in html
+    assert "my `odd` label" in html and "\x02" not in html and "<code>a|b</code>" in html
+    md = render_markdown("r", blocks, tmp_path)
+    assert "What `wattlab advise --db DB --run ID --max-slowdown 0` would change" in md
+    assert "my \\`odd\\` label" in md and "`a\\|b`" in md and "\x02" not in md

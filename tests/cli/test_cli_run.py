@@ -117,6 +117,11 @@ def test_export_round_trips(run_db, tmp_path):
             marks=pytest.mark.slow,  # gets as far as the dataset: imports torch
         ),
         (["--epochs", "1", "--power-limit", "250"], "power limits apply to GPUs"),
+        pytest.param(  # issue 48: 64 threads on 2 cores were accepted silently
+            ["--epochs", "1", "--cpu-threads", "4096"],
+            "--cpu-threads 4096 asks for more threads than the",
+            marks=pytest.mark.extra("train"),
+        ),
         (["--epochs", "1", "--interval", "-1"], "interval"),
         (["--epochs", "3", "--project-after-epochs", "0"], "--project-after-epochs must be"),
         (["--epochs", "3", "--project-after-fraction", "1.5"], "--project-after-fraction must"),

@@ -295,3 +295,37 @@ def test_the_fingerprint_names_wattlab_and_the_checkout_it_ran_in(tmp_path: Path
     assert (clean.code_commit, clean.code_dirty) == (head, 0)
     (tmp_path / "train.py").write_text("print(2)\n")
     assert fingerprint_columns(str(tmp_path)).code_dirty == 1
+
+
+def test_windows_of_a_migrated_database_state_their_provenance_by_share(tmp_path):
+    """Issue 48: opened, the H200 reference database's runs said "95.2 % measured" while all 286
+    run and budget windows still said "estimated" (the weakest word, written before schema
+    8), and export's windows.csv had no measured share."""
+    import gzip
+    import json
+    import shutil
+    from pathlib import Path
+
+    import pandas as pd
+
+    from wattlab.experiment.db.export import export_tables
+
+    src = Path(__file__).resolve().parents[2] / "docs/measured/h200-reference-2026-12-03-main.db.gz"
+    path = tmp_path / "v4.db"
+    with gzip.open(src, "rb") as packed, path.open("wb") as out:
+        shutil.copyfileobj(packed, out)
+    with open_store(path) as store:
+        runs = store.runs(status="ok").set_index("id")
+        windows = store.windows(list(runs.index))
+        export_tables(store, tmp_path / "out")
+    whole = windows[windows["name"].isin(["run", "budget"])]
+    assert len(whole) > 0
+    for _, w in whole.iterrows():
+        parts = json.loads(runs.loc[w["run_id"], "components_json"])
+        gpu_word = {p["provenance"] for n, p in parts.items() if n.startswith("gpu")}
+        assert gpu_word == {"measured"}  # the GPU counters measured; CPU and RAM estimated
+        assert w["energy_measured_share"] == pytest.approx(w["energy_gpu_j"] / w["energy_total_j"])
+        assert " % measured, " in w["provenance"] and w["provenance"].endswith(" % estimated")
+    exported = pd.read_csv(tmp_path / "out" / "windows.csv")
+    assert "energy_measured_share" in exported.columns
+    assert exported["energy_measured_share"].between(0, 1).all()

@@ -177,7 +177,8 @@ def test_insert_and_read_back(store: Store) -> None:
     assert json.loads(row["components_json"]) == components
 
     windows = store.windows([run_id])
-    assert list(windows.columns) == list(store.columns("windows"))
+    # and each window's measured share, computed (issue 48)
+    assert list(windows.columns) == [*store.columns("windows"), "energy_measured_share"]
     assert list(windows["name"]) == ["warmup", "epoch", "budget"]
     assert list(windows["run_id"]) == [run_id] * 3
     assert windows["energy_total_j"].tolist() == [50.0, 600.0, 1200.0]
@@ -213,7 +214,7 @@ def test_filters(store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     assert len(store.runs()) == 4
     assert len(store.windows()) == 1 + 2 + 3
     assert store.windows([]).empty
-    assert list(store.windows([]).columns) == list(store.columns("windows"))
+    assert list(store.windows([]).columns) == [*store.columns("windows"), "energy_measured_share"]
     monkeypatch.setattr(store_mod, "_CHUNK", 1)  # several IN (...) queries, concatenated
     assert (
         store.windows([ids[3], ids[0], ids[2]])["run_id"].tolist()

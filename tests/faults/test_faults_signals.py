@@ -6,6 +6,7 @@ out (SIGTERM, SIGINT, SIGHUP, kill -9 of wattlab)."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+import wattlab
 from wattlab.experiment.db.store import open_store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -99,13 +101,44 @@ def test_ctrl_c_during_monitor_start_up_is_130_and_one_line(tmp_path):
         _assert_one_line_130(done, f"monitor, Ctrl-C after {delay} s")
 
 
+PACKAGE_DIR = Path(wattlab.__file__).resolve().parent  # wattlab's own code, and nothing else
+_FRAME = re.compile(r'^\s*File "(?P<path>[^"]+)", line \d+')
+
+
+def _wattlab_frames(stderr: str) -> list[str]:
+    """The traceback's frames in wattlab's own code: in the package's folder, not any path that
+    happens to hold a folder called wattlab (a clone named wattlab keeps its .venv there)."""
+    frames = []
+    for line in stderr.splitlines():
+        match = _FRAME.match(line)
+        if match and Path(match["path"]).resolve().is_relative_to(PACKAGE_DIR):
+            frames.append(line)
+    return frames
+
+
+def test_only_frames_in_the_package_count_as_wattlabs_own_code(tmp_path):
+    """Issue 48: in a clone named wattlab, the venv's own frames (.../wattlab/.venv/...) counted
+    as wattlab's, and a Ctrl-C during Python's start-up failed the test."""
+    clone = tmp_path / "wattlab"
+    venv_frame = f'  File "{clone}/.venv/lib/python3.11/site-packages/torch/__init__.py", line 9'
+    assert _wattlab_frames(f"Traceback (most recent call last):\n{venv_frame}, in <module>\n") == []
+    own = f'  File "{PACKAGE_DIR / "cli" / "app.py"}", line 3, in main'
+    assert _wattlab_frames(f"Traceback (most recent call last):\n{own}\n") == [own]
+    interrupted = subprocess.CompletedProcess(
+        [],
+        -signal.SIGINT,
+        "",
+        f"Traceback (most recent call last):\n{venv_frame}\nKeyboardInterrupt\n",
+    )
+    assert _before_wattlab(interrupted)
+
+
 def _before_wattlab(done: subprocess.CompletedProcess[str]) -> bool:
     """The signal came while Python itself started (site, runpy finding the package): no line
     of wattlab's code had run, so nothing of wattlab is in the traceback and no line was said.
     Python's own start-up is out of any program's reach."""
     said = any(line.startswith("wattlab:") for line in done.stderr.splitlines())
-    frames = [line for line in done.stderr.splitlines() if "File " in line and "/wattlab/" in line]
-    if said or frames:
+    if said or _wattlab_frames(done.stderr):
         return False
     return "Traceback" in done.stderr or (done.returncode == -signal.SIGINT and not done.stderr)
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import pytest
 import torch
 
 from wattlab.errors import ConfigError
+from wattlab.python_argv import module_argv
 from wattlab.train.config import make_run_config
 from wattlab.train.distributed import (
     DistContext,
@@ -63,15 +63,17 @@ def test_bad_devices_and_environments(no_torchrun_env, monkeypatch):
 def test_torchrun_command_line():
     one = torchrun_command("wattlab.worker", ["--x", "1"], nproc_per_node=4)
     # one node: torchrun through the launcher that binds its store to the loopback
-    assert one[:5] == [sys.executable, "-m", "wattlab.train.local_rendezvous",
+    # every module runs as -m would, less the current folder (wattlab.python_argv, issue 48)
+    assert one[:6] == [*module_argv("wattlab.train.local_rendezvous"),
                        "--bind=127.0.0.1:0", "--nnodes=1"]  # fmt: skip
     assert "--rdzv-backend=static" in one and "--nproc-per-node=4" in one
-    assert one[-4:] == ["-m", "wattlab.worker", "--x", "1"]
+    assert one[-8:] == ["--no-python", *module_argv("wattlab.worker", "--x", "1", flags=("-u",))]
     many = torchrun_command("m", [], 8, nnodes=2, node_rank=1, rdzv_endpoint="node0:29400")
-    assert many[:3] == [sys.executable, "-m", "torch.distributed.run"]
+    assert many[:4] == module_argv("torch.distributed.run")
     for flag in ("--nnodes=2", "--node-rank=1", "--rdzv-backend=static"):
         assert flag in many
-    assert "--rdzv-endpoint=node0:29400" in many and many[-2:] == ["-m", "m"]
+    assert "--rdzv-endpoint=node0:29400" in many
+    assert many[-6:] == ["--no-python", *module_argv("m", flags=("-u",))]
     with pytest.raises(ConfigError, match="rendezvous endpoint"):
         torchrun_command("m", [], 8, nnodes=2)
     with pytest.raises(ConfigError, match="node_rank"):

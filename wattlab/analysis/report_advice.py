@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from wattlab.analysis.report_document import Block, Heading, Para, Table
+from wattlab.analysis.report_document import Block, Heading, Para, Table, code
 from wattlab.errors import WattlabError
 from wattlab.experiment.db.stored_run import RunCol
 
@@ -86,7 +86,7 @@ def advice_blocks(rows: list[dict[str, Any]]) -> list[Block]:
     blocks: list[Block] = [
         Heading("Advice"),
         Para(
-            "What `wattlab advise --db DB --run ID --max-slowdown 0` would change for the "
+            f"What {code('wattlab advise --db DB --run ID --max-slowdown 0')} would change for the "
             "baseline and for each configuration off the Pareto front, starting from its run "
             "of median energy (PRE corrected by what that run measured; power limits by the "
             "power-cap law without capping). Predictions, not measurements; no GPU setting "

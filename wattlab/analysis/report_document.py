@@ -5,6 +5,7 @@ the number formatting every report shares."""
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,6 +25,31 @@ class ReportPaths:
     summary_json: Path
     figures: tuple[Path, ...] = field(default_factory=tuple)
     summary: dict[str, Any] = field(default_factory=dict)
+
+
+# A code span wattlab writes into a text (a command to type): marked with two control characters
+# that no renderer shows, so that each renders it as code (Markdown `...`, HTML <code>) while a
+# backtick in a user's or a run's text stays a literal, escaped character.
+CODE_START, CODE_END = "\x02", "\x03"
+CODE_SPAN = re.compile("\x02([^\x02\x03]*)\x03")
+
+
+def code(text: str) -> str:
+    """``text`` as a code span inside a block's text (see ``CODE_START``)."""
+    return f"{CODE_START}{text.replace(CODE_START, '').replace(CODE_END, '')}{CODE_END}"
+
+
+def spans(text: object) -> list[tuple[str, bool]]:
+    """A block text split into (part, is_code); stray markers are dropped."""
+    out: list[tuple[str, bool]] = []
+    s = str(text)
+    at = 0
+    for match in CODE_SPAN.finditer(s):
+        out.append((s[at : match.start()], False))
+        out.append((match.group(1), True))
+        at = match.end()
+    out.append((s[at:], False))
+    return [(part.replace(CODE_START, "").replace(CODE_END, ""), is_code) for part, is_code in out]
 
 
 @dataclass

@@ -8,12 +8,19 @@ import html
 from collections.abc import Sequence
 from pathlib import Path
 
-from wattlab.analysis.report_document import Block, Bullets, Figure, Heading, Para, Table
+from wattlab.analysis.report_document import Block, Bullets, Figure, Heading, Para, Table, spans
 
 
 def h(text: object) -> str:
     """HTML-escaped text (quotes included); a number keeps its "%" on its line."""
     return html.escape(str(text), quote=True).replace(" %", "\u00a0%")
+
+
+def ht(text: object) -> str:
+    """``h`` of a block's text, its code spans (``report_document.code``) as <code>."""
+    return "".join(
+        f"<code>{h(part)}</code>" if is_code else h(part) for part, is_code in spans(text)
+    )
 
 
 _CSS = """
@@ -53,24 +60,24 @@ def render_html(title: str, blocks: Sequence[Block], out_dir: Path) -> str:
             parts.append(f"<h{block.level}>{h(block.text)}</h{block.level}>")
         elif isinstance(block, Para):
             if block.warning:
-                parts.append(f'<p class="warning"><strong>Warning:</strong> {h(block.text)}</p>')
+                parts.append(f'<p class="warning"><strong>Warning:</strong> {ht(block.text)}</p>')
             elif block.lead:
-                parts.append(f'<p class="finding">{h(block.text)}</p>')
+                parts.append(f'<p class="finding">{ht(block.text)}</p>')
             else:
-                parts.append(f"<p>{h(block.text)}</p>")
+                parts.append(f"<p>{ht(block.text)}</p>")
         elif isinstance(block, Bullets):
-            parts.append("<ul>" + "".join(f"<li>{h(x)}</li>" for x in block.items) + "</ul>")
+            parts.append("<ul>" + "".join(f"<li>{ht(x)}</li>" for x in block.items) + "</ul>")
         elif isinstance(block, Table):
             head = "".join(f"<th>{h(x)}</th>" for x in block.headers)
             body = "".join(
-                "<tr>" + "".join(f"<td>{h(x)}</td>" for x in row) + "</tr>" for row in block.rows
+                "<tr>" + "".join(f"<td>{ht(x)}</td>" for x in row) + "</tr>" for row in block.rows
             )
             parts.append(
                 f"{TABLE_WRAP}<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
                 "</div>"
             )
             if block.note:
-                parts.append(f'<p class="note">{h(block.note)}</p>')
+                parts.append(f'<p class="note">{ht(block.note)}</p>')
         elif isinstance(block, Figure):
             fig = block.figure
             data = base64.b64encode(fig.png.read_bytes()).decode("ascii")

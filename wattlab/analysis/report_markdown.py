@@ -7,7 +7,7 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from wattlab.analysis.report_document import Block, Bullets, Figure, Heading, Para, Table
+from wattlab.analysis.report_document import Block, Bullets, Figure, Heading, Para, Table, spans
 
 _MD_SPECIAL = re.compile(r"([\\`*|])")
 _MD_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
@@ -23,6 +23,19 @@ def md_escape(text: object) -> str:
     return _MD_UNDERSCORE.sub(r"\\_", s)
 
 
+def md_text(text: object) -> str:
+    """``md_escape`` of a block's text, its code spans (``report_document.code``) as code."""
+    out = []
+    for part, is_code in spans(text):
+        if not is_code:
+            out.append(md_escape(part))
+            continue
+        inner = part.replace("\r", " ").replace("\n", " ").replace("|", "\\|")
+        fence = "``" if "`" in inner else "`"
+        out.append(f"{fence} {inner} {fence}" if fence == "``" else f"`{inner}`")
+    return "".join(out)
+
+
 def render_markdown(title: str, blocks: Sequence[Block], out_dir: Path) -> str:
     """The document as Markdown; figures link their PNG and SVG files relative to ``out_dir``."""
     lines = [f"# {md_escape(title)}", ""]
@@ -30,21 +43,21 @@ def render_markdown(title: str, blocks: Sequence[Block], out_dir: Path) -> str:
         if isinstance(block, Heading):
             lines += [f"{'#' * block.level} {md_escape(block.text)}", ""]
         elif isinstance(block, Para):
-            text = md_escape(block.text)
+            text = md_text(block.text)
             if block.warning:
                 text = f"> **Warning:** {text}"
             elif block.lead:
                 text = f"**{text}**"
             lines += [text, ""]
         elif isinstance(block, Bullets):
-            lines += [f"- {md_escape(item)}" for item in block.items] + [""]
+            lines += [f"- {md_text(item)}" for item in block.items] + [""]
         elif isinstance(block, Table):
             lines.append("| " + " | ".join(md_escape(x) for x in block.headers) + " |")
             lines.append("|" + "|".join(" --- " for _ in block.headers) + "|")
-            lines += ["| " + " | ".join(md_escape(x) for x in row) + " |" for row in block.rows]
+            lines += ["| " + " | ".join(md_text(x) for x in row) + " |" for row in block.rows]
             lines.append("")
             if block.note:
-                lines += [f"*{md_escape(block.note)}*", ""]
+                lines += [f"*{md_text(block.note)}*", ""]
         elif isinstance(block, Figure):
             fig = block.figure
             png = fig.png.relative_to(out_dir).as_posix()

@@ -558,10 +558,10 @@ def interval_blocks(summary: pd.DataFrame, intervals: dict[str, Any]) -> list[Bl
     return [
         Para(
             f"{len(short)} configuration(s) have fewer than the {need} ok runs a "
-            f"{_level(intervals['level'])} interval of the median needs (they have: "
+            f"{_level(intervals['level_asked'])} interval of the median needs (they have: "
             + "; ".join(kinds[n] for n in sorted(kinds))
             + f"): {'; '.join(short)}. Run at least {need} repetitions for "
-            f"{_level(intervals['level'])} intervals.",
+            f"{_level(intervals['level_asked'])} intervals.",
             warning=True,
         )
     ]

@@ -103,12 +103,19 @@ def _config_record(
 
 
 def intervals_summary(summary: pd.DataFrame, level: float = CI_LEVEL) -> dict[str, Any]:
-    """How the intervals were made: method, level, the runs a ``level`` interval of the median
-    needs, and the configurations with fewer (their interval is the range, or none)."""
+    """How the intervals were made: method; ``level``, the lowest coverage an interval given
+    has (the level asked for, ``level_asked``, when every interval reaches it: a configuration
+    of 3 runs gets the range, a 75 % interval); ``coverage_given``, every coverage given; the
+    runs a ``level_asked`` interval of the median needs, and the configurations with fewer
+    (their interval is the range, or none)."""
     short = short_configurations(summary, level)
+    coverage = summary["ci_coverage"] if "ci_coverage" in summary else pd.Series(dtype=float)
+    given = sorted({round(float(c), 6) for c in coverage.dropna() if float(c) > 0})
     return {
         "method": "order-statistic interval of the median (distribution-free)",
-        "level": level,
+        "level": min([level, *given]),
+        "level_asked": level,
+        "coverage_given": given,
         "min_runs": min_runs_for(level),
         "short_configurations": short,
         "change_method": "spanned by the two medians' intervals; coverage = their product",

@@ -189,6 +189,10 @@ def advise(
         trainee = stored_trainee(runs, run_id)
     else:
         if (model is None and model_factory is None) or epochs is None or not gpu_name:
+            if not gpu_name and (model is not None or model_factory is not None):
+                from wattlab.estimate.specs import name_a_gpu
+
+                raise WattlabError(f"give --gpu-name: {name_a_gpu()}.")
             raise WattlabError(
                 "give --model NAME (or --model-factory FILE.py:FUNC), --gpu-name G and --epochs "
                 "N, or --db FILE --run ID (see --help)."

@@ -84,7 +84,7 @@ def print_measurement(m: Measurement, title: str, problems: Sequence[MeterProble
 def run_summary_line(row: dict) -> str:
     """One line per finished run: label, time, energy with provenance, CO2e range, accuracy."""
     if row.get("status") != "ok":
-        return f"{row.get('label')}: FAILED — {row.get('error')}"
+        return f"{row.get('label')}: FAILED — {row.get('error') or 'no error was stored'}"
     parts = [
         f"{row['label']}:",
         f"{row['duration_s']:.1f} s,",

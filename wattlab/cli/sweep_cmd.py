@@ -37,7 +37,10 @@ def sweep(
     ctx: typer.Context,
     spec: Annotated[
         str,
-        typer.Argument(help="A sweep YAML file or a preset: paper-12, quickstart, h200-1gpu."),
+        typer.Argument(  # every name of specs.base.PRESETS (tests/cli/test_cli_sweep_help.py)
+            help="A sweep YAML file or a preset: paper-12, quickstart, h200-1gpu, demo-gpu, "
+            "demo-cpu."
+        ),
     ],
     db: Db = "wattlab.db",
     dry_run: Annotated[
@@ -123,7 +126,9 @@ def sweep(
         ),
     ] = 5.0,
 ) -> None:
-    """Run a grid of configurations with repetitions; resumable; each run in its own process."""
+    """Run a grid of configurations with repetitions; resumable. One warm worker process runs
+    the one-process runs one after another (each with its own model, seed and windows); a
+    multi-GPU run gets torchrun's processes of its own."""
     from wattlab.cli.sweep_view import print_plan, run_with_progress
     from wattlab.experiment.db.store import check_writable_database, open_store
     from wattlab.experiment.result_json import sweep_result

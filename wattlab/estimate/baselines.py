@@ -66,7 +66,9 @@ def resolve_tdp(
         _check_positive("gpu_tdp_w", gpu_tdp_w)
         return float(gpu_tdp_w), f"TDP {gpu_tdp_w:g} W per GPU ({source or 'given'})"
     if not gpu_name:
-        raise ConfigError("give the GPU's name (--gpu-name) or its maximum power (--gpu-tdp W).")
+        from wattlab.estimate.specs import name_a_gpu
+
+        raise ConfigError(f"give {name_a_gpu()}; or the GPU's maximum power with --gpu-tdp W.")
     spec = lookup_gpu(gpu_name)
     return spec.tdp_w, f"TDP {spec.tdp_w:g} W per GPU ({spec.name} datasheet)"
 

@@ -651,8 +651,8 @@ def say_fitting(runs: int, cached: bool) -> None:
     """The line a fit that is not cached yet prints first, on stderr (a fit is a silent wait)."""
     then = "cached afterwards" if cached else "not cached"
     print(
-        f"wattlab: fitting PRE on {runs} runs (usually ~{FIRST_FIT_S} s on 2 cores for the "
-        f"{FIRST_FIT_RUNS} shipped ones; {then})",
+        f"wattlab: fitting PRE on {runs} runs (~{FIRST_FIT_S} s on 2 idle cores for the "
+        f"{FIRST_FIT_RUNS} shipped ones, longer on a busy machine; {then})",
         file=sys.stderr,
         flush=True,
     )

@@ -86,7 +86,9 @@ def estimate_all(
     if duration_s is not None:
         _positive("duration_s", duration_s)
     if not gpu_name and gpu_tdp_w is None:
-        raise ConfigError("give the GPU's name (--gpu-name) or its maximum power (--gpu-tdp W).")
+        from wattlab.estimate.specs import name_a_gpu
+
+        raise ConfigError(f"give {name_a_gpu()}; or the GPU's maximum power with --gpu-tdp W.")
     spec_name = None
     if gpu_name:
         try:

@@ -159,6 +159,16 @@ def _names(spec: GpuSpec) -> tuple[str, ...]:
     return (spec.name, *spec.aliases)
 
 
+def name_a_gpu() -> str:
+    """What to give as --gpu-name, for a user who has none to name (a machine without a GPU):
+    the predictions are for a GPU, and the names the shipped table knows."""
+    known = ", ".join(s.name.removeprefix("NVIDIA ") for s in gpu_specs())
+    return (
+        "the GPU to predict the training on (the predictions are for a GPU, also on a machine "
+        f"without one), e.g. --gpu-name H200; known: {known}"
+    )
+
+
 TDP_WAY_OUT = "or give the GPU's maximum power with --gpu-tdp W"
 NAME_WAY_OUT = "or give a known GPU with --gpu-name"
 

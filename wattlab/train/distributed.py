@@ -10,7 +10,6 @@ NCCL carries CUDA tensors, gloo CPU tensors. The NCCL_* variables of the parent 
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
 from typing import TypeVar, cast
 
@@ -18,6 +17,7 @@ import torch
 import torch.distributed as tdist
 
 from wattlab.errors import ConfigError
+from wattlab.python_argv import module_argv
 
 DEVICE_KINDS = ("cuda", "cpu")
 
@@ -162,23 +162,25 @@ def torchrun_command(
         "--rdzv-backend=static",
         "--rdzv-id=wattlab",
     ]
-    worker = [f"--nproc-per-node={nproc_per_node}", "-m", module, *args]
+    # each worker: python -u -m module, less the current folder (wattlab.python_argv)
+    worker = [f"--nproc-per-node={nproc_per_node}", "--no-python",
+              *module_argv(module, *args, flags=("-u",))]  # fmt: skip
     if rdzv_endpoint is None:
         if nnodes > 1:
             raise ConfigError(
                 f"{nnodes} nodes need a rendezvous endpoint host:port reachable from every node."
             )
         bind = f"--bind={LOOPBACK}:0"
-        return [sys.executable, "-m", LOCAL_RENDEZVOUS, bind, "--nnodes=1", "--", *rendezvous,
+        return [*module_argv(LOCAL_RENDEZVOUS), bind, "--nnodes=1", "--", *rendezvous,
                 *worker]  # fmt: skip
     from wattlab.launch_args import parse_endpoint
 
     host, port = parse_endpoint("--rdzv-endpoint", rdzv_endpoint)
     rdzv_endpoint = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     if node_rank == 0:  # serves the store: bound at the endpoint's host
-        return [sys.executable, "-m", LOCAL_RENDEZVOUS, f"--bind={rdzv_endpoint}",
+        return [*module_argv(LOCAL_RENDEZVOUS), f"--bind={rdzv_endpoint}",
                 f"--nnodes={nnodes}", "--", *rendezvous, *worker]  # fmt: skip
-    return [sys.executable, "-m", "torch.distributed.run", *rendezvous,
+    return [*module_argv("torch.distributed.run"), *rendezvous,
             f"--rdzv-endpoint={rdzv_endpoint}", *worker]  # fmt: skip
 
 

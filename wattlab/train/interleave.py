@@ -230,13 +230,18 @@ class InterleavedTrainer:
 
     def window(self, shape: Shape, seconds: float, hooks: WindowHooks, name: str) -> Window:
         """Train about ``seconds`` of ``shape`` (a prepared one) between the hooks' begin and
-        end of window ``name``, after one untimed step (see the module docstring)."""
+        end of window ``name``, after one untimed step (see the module docstring). Steps run
+        until ``seconds`` have passed (one at least), not a count planned from the set-up's
+        step time: on a busy machine a step can take many times what it took at set-up, and
+        the window would stretch as many times (or shrink)."""
         candidate = self._switch(shape)
-        steps = max(1, round(seconds / max(candidate.prepared.step_s, 1e-6)))
         self._steps(candidate, 1)  # untimed: the switch's first step (caches, allocator)
         hooks.begin(name)
         t0 = self.clock()
-        self._steps(candidate, steps)
+        steps = 0
+        while steps == 0 or self.clock() - t0 < seconds:
+            self._steps(candidate, 1)
+            steps += 1
         hooks.end(name, samples=steps * shape.batch_size)
         return Window(name, shape, steps, steps * shape.batch_size, self.clock() - t0)
 

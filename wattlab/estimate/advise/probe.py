@@ -1,8 +1,8 @@
 """`wattlab advise --probe`: measure the candidates for a short while instead of predicting them.
 
 The advice PRE gave (``advisor.advise`` or ``stored.advise_from_run``) names the candidates;
-``probe_rows.choose_candidates`` orders them by PRE (the current configuration first) and
-prunes those PRE is sure lose. Then, in this process, one model (``train.interleave``):
+``probe_rows.choose_candidates`` orders them by PRE (the current configuration in its place)
+and prunes those PRE is sure lose. Then, in this process, one model (``train.interleave``):
 
 1. **Set-up.** The model, its optimizer and the data are built once on the device; each
    candidate is set up in turn (real steps to a steady step time: cuDNN's autotuning of its
@@ -28,9 +28,17 @@ the candidates, or the probe would cost more energy than the change could save, 
 not run and one sentence says so beside PRE's advice. Nothing is stored and no file is left:
 ``--json`` carries every window.
 
+The probe speaks of one device: it runs only where the advice is for the GPU it runs on (the
+``--gpu-name`` is this machine's GPU); asked for another GPU (an H200's advice on a CPU or on an
+H100), one sentence says it cannot measure that GPU here and the advice stays PRE's, so no row
+is ever scaled by a measurement of another device. A candidate that fails or cannot run here
+(amp-fp16 without CUDA) is left out of the ranking, never advised. The probe's whole time, set-up
+included, stays within ``MAX_OVERRUN`` times its seconds: a candidate whose set-up or windows
+would not fit is not measured, and the report says so. The windows' lengths it states are the
+measured ones (median and longest).
+
 Power limits and several GPUs cannot be switched inside one process here; they stay PRE's
-predictions and a note says so. On the CPU the probe works the same way; the CPU's energy is
-then modelled (TDP x load), and the rows say ``estimated`` by share.
+predictions and a note says so.
 """
 
 from __future__ import annotations
@@ -71,6 +79,8 @@ MIN_ROUNDS = 3  # windows per candidate, at least; its row is their median
 # less than another round
 WINDOW_S = {"cuda": (1.0, 2.5), "cpu": (0.5, 2.0)}
 SWITCH_S = 0.05  # the per-window cost beyond its steps: two device syncs and the meters' reads
+# the probe's whole time, set-up included, stays within this many times the seconds it was given
+MAX_OVERRUN = 1.5
 
 
 @dataclass(frozen=True)
@@ -91,11 +101,13 @@ class ProbeReport:
     windows_s: float  # the windows' own time, all of them
     windows: int
     rounds: int
-    window_s: float  # each window's length as planned
+    window_s: float  # the windows' median length, as measured
     measured: int
     pruned: int
     unmeasured: int
     failed: list[str] = field(default_factory=list)
+    longest_window_s: float = 0.0
+    setup_skipped: int = 0  # candidates whose set-up would not have fit the seconds
     training_energy_share: float = math.nan  # of the advised training's energy
     training_time_share: float = math.nan
     window_rows: list[dict[str, Any]] = field(default_factory=list)
@@ -118,8 +130,8 @@ class ProbeReport:
         setups = sum(self.candidate_setup_s.values())
         parts = [
             f"{self.measured} candidate(s) measured in {self.windows} window(s) of "
-            f"~{self.window_s:.2g} s over {self.rounds} interleaved round(s) "
-            f"({self.windows_s:.1f} s)",
+            f"{self.window_s:.2g} s (median; the longest {self.longest_window_s:.2g} s) over "
+            f"{self.rounds} interleaved round(s) ({self.windows_s:.1f} s)",
             f"set-up {self.setup_s + setups:.1f} s ({self.setup_s:.1f} s model and data once, "
             f"{setups:.1f} s for {len(self.candidate_setup_s)} candidate(s)' warm-up steps"
             + (", cuDNN autotuning and graph capture)" if self.device == "cuda" else ")"),
@@ -128,6 +140,11 @@ class ProbeReport:
             parts.append(f"{self.pruned} pruned by PRE")
         if self.unmeasured:
             parts.append(f"{self.unmeasured} not measured for lack of time")
+        if self.setup_skipped:
+            parts.append(
+                f"{self.setup_skipped} not set up: their set-up would not have fit within "
+                f"{MAX_OVERRUN:g}x the {self.seconds_given:g} s given"
+            )
         if self.failed:
             parts.append(f"{len(self.failed)} could not run: {'; '.join(self.failed)}")
         tuned = (
@@ -200,6 +217,12 @@ def device_name(device: str) -> str:
     import torch
 
     return str(torch.cuda.get_device_name(0))
+
+
+def same_device(here: str, there: str) -> bool:
+    """Whether the device the probe runs on (``device_name``) is the GPU the advice is for."""
+    here, there = here.lower().strip(), there.lower().strip()
+    return bool(here) and bool(there) and (here in there or there in here)
 
 
 def probe_device() -> str:
@@ -276,6 +299,7 @@ class _Run:
     setup_s: float = 0.0
     candidate_setup_s: dict[str, float] = field(default_factory=dict)
     unmeasured: list[Candidate] = field(default_factory=list)
+    setup_skipped: int = 0
     failed: dict[Setting, str] = field(default_factory=dict)
     rounds: int = 0
     window_s: float = 0.0
@@ -294,11 +318,15 @@ def _run(
     device: str,
     monitor: Any,
     stop_at: float,
+    hard_stop_at: float,
     clock: Callable[[], float],
     rng: random.Random,
     say: Callable[[str], None] | None,
 ) -> _Run:
-    """Set up the candidates while they fit, then interleaved rounds (the module docstring)."""
+    """Set up the candidates while they fit, then interleaved rounds (the module docstring).
+    ``stop_at``: when the probe should end; ``hard_stop_at``: when it must have ended
+    (``MAX_OVERRUN`` times its seconds), set-up included: a candidate whose set-up or windows
+    would pass it is not measured."""
     import torch
 
     from wattlab.train.interleave import InterleavedTrainer
@@ -318,8 +346,10 @@ def _run(
         timed = list(out.candidate_setup_s.values())
         expected = statistics.median(timed) if timed else SETUP_GUESS_S[device]
         windows_need = MIN_ROUNDS * (len(ready) + 1) * (low_s + SWITCH_S)
-        if ready and clock() + expected + windows_need > stop_at:
+        # the first candidate may take the probe past its seconds, never past the hard stop
+        if clock() + expected + windows_need > (stop_at if ready else hard_stop_at):
             out.unmeasured = choice.measure[i:]
+            out.setup_skipped = len(out.unmeasured)
             break
         try:
             prepared = trainer.prepare(_shape(setting), stop_at=stop_at - windows_need)
@@ -336,6 +366,14 @@ def _run(
                 f"probe: set up {setting.describe()} in {prepared.setup_s:.1f} s "
                 f"({prepared.warmup_steps} steps, {prepared.step_s * 1e3:.3g} ms a step)"
             )
+    # candidates whose steps are too long for MIN_ROUNDS windows before the hard stop: the
+    # last set up (PRE's least likely) go first, the current configuration last
+    while ready:
+        one_round = sum(max(low_s, step_s[s]) + step_s[s] + SWITCH_S for s in ready)
+        if clock() + MIN_ROUNDS * one_round <= hard_stop_at:
+            break
+        dropped = ready.pop()
+        out.unmeasured.append(next(c for c in choice.measure if c.setting == dropped))
     if not ready:
         return out
     left = stop_at - clock()
@@ -346,6 +384,8 @@ def _run(
     while True:
         round_cost = sum(max(out.window_s, step_s[s]) + step_s[s] + SWITCH_S for s in ready)
         if out.rounds >= MIN_ROUNDS and clock() + round_cost > stop_at:
+            break
+        if clock() + round_cost > hard_stop_at:  # fewer rounds rather than past the hard stop
             break
         order = list(ready)
         rng.shuffle(order)
@@ -378,9 +418,11 @@ def _run(
             )
         out.rounds += 1
     out.windows_s = sum(w.duration_s for w in out.windows)
-    if say is not None:
+    if say is not None and out.windows:
+        lengths = [w.duration_s for w in out.windows]
         say(
-            f"probe: {out.rounds} rounds of {len(ready)} window(s) of ~{out.window_s:.2g} s in "
+            f"probe: {out.rounds} rounds of {len(ready)} window(s) of "
+            f"{statistics.median(lengths):.2g} s (median; the longest {max(lengths):.2g} s) in "
             f"{clock() - started:.1f} s"
         )
     return out
@@ -408,9 +450,21 @@ def probe(
     if not (math.isfinite(seconds) and seconds >= MIN_PROBE_S):
         raise ConfigError(f"--probe needs at least {MIN_PROBE_S:g} s, got {seconds:g}.")
     device = device or probe_device()
+    here = device_name(device)
+    if not same_device(here, advice.gpu_name):
+        return replace(
+            advice,
+            notes=[
+                *advice.notes,
+                f"No probe: the probe measures the device it runs on, this machine's {here}, "
+                f"and cannot measure {advice.gpu_name} here; the advice is PRE's for "
+                f"{advice.gpu_name}.",
+            ],
+        )
     carbon = carbon or advice.carbon
     candidates: list[Option] = []
     cannot: list[str] = []
+    cannot_run: set[Setting] = set()
     kept_out = {"power limit": 0, "gpus": 0}
     for option in advice.rows:
         reason = _runnable(option, device)
@@ -419,6 +473,7 @@ def probe(
             continue
         if reason:
             cannot.append(f"{option.setting.describe()}: {reason}")
+            cannot_run.add(option.setting)
             continue
         candidates.append(option)
     if kept_out["power limit"]:
@@ -450,13 +505,20 @@ def probe(
     rng = random.Random(seed)
     with EnergyMonitor(carbon=carbon, record_trace=False) as monitor:
         monitor.begin_window("probe")
-        stop_at = clock() + seconds
-        run = _run(trainee, choice, device, monitor, stop_at, clock, rng, say)
+        started = clock()
+        stop_at, hard_stop_at = started + seconds, started + MAX_OVERRUN * seconds
+        run = _run(trainee, choice, device, monitor, stop_at, hard_stop_at, clock, rng, say)
         cost = monitor.end_window("probe")
     measured = measured_rows(run.windows, advice.samples)
     measured = {s: _with_co2e(o, carbon) for s, o in measured.items()}
     if not measured:
         why = "; ".join(f"{s.describe()}: {w}" for s, w in run.failed.items()) or "no time"
+        if run.setup_skipped:
+            why = (
+                f"the model and data took {run.setup_s:.1f} s to set up, and no candidate's "
+                f"set-up and windows would have fit within {MAX_OVERRUN:g}x the {seconds:g} s "
+                "given"
+            )
         return replace(
             advice,
             notes=[
@@ -468,9 +530,10 @@ def probe(
             ],
         )
     choice = replace(choice, unmeasured=[*choice.unmeasured, *run.unmeasured])
+    lengths = [w.duration_s for w in run.windows]
     report = ProbeReport(
         device=device,
-        device_name=device_name(device),
+        device_name=here,
         seconds_given=float(seconds),
         duration_s=cost.duration_s,
         energy_j=cost.total_energy_j,
@@ -481,7 +544,9 @@ def probe(
         windows_s=run.windows_s,
         windows=len(run.windows),
         rounds=run.rounds,
-        window_s=run.window_s,
+        window_s=statistics.median(lengths),
+        longest_window_s=max(lengths),
+        setup_skipped=run.setup_skipped,
         measured=len(measured),
         pruned=len(choice.pruned),
         unmeasured=len(choice.unmeasured),
@@ -489,7 +554,7 @@ def probe(
         window_rows=run.window_rows,
         pre_rows=[o.to_dict() for o in advice.rows],
     )
-    return _advice_with(advice, measured, choice, report, notes)
+    return _advice_with(advice, measured, choice, report, notes, {*cannot_run, *run.failed})
 
 
 def _advice_with(
@@ -498,20 +563,28 @@ def _advice_with(
     choice: Choice,
     report: ProbeReport,
     notes: list[str],
+    cannot_run: set[Setting] | frozenset[Setting] = frozenset(),
 ) -> Advice:
     """The advice ranked on the measured rows and the scaled predictions of the rest
     (``probe_rows.combined``), the probe's cost stated with its share of the advised
-    training."""
+    training. A candidate in ``cannot_run`` (it failed, or cannot run on this device) is left
+    out of the ranking: it is never advised (the current configuration stays, as it is)."""
     choice = replace(choice, unmeasured=[c for c in choice.unmeasured if c.setting not in measured])
     done = [*advice.notes, *notes, *describe_choice(choice)]
-    ranked = combined(advice.rows, measured, advice.current, advice.limit)
+    rows = [o for o in advice.rows if o.setting not in cannot_run or o.is_current]
+    if len(rows) < len(advice.rows):
+        done.append(
+            f"{len(advice.rows) - len(rows)} candidate(s) that could not run here are left out "
+            "of the ranking"
+        )
+    ranked = combined(rows, measured, advice.current, advice.limit)
     ranked = [_with_co2e(o, advice.carbon) for o in ranked]
     first = ranked[0]
     share_e = report.energy_j / first.energy_j if first.energy_j > 0 else math.nan
     share_t = report.duration_s / first.duration_s if first.duration_s > 0 else math.nan
     report = replace(report, training_energy_share=share_e, training_time_share=share_t)
     what = _rows_word(measured)
-    scale = scale_of(advice.rows, measured)
+    scale = scale_of(rows, measured)
     changes = len([s for s in measured if s != advice.current])
     current_word = (
         f"the current configuration {what}"
@@ -540,12 +613,6 @@ def _advice_with(
                 if scale.count
                 else ""
             )
-        )
-    here, there = report.device_name.lower(), advice.gpu_name.lower()
-    if not (here in there or there in here):
-        done.append(
-            f"the probe measured this machine's {report.device_name}, not {advice.gpu_name}: "
-            "the measured rows rank the candidates here"
         )
     if any(s.cuda_graphs for s in measured):
         done = [n for n in done if not n.startswith("CUDA graphs are not advised")]

@@ -126,6 +126,8 @@ def predict(planned: PlannedRun) -> Estimate:
     )
     # the prediction's own notes say what it extrapolates (model, precision, batch, GPU transfer)
     notes = "; ".join(n for n in (prediction.notes, pre_model.describe()) if n)
+    if planned.cost_source != "counted":  # no torch: no model to count (issue 48)
+        notes = f"{notes}; {WITHOUT_TORCH}"
     return made(
         NAME,
         prediction.energy_j,
@@ -135,6 +137,15 @@ def predict(planned: PlannedRun) -> Estimate:
         energy_low_j=prediction.energy_low_j,
         energy_high_j=prediction.energy_high_j,
     )
+
+
+# what PRE says when torch is not installed: the fit it can make then is a poorer one
+WITHOUT_TORCH = (
+    "without torch PRE knows each model's FLOPs and parameters only (from the shipped reference "
+    "data), not its activations and layers, so it fits and predicts without its memory-traffic "
+    "and kernel-launch terms: a worse fit than with torch (the CV error above is this fit's; "
+    "install torch, pip install 'wattlab[train]', for the full one)"
+)
 
 
 def how(settings: Mapping[str, Any]) -> str:

@@ -585,6 +585,74 @@ def provenance_by_share(
     return word, {"measured": 1.0, "sampled": 1.0, "estimated": 0.0}.get(word)
 
 
+# a stored window's energy columns and the component kinds each one sums (Measurement's totals)
+WINDOW_KIND_COLUMNS = (
+    ("energy_gpu_j", ("gpu",)),
+    ("energy_cpu_j", ("cpu",)),
+    ("energy_dram_j", ("dram", "ram")),
+    ("energy_other_j", None),  # every other kind
+)
+
+
+def _stored_share(stored: object) -> tuple[str | None, float | None]:
+    """A stored provenance as it is, and the measured share it states: 1 or 0 for one word,
+    the measured and sampled percentages of a by-share text, None when it says none."""
+    import re
+
+    if not isinstance(stored, str):
+        return None, None
+    word = {"measured": 1.0, "sampled": 1.0, "estimated": 0.0}
+    if stored in word:
+        return stored, word[stored]
+    shares = re.findall(r"([0-9.]+) % (measured|sampled|estimated)", stored)
+    if not shares:
+        return stored, None
+    return stored, sum(float(v) for v, w in shares if w != "estimated") / 100.0
+
+
+def window_provenance(
+    window: Mapping[str, Any], components: Mapping[str, Any] | None
+) -> tuple[str | None, float | None]:
+    """A stored window's provenance by share and its measured share, from its energy by kind
+    (GPU, CPU, DRAM/RAM, other) and its run's components (``components_json``): each kind's
+    energy is split over the run's components of that kind in proportion to their energy, each
+    with its provenance (a meter's provenance holds for the whole run). Windows stored before
+    schema 8 said the weakest word ("estimated" for a window 95 % measured); this is what
+    they measured. Without the run's components, or with window energy of a kind the run has
+    no component of: the window's stored provenance, and the share it states."""
+    from wattlab.wording import component_kind
+
+    stored = window.get("provenance")
+    by_kind: dict[str, list[tuple[str, Any, float]]] = {}
+    for name, info in (components or {}).items():
+        if isinstance(info, Mapping) and info.get("in_total", True) is not False:
+            energy = info.get("energy_j")
+            if isinstance(energy, int | float) and energy > 0:
+                by_kind.setdefault(component_kind(name), []).append(
+                    (str(name), info.get("provenance"), float(energy))
+                )
+    named = {k for column, kinds in WINDOW_KIND_COLUMNS if kinds for k in kinds}
+    triples: dict[str, tuple[object, float]] = {}
+    for column, kinds in WINDOW_KIND_COLUMNS:
+        value = window.get(column)
+        energy = float(value) if isinstance(value, int | float) and value == value else 0.0
+        if energy <= 0:
+            continue
+        parts = [
+            p for k, ps in by_kind.items() if (k in kinds if kinds else k not in named) for p in ps
+        ]
+        whole = sum(e for _, _, e in parts)
+        if whole <= 0:
+            return _stored_share(stored)
+        for name, provenance, e in parts:
+            triples[name] = (provenance, energy * e / whole)
+    if not triples:
+        return _stored_share(stored)
+    return provenance_by_share(
+        {n: {"provenance": p, "energy_j": e} for n, (p, e) in triples.items()}, stored
+    )
+
+
 # what a modelled meter assumed, kept with its component in components_json (issue 39)
 ASSUMPTION_KEYS = ("ram_measure", "tdp_w", "tdp_source", "utilisation", "cpu_model", "logical_cpus")
 

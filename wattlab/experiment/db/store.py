@@ -1189,9 +1189,39 @@ class Store:
         record = self.run_record(run_id)
         return None if record is None else StoredRun.from_row(record)
 
-    def windows(self, run_ids: Iterable[int] | None = None) -> pd.DataFrame:
-        """Measurement windows (durations in s, energies in J, power in W) of the given runs."""
-        return self._by_run("windows", run_ids)
+    def windows(
+        self, run_ids: Iterable[int] | None = None, *, as_stored: bool = False
+    ) -> pd.DataFrame:
+        """Measurement windows (durations in s, energies in J, power in W) of the given runs,
+        with each window's ``provenance`` by share and its ``energy_measured_share`` (0..1)
+        from its energy by kind and its run's components (``record.window_provenance``: a
+        window stored before schema 8 said only the weakest word). ``as_stored``: the table's
+        rows as they are (to copy them into another database)."""
+        from wattlab.experiment.db.record import window_provenance
+
+        frame = self._by_run("windows", run_ids)
+        if as_stored:
+            return frame
+        ids = sorted({int(i) for i in frame["run_id"].dropna()}) if len(frame) else []
+        components: dict[int, Any] = {}
+        for start in range(0, len(ids), _CHUNK):
+            chunk = ids[start : start + _CHUNK]
+            marks = ", ".join("?" for _ in chunk)
+            with self._sql():
+                rows = self._conn.execute(
+                    f"SELECT id, components_json FROM runs WHERE id IN ({marks})", chunk
+                ).fetchall()
+            for run_id, cell in rows:
+                with contextlib.suppress(ValueError, TypeError):
+                    components[int(run_id)] = json.loads(cell) if cell else None
+        said = [
+            window_provenance(w, components.get(int(w["run_id"]))) for w in frame.to_dict("records")
+        ]
+        frame["provenance"] = pd.Series([t for t, _ in said], index=frame.index, dtype=object)
+        frame["energy_measured_share"] = pd.Series(
+            [s for _, s in said], index=frame.index, dtype=float
+        )
+        return frame
 
     def trace(self, run_ids: Iterable[int] | None = None) -> pd.DataFrame:
         """Power traces: ``t_s`` (s from the run's start), ``component``, ``power_w`` (W)."""

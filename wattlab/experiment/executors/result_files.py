@@ -63,7 +63,7 @@ def export_result(
         run_id = int(runs.iloc[0]["id"])
         windows = [
             {k: _plain(v) for k, v in w.items() if k != "run_id"}
-            for w in store.windows([run_id]).to_dict("records")
+            for w in store.windows([run_id], as_stored=True).to_dict("records")
         ]
         trace = [
             [_plain(t["t_s"]), t["component"], _plain(t["power_w"])]

@@ -13,8 +13,24 @@ from wattlab.extras import MissingExtraError, missing_sentence, require
 from wattlab.train.config import RunConfig
 
 
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity; the machine's count without one)."""
+    import os
+
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def check_devices(cfg: RunConfig) -> None:
     """Refuse a configuration this machine cannot run, in one sentence."""
+    if cfg.device == "cpu" and cfg.cpu_threads is not None and cfg.cpu_threads > usable_cores():
+        cores = usable_cores()
+        raise ConfigError(
+            f"--cpu-threads {cfg.cpu_threads} asks for more threads than the {cores} CPU "
+            f"core(s) this process may use here; give at most {cores}."
+        )
     if cfg.device != "cuda":
         return
     torch = require("torch", "train", "--device cuda", instead="use --device cpu")

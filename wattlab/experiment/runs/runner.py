@@ -29,7 +29,7 @@ from wattlab.errors import Interrupted
 from wattlab.experiment.db.record import RunOutcome, claim_row, failed_row
 from wattlab.experiment.options import RunContext, WorkerOptions
 from wattlab.experiment.runs.checks import preflight
-from wattlab.experiment.runs.worker import execute
+from wattlab.experiment.runs.worker import NOT_STORED, execute
 from wattlab.monitor import utc_now_iso
 from wattlab.processes import STOP_SIGNALS, TERMINATE_SIGNALS
 from wattlab.train.config import RunConfig
@@ -291,6 +291,34 @@ def finish_as_failed(
     return ctx.run_id
 
 
+def store_unstored_failure(
+    store: Store,
+    cfg: RunConfig,
+    opts: WorkerOptions,
+    ctx: RunContext,
+    started_at: str,
+    result: dict[str, Any],
+) -> RunOutcome:
+    """The outcome a worker reported (``run_id``, ``status``, ``error``, ``stored``). A failure
+    the worker could not store (it could not import what storing needs, say) is stored here,
+    with the worker's own error, so that its row never stays ``running`` without one; when
+    that fails too, the outcome says it was not stored."""
+    run_id, status, error = result.get("run_id"), str(result["status"]), result.get("error")
+    stored = bool(result.get("stored", True))
+    if status != "ok" and not stored:
+        message = str(error or "the run failed and the worker gave no error")
+        # true once it is stored here: the worker could not store it
+        message = message.replace(NOT_STORED, " (the worker could not store this failure: ")
+        try:
+            run_id = finish_as_failed(
+                store, cfg, opts, replace(ctx, run_id=run_id), started_at, message
+            )
+            error, stored = message, True
+        except Exception as store_error:
+            error = f"{message} (and the failure could not be stored: {store_error})"
+    return RunOutcome(run_id, status, error, _stored_row(store, run_id), stored)
+
+
 def _launch(
     store: Store | None,
     cfg: RunConfig,
@@ -360,13 +388,11 @@ def _launch(
                 signal.signal(s, handler)
         if result_path.exists():
             result = json.loads(result_path.read_text())
-            outcome = RunOutcome(
-                result.get("run_id"),
-                result["status"],
-                result.get("error"),
-                _stored_row(store, result.get("run_id")) if store is not None else None,
-                bool(result.get("stored", True)),
-            )
+            if store is not None:
+                outcome = store_unstored_failure(store, cfg, opts, ctx, started_at, result)
+            else:
+                outcome = RunOutcome(result.get("run_id"), result["status"], result.get("error"),
+                                     None, bool(result.get("stored", True)))  # fmt: skip
         elif node_rank != 0:
             outcome = RunOutcome(None, "ok" if code == 0 else "failed")
         else:

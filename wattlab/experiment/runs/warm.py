@@ -38,6 +38,7 @@ from wattlab.experiment.options import RunContext, WorkerOptions
 from wattlab.experiment.runs.lifetime import STOP_GRACE_S
 from wattlab.monitor import utc_now_iso
 from wattlab.processes import STOP_SIGNALS, TERMINATE_SIGNALS
+from wattlab.python_argv import module_argv
 from wattlab.train.config import RunConfig
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ class WarmWorker:
         env[ENV_PARENT_PID] = str(os.getpid())
         self.runs = 0
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "wattlab.experiment.runs.warm"],
+            module_argv("wattlab.experiment.runs.warm"),  # never the current folder's wattlab
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,
@@ -76,7 +77,11 @@ class WarmWorker:
         the run's open store (the runner's), where a run the worker could not store is
         finished as failed and the stored row is read back."""
         from wattlab.experiment.db.record import RunOutcome
-        from wattlab.experiment.runs.runner import _stored_row, finish_as_failed
+        from wattlab.experiment.runs.runner import (
+            _stored_row,
+            finish_as_failed,
+            store_unstored_failure,
+        )
 
         if ctx.launched_at_unix is None:  # the runner sets it when the run was asked for
             ctx = replace(ctx, launched_at_unix=time.time())
@@ -129,14 +134,7 @@ class WarmWorker:
         self.runs += 1
         if line:
             result = json.loads(line)
-            run_id = result.get("run_id")
-            outcome = RunOutcome(
-                run_id,
-                result["status"],
-                result.get("error"),
-                _stored_row(store, run_id),
-                bool(result.get("stored", True)),
-            )
+            outcome = store_unstored_failure(store, cfg, opts, ctx, started_at, result)
         else:
             code = proc.wait()
             self.proc = None
@@ -259,8 +257,8 @@ def serve() -> int:
                 result = execute(cfg, opts, ctx)
             except (Interrupted, KeyboardInterrupt):
                 raise
-            except BaseException as error:  # stored as failed by execute (or not: it says so)
-                _reply(replies, ctx.run_id, "failed", f"{type(error).__name__}: {error}")
+            except BaseException as error:  # execute failed to finish: the sweep stores it
+                _reply(replies, ctx.run_id, "failed", f"{type(error).__name__}: {error}", False)
                 return 1
             in_flight.clear()
             _reply(replies, result.run_id, result.status, result.error, result.stored)

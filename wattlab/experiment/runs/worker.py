@@ -52,6 +52,9 @@ def _write_result_file(path: str | None, data: dict[str, Any]) -> None:
         dump_json(data, path)
 
 
+NOT_STORED = " (and the failure could not be stored: "  # what a failure not stored says
+
+
 def _failure_message(error: BaseException) -> str:
     if isinstance(error, Interrupted):
         return str(error)  # "interrupted by signal 15"
@@ -228,9 +231,9 @@ def _store_failure(
     ``store`` is None only when opening it failed: it is tried once more here."""
     from wattlab.experiment.db.store import open_store
 
-    row = failed_row(cfg, opts, ctx, started_at, message)
     opened = None
     try:
+        row = failed_row(cfg, opts, ctx, started_at, message)
         if store is None:
             store = opened = open_store(opts.db_path, create=opts.sweep is None)
         run_id = store_finished(store, run_id, row)
@@ -238,7 +241,7 @@ def _store_failure(
         return RunOutcome(
             run_id,
             "failed",
-            f"{message} (and the failure could not be stored: {store_error})",
+            f"{message}{NOT_STORED}{store_error})",
             stored=False,
         )
     finally:
