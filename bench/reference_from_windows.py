@@ -41,7 +41,7 @@ def read_models(folders: list[Path]) -> list[dict[str, Any]]:
         for path in sorted(folder.glob("*.json")):
             data = json.loads(path.read_text())
             if "windows" in data and "shapes" in data:  # not a `wattlab run --json` row
-                data["_source"] = f"{folder.name}/{path.name}"
+                data["_source"] = f"{folder.parent.name}/{folder.name}/{path.name}"
                 out.append(data)
     return out
 
