@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -169,10 +169,10 @@ def advise(
     if run_id is not None or db is not None:
         if db is None or run_id is None:
             raise WattlabError("give both --db FILE and --run ID to start from a stored run.")
-        if model is not None or model_factory is not None or epochs is not None:
+        if model is not None or epochs is not None:
             raise WattlabError(
-                "--db/--run take the configuration from the stored run; leave out --model, "
-                "--model-factory and --epochs."
+                "--db/--run take the configuration from the stored run; leave out --model and "
+                "--epochs (--model-factory only names the run's own factory, to import it)."
             )
         if not Path(db).exists():
             raise WattlabError(f"no database at {db}.")
@@ -182,11 +182,18 @@ def advise(
         parse_allow(allow)  # an unknown knob before anything is read
         with open_store(db, create=False, readonly=True) as store:
             runs, windows, trace = store.runs(), store.windows([run_id]), store.trace([run_id])
+        _check_named_factory(runs, run_id, model_factory)
+        # a factory the run names is imported only when --model-factory names it again
+        trainee: Trainee | None = (
+            stored_trainee(runs, run_id, model_factory) if probe is not None else None
+        )
         result = advise_from_run(
             runs, windows, trace, run_id, max_slowdown_percent=max_slowdown,
             deadline_s=deadline_s, allow=allow, pre_fit=_pre_fit(data), carbon=carbon,
+            model_factory=model_factory,
         )  # fmt: skip
-        trainee = stored_trainee(runs, run_id)
+        if result.not_imported:
+            print(f"wattlab: {result.not_imported}.", file=sys.stderr)
     else:
         if (model is None and model_factory is None) or epochs is None or not gpu_name:
             raise WattlabError(
@@ -204,6 +211,7 @@ def advise(
             dataset=dataset, data_dir=data_dir,
         )  # fmt: skip
     if probe is not None:
+        assert trainee is not None
         result = probe_advice(
             result, trainee, seconds=None if probe == "auto" else float(probe), carbon=carbon,
             say=lambda line: print(line, file=sys.stderr, flush=True),
@@ -221,6 +229,22 @@ def advise(
         print(format_advice(result, rows))
     if not written:
         raise typer.Exit(1)
+
+
+def _check_named_factory(runs: Any, run_id: int, model_factory: str | None) -> None:
+    """With --db/--run, --model-factory may only name the stored run's own factory."""
+    from wattlab.experiment.db.stored_run import StoredRun
+    from wattlab.train.factory_ref import same_factory
+
+    if model_factory is None:
+        return
+    run = StoredRun.in_frame(runs, run_id)
+    stored = None if run is None else run.model
+    if stored is None or not same_factory(stored, model_factory):
+        raise WattlabError(
+            f"--model-factory {model_factory} is not run {run_id}'s model ({stored or 'none'}); "
+            "with --db/--run it only names the run's own factory, to import it."
+        )
 
 
 def _interval(low: float, high: float, scale: float, digits: str) -> str:

@@ -37,6 +37,7 @@ from typing import Any
 from torch import nn
 
 from wattlab.errors import ConfigError, echo
+from wattlab.train.factory_ref import is_factory
 
 REASON_CHARS = 200  # of a factory's own error message, quoted in ours
 ENV_TIMEOUT = "WATTLAB_FACTORY_TIMEOUT_S"
@@ -143,12 +144,6 @@ def _user_code(what: str, shown: str) -> Iterator[None]:
             f"{shown} called sys.exit({echo(exit_.code, 40)}); a model factory must return a "
             "model, and its module must only define it, never exit."
         ) from None
-
-
-def is_factory(name: str) -> bool:
-    """Whether a model name refers to a factory (``FILE.py:FUNC`` / ``module:FUNC``): torchvision
-    names never contain a colon."""
-    return ":" in name
 
 
 def source_key(name: str) -> str:

@@ -565,14 +565,22 @@ def _rows_word(measured: dict[Setting, Option]) -> str:
     return "measured" if words == {"measured"} else "estimated"
 
 
-def stored_trainee(runs: Any, run_id: int) -> Trainee:
-    """The model and data of a stored run (its ``config_json``)."""
+def stored_trainee(runs: Any, run_id: int, model_factory: str | None = None) -> Trainee:
+    """The model and data of a stored run (its ``config_json``). A model factory the run names
+    is probed (imported, its code run) only when ``model_factory`` names it again; otherwise a
+    ConfigError says what would be imported."""
+    from wattlab.train.factory_ref import factory_not_imported, is_factory, same_factory
+
     match = runs[runs["id"] == run_id]
     if not len(match):
         raise ConfigError(f"no run {run_id} in the database.")
     text = match.iloc[0]["config_json"]
     config = json.loads(text) if isinstance(text, str) else dict(text or {})
-    return Trainee.from_run_config(config)
+    trainee = Trainee.from_run_config(config)
+    ref = trainee.model_factory or trainee.model
+    if ref and is_factory(ref) and not same_factory(ref, model_factory):
+        raise ConfigError(factory_not_imported(run_id, ref) + "; nothing was probed.")
+    return trainee
 
 
 __all__ = [

@@ -1,0 +1,119 @@
+"""Sixth fault campaign (issue #50 item 4): a database never makes wattlab run code. A model
+factory (``FILE.py:FUNC``) that a stored run names is imported only when the user names it again
+(``advise --db --run --model-factory``); otherwise one sentence says what would be imported."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from wattlab.experiment.db.store import open_store
+
+
+def planted(tmp_path: Path) -> tuple[Path, Path]:
+    """A helper.py whose import touches a marker file, and that marker's path."""
+    marker = tmp_path / "IMPORTED"
+    helper = tmp_path / "helper.py"
+    helper.write_text(
+        f"from pathlib import Path\nPath({str(marker)!r}).touch()\n\n"
+        "def make(num_classes=10):\n    raise SystemExit(3)\n"
+    )
+    return helper, marker
+
+
+def shared_db(path: Path, ref: str) -> Path:
+    """A database holding one ok H200 run whose model is the factory ``ref``, with a GPU trace
+    (so the power-limit knob can still be advised)."""
+    with open_store(path) as store:
+        store.insert_run(
+            {"sweep": None, "status": "ok", "config_hash": "h", "repetition": 0,
+             "config_json": {"model": ref, "model_factory": ref, "precision": "fp32",
+                             "batch_size": 256},
+             "label": ref, "model": ref, "precision": "fp32", "batch_size": 256,
+             "samples": 50_000, "train_size": 50_000, "epochs": 1, "gpus": 1,
+             "gpu_name": "NVIDIA H200", "device": "cuda", "power_limit_w": 700.0, "gpu_tdp_w": 700.0,
+             "duration_s": 60.0, "energy_total_j": 30_000.0, "energy_gpu_j": 27_000.0},
+            [{"name": "budget", "start_s": 0.0, "duration_s": 60.0, "energy_total_j": 30_000.0,
+              "energy_gpu_j": 27_000.0}],
+            [(t * 0.5, "gpu0", 450.0) for t in range(121)],
+        )  # fmt: skip
+    return path
+
+
+def wattlab(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    from wattlab.cli.app import main
+
+    monkeypatch.setattr(sys, "argv", ["wattlab", *args])
+    with pytest.raises(SystemExit) as stop:
+        main()
+    out = capsys.readouterr()
+    return int(stop.value.code or 0), out.out, out.err
+
+
+def test_advise_from_a_stored_run_never_imports_its_factory_unasked(
+    tmp_path, monkeypatch, capsys
+) -> None:
+    helper, marker = planted(tmp_path)
+    ref = f"{helper}:make"
+    db = shared_db(tmp_path / "shared.db", ref)
+    code, out, err = wattlab(monkeypatch, capsys, "advise", "--db", str(db), "--run", "1")
+    assert not marker.exists()
+    assert code == 0, err
+    said = [line for line in err.splitlines() if "imports" in line]
+    assert len(said) == 1 and ref in said[0] and "--model-factory" in said[0], err
+    assert "power limit" in out
+    # --probe would build the model: refused in one sentence, nothing imported
+    code, out, err = wattlab(monkeypatch, capsys, "advise", "--db", str(db), "--run", "1",
+                             "--probe", "10")  # fmt: skip
+    assert code == 2 and not marker.exists()
+    assert len(err.strip().splitlines()) == 1 and ref in err and "nothing was probed" in err
+
+
+def test_another_factory_named_with_a_stored_run_is_refused(tmp_path, monkeypatch, capsys):
+    helper, marker = planted(tmp_path)
+    db = shared_db(tmp_path / "shared.db", f"{helper}:make")
+    code, _, err = wattlab(monkeypatch, capsys, "advise", "--db", str(db), "--run", "1",
+                           "--model-factory", f"{helper}:other")  # fmt: skip
+    assert code == 2 and not marker.exists()
+    assert len(err.strip().splitlines()) == 1 and "is not run 1's model" in err
+
+
+def test_the_reports_advice_never_imports_a_stored_factory(tmp_path) -> None:
+    from wattlab.analysis.report_advice import advice_blocks, advice_rows
+
+    helper, marker = planted(tmp_path)
+    ref = f"{helper}:make"
+    db = shared_db(tmp_path / "shared.db", ref)
+    with open_store(db, readonly=True) as store:
+        runs, windows, trace = store.runs(), store.windows(), store.trace()
+    data = {"configurations": [{"label": ref, "config_hash": "h", "is_baseline": True}]}
+    rows = advice_rows(runs, windows, trace, data)
+    assert not marker.exists()
+    assert rows[0]["not_imported"] and ref in rows[0]["not_imported"]
+    table = advice_blocks(rows)[-1]
+    assert any("wattlab imports" in cell for row in table.rows for cell in row)
+
+
+def test_a_named_factory_is_the_stored_ones_own(tmp_path) -> None:
+    from wattlab.train.factory_ref import same_factory
+
+    helper, _ = planted(tmp_path)
+    ref = f"{helper}:make"
+    assert same_factory(ref, ref)
+    assert same_factory(ref, f"{tmp_path}/./helper.py:make")
+    assert not same_factory(ref, f"{helper}:other")
+    assert not same_factory(ref, None)
+    assert not same_factory("resnet18", "resnet18")
+
+
+@pytest.mark.slow  # imports torch to count the factory's model
+def test_a_factory_named_again_is_imported(tmp_path, monkeypatch, capsys) -> None:
+    helper, marker = planted(tmp_path)
+    ref = f"{helper}:make"
+    db = shared_db(tmp_path / "shared.db", ref)
+    code, _, err = wattlab(monkeypatch, capsys, "advise", "--db", str(db), "--run", "1",
+                           "--model-factory", ref)  # fmt: skip
+    assert marker.exists(), err
+    assert "only when you name it again" not in err
