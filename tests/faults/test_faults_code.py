@@ -117,3 +117,82 @@ def test_a_factory_named_again_is_imported(tmp_path, monkeypatch, capsys) -> Non
                            "--model-factory", ref)  # fmt: skip
     assert marker.exists(), err
     assert "only when you name it again" not in err
+
+
+# -- git: the fingerprint reads a checkout, never runs what it configures (items 5 and 6) ------
+def _checkout(folder: Path) -> str:
+    import subprocess
+
+    env = {**{f"GIT_{r}_{k}": v for r in ("AUTHOR", "COMMITTER")
+              for k, v in (("NAME", "t"), ("EMAIL", "t@t"))},
+           "HOME": str(folder.parent), "PATH": "/usr/bin:/bin"}  # fmt: skip
+    folder.mkdir()
+    (folder / "train.py").write_text("print(1)\n")
+    for args in (["init", "-q"], ["add", "train.py"], ["commit", "-qm", "x"]):
+        subprocess.run(["git", "-C", str(folder), *args], check=True, env=env)
+    return subprocess.run(["git", "-C", str(folder), "rev-parse", "HEAD"], capture_output=True,
+                          text=True, check=True).stdout.strip()  # fmt: skip
+
+
+def _config(folder: Path, key: str, value: str) -> None:
+    import subprocess
+
+    subprocess.run(["git", "-C", str(folder), "config", key, value], check=True)
+
+
+def test_the_fingerprint_runs_no_command_a_checkout_configures(tmp_path) -> None:
+    from wattlab.experiment.db.fingerprint import code_state
+
+    repo = tmp_path / "r"
+    head = _checkout(repo)
+    marks = {name: tmp_path / name for name in ("FSMONITOR", "HOOK", "CLEAN", "PROCESS")}
+    _config(repo, "core.fsmonitor", f"touch {marks['FSMONITOR']}; echo")
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    for hook in ("post-index-change", "reference-transaction", "fsmonitor-watchman"):
+        (hooks / hook).write_text(f"#!/bin/sh\ntouch {marks['HOOK']}\n")
+        (hooks / hook).chmod(0o755)
+    _config(repo, "core.hooksPath", str(hooks))
+    (repo / ".gitattributes").write_text("*.py filter=evil\n")
+    _config(repo, "filter.evil.clean", f"touch {marks['CLEAN']}; cat")
+    _config(repo, "filter.evil.required", "true")
+    (repo / "train.py").write_text("print(2)\n")  # a modified file: status compares it
+    state = code_state(repo)
+    assert [name for name, mark in marks.items() if mark.exists()] == []
+    assert state.commit == head and state.dirty is True
+    # the same with a long-running filter process named instead
+    _config(repo, "filter.evil.process", f"sh -c 'touch {marks['PROCESS']}'")
+    code_state(repo)
+    assert not marks["PROCESS"].exists()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_a_hung_git_and_everything_it_started_end_with_the_timeout(tmp_path, monkeypatch):
+    import time
+
+    from wattlab.experiment.db import fingerprint
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    pids = tmp_path / "pids"
+    (bin_dir / "git").write_text(f"#!/bin/sh\nsleep 300 &\necho $! >> {pids}\nwait\n")
+    (bin_dir / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    monkeypatch.setattr(fingerprint, "GIT_TIMEOUT_S", 1.0)
+    started = time.monotonic()
+    state = fingerprint.code_state(tmp_path)
+    assert time.monotonic() - started < 10
+    assert state == fingerprint.CodeState(None, None)
+    children = [int(line) for line in pids.read_text().split()]
+    assert children
+    deadline = time.monotonic() + 5
+    while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in children)
