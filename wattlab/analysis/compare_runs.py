@@ -19,6 +19,7 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from wattlab.analysis.compare import (
     CONFIDENCE,
@@ -54,9 +55,10 @@ class SideSpec:
 
 
 def parse_side(text: str, commit: str | None = None) -> SideSpec:
-    """``DB`` or ``DB::SWEEP`` (and a commit prefix) as a SideSpec; a ConfigError when empty."""
+    """``DB`` or ``DB::SWEEP`` (and a commit prefix) as a SideSpec; a ConfigError when empty. A
+    file whose own name holds ``::`` (``x::y.db``) is that database, not DB::SWEEP."""
     path, sweep = text, None
-    if SIDE_SEPARATOR in text:
+    if SIDE_SEPARATOR in text and not Path(text).expanduser().is_file():
         path, sweep = text.rsplit(SIDE_SEPARATOR, 1)
         if not path or not sweep:
             raise ConfigError(
@@ -91,6 +93,12 @@ def load_side(spec: SideSpec, configs: Sequence[str] = ()) -> Side:
     or a label); a DataError in one sentence when it holds none."""
     from wattlab.experiment.db.store import open_store
 
+    if spec.sweep is not None and not Path(spec.path).expanduser().exists():
+        whole = f"{spec.path}{SIDE_SEPARATOR}{spec.sweep}"
+        raise DataError(
+            f"no wattlab database at {whole}, nor at {spec.path} (reading it as DB::SWEEP, "
+            f"sweep {spec.sweep!r}); check the path."
+        )
     with open_store(spec.path, readonly=True) as store:
         runs = store.stored_runs(sweep=spec.sweep, status="ok")
         sweeps = (
