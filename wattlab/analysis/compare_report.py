@@ -17,7 +17,6 @@ from wattlab.analysis.compare_runs import (
     Comparison,
     ConfigComparison,
     fingerprint_values,
-    idle_summary,
 )
 from wattlab.analysis.idle_settle import SETTLED_AFTER_S
 from wattlab.analysis.markdown_text import md_code, md_text
@@ -144,8 +143,7 @@ def markdown(comparison: Comparison) -> str:
 
 
 def _differences(c: Comparison) -> list[str]:
-    idle_b = idle_summary(c.baseline.runs, c.candidate.runs)
-    idle_c = idle_summary(c.candidate.runs, c.baseline.runs)
+    idle_b, idle_c = c.idle
     lines = ["### What differs between the two sides", ""]
     if not c.differences:
         lines.append(
@@ -294,5 +292,5 @@ def _side_json(c: Comparison, *, baseline: bool) -> dict[str, Any]:
         "runs": len(side.runs),
         "run_ids": [r.id for r in side.runs],
         "fingerprint": fingerprint_values(side.runs),
-        **idle_summary(side.runs, (c.candidate if baseline else c.baseline).runs),
+        **c.idle[0 if baseline else 1],
     }

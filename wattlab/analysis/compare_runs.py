@@ -19,6 +19,7 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 from wattlab.analysis.compare import (
@@ -321,6 +322,15 @@ class Comparison:
     @property
     def hardware_mismatch(self) -> list[Difference]:
         return [d for d in self.differences if d.mismatch]
+
+    @cached_property
+    def idle(self) -> tuple[dict[str, float | int | None], dict[str, float | int | None]]:
+        """``idle_summary`` of the baseline and of the candidate (each against the other's
+        runs too), computed once for the Markdown and the JSON."""
+        return (
+            idle_summary(self.baseline.runs, self.candidate.runs),
+            idle_summary(self.candidate.runs, self.baseline.runs),
+        )
 
 
 def pair(baseline: Side, candidate: Side) -> tuple[list[tuple[str, str]], list[str]]:
