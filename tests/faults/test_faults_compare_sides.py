@@ -71,8 +71,11 @@ def _naive(read, others, settled_after_s=10.0):
         start = s(run.started_at)
         if start is None:
             continue
-        before = [s(o.finished_at) for o in others
-                  if o.hostname == run.hostname and o.finished_at and s(o.finished_at) <= start]
+        before = [
+            s(o.finished_at)
+            for o in others
+            if o.hostname == run.hostname and o.finished_at and s(o.finished_at) <= start
+        ]
         if before and start - max(before) < settled_after_s:
             count += 1
     return count  # fmt: skip
@@ -120,10 +123,21 @@ def test_ten_thousand_runs_a_side_count_in_seconds_and_once(monkeypatch) -> None
     def side(name: str, offset: float) -> Side:
         runs = tuple(
             StoredRun.from_row(
-                {"id": i, "status": "ok", "config_hash": "cfg", "label": "cfg", "samples": 1000,
-                 "duration_s": 10.0, "energy_total_j": offset + float(rng.normal(0, 1)),
-                 "idle_power_w": 70.0, "hostname": "node", "started_at": span.started_at,
-                 "finished_at": span.finished_at, "device": "cpu", "gpus": 0}
+                {
+                    "id": i,
+                    "status": "ok",
+                    "config_hash": "cfg",
+                    "label": "cfg",
+                    "samples": 1000,
+                    "duration_s": 10.0,
+                    "energy_total_j": offset + float(rng.normal(0, 1)),
+                    "idle_power_w": 70.0,
+                    "hostname": "node",
+                    "started_at": span.started_at,
+                    "finished_at": span.finished_at,
+                    "device": "cpu",
+                    "gpus": 0,
+                }
             )  # fmt: skip
             for i, span in enumerate(_spans(rng, 10_000))
         )
