@@ -187,11 +187,12 @@ def advise(
         trainee: Trainee | None = (
             stored_trainee(runs, run_id, model_factory) if probe is not None else None
         )
-        result = advise_from_run(
-            runs, windows, trace, run_id, max_slowdown_percent=max_slowdown,
-            deadline_s=deadline_s, allow=allow, pre_fit=_pre_fit(data), carbon=carbon,
-            model_factory=model_factory,
-        )  # fmt: skip
+        with _probe_cap(probe if model_factory else None):  # PRE counts the factory's model
+            result = advise_from_run(
+                runs, windows, trace, run_id, max_slowdown_percent=max_slowdown,
+                deadline_s=deadline_s, allow=allow, pre_fit=_pre_fit(data), carbon=carbon,
+                model_factory=model_factory,
+            )  # fmt: skip
         if result.not_imported:
             print(f"wattlab: {result.not_imported}.", file=sys.stderr)
     else:
@@ -200,12 +201,13 @@ def advise(
                 "give --model NAME (or --model-factory FILE.py:FUNC), --gpu-name G and --epochs "
                 "N, or --db FILE --run ID (see --help)."
             )
-        result = advise_fn(
-            model=model, model_factory=model_factory, gpu_name=gpu_name, epochs=epochs,
-            train_size=train_size, batch_size=batch_size, precision=precision,
-            gpus=gpus, image_size=image_size, stem=stem, max_slowdown_percent=max_slowdown,
-            deadline_s=deadline_s, allow=allow, pre_fit=_pre_fit(data), carbon=carbon,
-        )  # fmt: skip
+        with _probe_cap(probe if model_factory else None):  # PRE counts the factory's model
+            result = advise_fn(
+                model=model, model_factory=model_factory, gpu_name=gpu_name, epochs=epochs,
+                train_size=train_size, batch_size=batch_size, precision=precision,
+                gpus=gpus, image_size=image_size, stem=stem, max_slowdown_percent=max_slowdown,
+                deadline_s=deadline_s, allow=allow, pre_fit=_pre_fit(data), carbon=carbon,
+            )  # fmt: skip
         trainee = Trainee(
             model=model, model_factory=model_factory, stem=stem, image_size=image_size,
             dataset=dataset, data_dir=data_dir,
@@ -229,6 +231,20 @@ def advise(
         print(format_advice(result, rows))
     if not written:
         raise typer.Exit(1)
+
+
+def _probe_cap(probe: str | None) -> Any:
+    """With --probe, a factory's import and call are bounded by the probe's length (the default
+    length's 30 s for 'auto'), not $WATTLAB_FACTORY_TIMEOUT_S's 120 s; otherwise nothing."""
+    import contextlib
+
+    if probe is None:
+        return contextlib.nullcontext()
+    from wattlab.estimate.advise.probe import DEFAULT_PROBE_S
+    from wattlab.train.factory import time_cap
+
+    seconds = DEFAULT_PROBE_S if probe == "auto" else float(probe)
+    return time_cap(seconds, f"--probe {probe}")
 
 
 def _check_named_factory(runs: Any, run_id: int, model_factory: str | None) -> None:

@@ -446,9 +446,13 @@ def probe(
         candidates, advice.current, graphs="graphs" in advice.allowed and device == "cuda"
     )
     from wattlab.monitor import EnergyMonitor
+    from wattlab.train.factory import time_cap
 
     rng = random.Random(seed)
-    with EnergyMonitor(carbon=carbon, record_trace=False) as monitor:
+    with (
+        time_cap(seconds, f"the probe ({seconds:g} s)"),
+        EnergyMonitor(carbon=carbon, record_trace=False) as monitor,
+    ):
         monitor.begin_window("probe")
         stop_at = clock() + seconds
         run = _run(trainee, choice, device, monitor, stop_at, clock, rng, say)
