@@ -57,8 +57,8 @@ def unsettled_readings(
         end = _seconds(run.finished_at)
         if end is not None:
             ends.setdefault(run.hostname, []).append(end)
-    for host_ends in ends.values():
-        host_ends.sort()  # then the last end at or before a start is one bisection away
+    for sorted_ends in ends.values():
+        sorted_ends.sort()  # then the last end at or before a start is one bisection away
     count = 0
     for run in readers:
         start = _seconds(run.started_at)

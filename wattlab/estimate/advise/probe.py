@@ -37,10 +37,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
+import shutil
 import statistics
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -65,6 +69,7 @@ from wattlab.monitor.carbon import CarbonSettings
 DEFAULT_PROBE_S = 30.0  # the default is the smaller of this and TRAINING_SHARE of the training
 TRAINING_SHARE = 0.05
 MIN_PROBE_S = 5.0
+INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 MIN_ROUNDS = 3  # windows per candidate, at least; its row is their median
 # a window's length bounds (s): the shortest keeps the counter's resolution (~0.1 s updates on
 # the H200's NVML energy counter) a few per cent of one window; longer than the longest buys
@@ -386,6 +391,25 @@ def _run(
     return out
 
 
+@contextmanager
+def inductor_cache_in_temp() -> Iterator[str | None]:
+    """torch's compiler makes its cache folder (``$TMPDIR/torchinductor_$USER``) as soon as it
+    is imported, and the probe stores nothing: unless the user chose the folder
+    (``$TORCHINDUCTOR_CACHE_DIR``), it goes into a temporary folder removed afterwards. Yields
+    that folder (None: the user's)."""
+    if os.environ.get(INDUCTOR_CACHE_ENV):
+        yield None
+        return
+    folder = tempfile.mkdtemp(prefix="wattlab-probe-inductor-")
+    os.environ[INDUCTOR_CACHE_ENV] = folder
+    try:
+        yield folder
+    finally:
+        if os.environ.get(INDUCTOR_CACHE_ENV) == folder:
+            del os.environ[INDUCTOR_CACHE_ENV]
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def probe(
     advice: Advice,
     trainee: Trainee,
@@ -451,6 +475,7 @@ def probe(
     rng = random.Random(seed)
     with (
         time_cap(seconds, f"the probe ({seconds:g} s)"),
+        inductor_cache_in_temp(),
         EnergyMonitor(carbon=carbon, record_trace=False) as monitor,
     ):
         monitor.begin_window("probe")
