@@ -11,8 +11,11 @@ and the system's git configuration off. A value that cannot be read is None.
 from __future__ import annotations
 
 import os
+import selectors
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -66,33 +69,65 @@ def _git(folder: Path, *args: str, timeout_s: float | None = None) -> str | None
 
 
 def _run_bounded(argv: list[str], timeout_s: float) -> str | None:
-    """Run ``argv`` in a session of its own; on the timeout, SIGKILL its process group."""
+    """Run ``argv`` in a session of its own and return its stdout (None: it failed or outlived
+    ``timeout_s``). Its whole process group is then killed with SIGKILL, while the child is
+    not yet reaped (a zombie still holds its pid, so the group's id cannot have been given to
+    another process): nothing it started in its group outlives the call."""
     env = {**os.environ, **_GIT_ENV}
     for name in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE"):
         env.pop(name, None)  # the checkout of the folder named, not one the environment names
+    deadline = time.monotonic() + timeout_s
     with subprocess.Popen(
         argv,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
-        text=True,
         env=env,
         start_new_session=True,
     ) as child:
         try:
-            out, _ = child.communicate(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            _kill_group(child.pid)
-            child.communicate()
-            return None
+            out = _read_until(child, deadline)
+            exited = out is not None and _exited_unreaped(child.pid, deadline)
         finally:
-            _kill_group(child.pid)  # anything git left behind in its group
-    return out if child.returncode == 0 else None
+            _kill_group(child.pid)
+            child.wait()
+    if not exited or child.returncode != 0 or out is None:
+        return None
+    return out.decode("utf-8", errors="replace")
+
+
+def _read_until(child: subprocess.Popen[bytes], deadline: float) -> bytes | None:
+    """The child's whole stdout, or None when it is not closed by ``deadline``."""
+    assert child.stdout is not None
+    chunks: list[bytes] = []
+    with selectors.DefaultSelector() as selector:
+        selector.register(child.stdout, selectors.EVENT_READ)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not selector.select(left):
+                return None
+            chunk = os.read(child.stdout.fileno(), 65536)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+
+
+def _exited_unreaped(pid: int, deadline: float) -> bool:
+    """Wait until ``pid`` has exited, without reaping it (WNOWAIT), up to ``deadline``."""
+    if not hasattr(os, "waitid"):  # no such call here: its stdout closed, so take it as done
+        return True
+    while True:
+        try:
+            if os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None:
+                return True
+        except ChildProcessError:
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.005)
 
 
 def _kill_group(pgid: int) -> None:
-    import signal
-
     try:
         os.killpg(pgid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
