@@ -197,3 +197,29 @@ def test_a_hung_git_and_everything_it_started_end_with_the_timeout(tmp_path, mon
     while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(pid) for pid in children)
+
+
+def test_what_a_git_that_succeeds_left_in_its_group_ends_with_it(tmp_path, monkeypatch) -> None:
+    import shutil
+    import time
+
+    from wattlab.experiment.db.fingerprint import code_state
+
+    real_git = shutil.which("git")
+    assert real_git is not None
+    repo = tmp_path / "r"
+    head = _checkout(repo)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    pids = tmp_path / "pids"
+    (bin_dir / "git").write_text(  # a child that lets go of git's stdout, then git itself
+        f'#!/bin/sh\nsleep 300 >/dev/null 2>&1 &\necho $! >> {pids}\nexec {real_git} "$@"\n'
+    )
+    (bin_dir / "git").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    assert code_state(repo).commit == head
+    children = [int(line) for line in pids.read_text().split()]
+    deadline = time.monotonic() + 5
+    while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert children and not any(_alive(pid) for pid in children)
