@@ -298,6 +298,8 @@ def test_a_signal_during_a_sweep_run_is_128_plus_n_and_stores_it_failed(tmp_path
     con.close()
     assert [status for status, _ in rows] == ["failed"], (rows, err[-3000:])
     assert f"signal {int(signum)}" in rows[0][1]
+    if signum != signal.SIGINT:  # a sweep's stop line says what is true of it (issue 50)
+        assert "is stored as failed (run the sweep again to resume)." in err, err[-2000:]
 
 
 @pytest.mark.parametrize("stop", [KeyboardInterrupt(), "interrupted"])
@@ -382,6 +384,11 @@ def test_a_signal_during_a_run_is_128_plus_n_and_stores_it_failed(tmp_path, sign
     con.close()
     assert [status for status, _ in rows] == ["failed"], (rows, err[-2000:])
     assert f"signal {int(signum)}" in rows[0][1], rows
+    if signum != signal.SIGINT:  # a lone run: no sweep to run again (issue 50)
+        assert (
+            lines[0]
+            == f"wattlab: stopped by signal {int(signum)}; a run cut short is stored as failed."
+        )
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
