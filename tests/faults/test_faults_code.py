@@ -223,3 +223,25 @@ def test_what_a_git_that_succeeds_left_in_its_group_ends_with_it(tmp_path, monke
     while any(_alive(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert children and not any(_alive(pid) for pid in children)
+
+
+def test_features_of_stored_runs_never_import_a_factory(tmp_path) -> None:
+    """PRE's features of a database's runs (estimate --db, evaluate): a factory a run names is
+    not built from the database; its recorded FLOPs are used, or the row says why it has none."""
+    from wattlab.estimate.features import run_features
+
+    helper, marker = planted(tmp_path)
+    ref = f"{helper}:make"
+    db = shared_db(tmp_path / "shared.db", ref)
+    with open_store(db, readonly=True) as store:
+        runs = store.runs()
+    runs.loc[:, "epochs"] = 1.0
+    without = run_features(runs)
+    assert not marker.exists()
+    assert "not imported from a database" in str(without["feature_error"].iloc[0])
+    runs.loc[:, "model_gflops_per_sample"] = 0.5
+    runs.loc[:, "params"] = 1e6
+    counted = run_features(runs)
+    assert not marker.exists()
+    assert counted["feature_error"].iloc[0] is None
+    assert counted["gflops_per_sample"].iloc[0] == 0.5
