@@ -245,3 +245,16 @@ def test_features_of_stored_runs_never_import_a_factory(tmp_path) -> None:
     assert not marker.exists()
     assert counted["feature_error"].iloc[0] is None
     assert counted["gflops_per_sample"].iloc[0] == 0.5
+
+
+def test_the_flops_method_on_a_stored_run_never_imports_its_factory(tmp_path) -> None:
+    from wattlab.estimate.methods import flops, gpu_facts
+
+    helper, marker = planted(tmp_path)
+    ref = f"{helper}:make"
+    db = shared_db(tmp_path / "shared.db", ref)
+    with open_store(db, readonly=True) as store:
+        run = store.runs().iloc[0].to_dict()
+    estimate = flops._stored(run, gpu_facts.stored_gpu_args(run), 0.3)
+    assert not marker.exists()
+    assert not estimate.ok and "not imported from a database" in str(estimate.error)
