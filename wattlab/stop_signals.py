@@ -29,6 +29,9 @@ RECEIVED: list[int] = []  # stop signals that arrived, in order
 _EXIT_CODE: list[int] = []  # the code exit_stopped chose: the last exit hook leaves with it
 _HOOKED: list[bool] = []
 _INSTALLED_AT: list[int] = []  # len(RECEIVED) when the raising handlers were last installed
+_AT_STAKE: list[str] = []  # what a stop now leaves behind (``at_stake``): said after the signal
+SWEEP_AT_STAKE = "a run cut short is stored as failed (run the sweep again to resume)"
+RUN_AT_STAKE = "a run cut short is stored as failed"
 
 
 def is_the_command() -> bool:
@@ -106,15 +109,20 @@ def ignore_more() -> None:
         return
 
 
+def at_stake(sentence: str | None) -> None:
+    """From now on, a stop signal's line also says ``sentence`` (what the command leaves behind:
+    ``SWEEP_AT_STAKE`` once a sweep starts storing runs, ``RUN_AT_STAKE`` for `wattlab run`);
+    None: nothing is said beyond the signal (every other command, e.g. `advise --probe`,
+    `compare`, `monitor`, which store nothing)."""
+    _AT_STAKE[:] = [sentence] if sentence else []
+
+
 def stopped_line(signum: int) -> tuple[str, int]:
     """The one line and the exit code of a command stopped by ``signum``."""
     if signum == _signal.SIGINT:
         return "wattlab: interrupted", 130
-    return (
-        f"wattlab: stopped by signal {signum}; a run cut short is stored as failed "
-        "(run the sweep again to resume).",
-        128 + signum,
-    )
+    after = f"; {_AT_STAKE[0]}" if _AT_STAKE else ""
+    return f"wattlab: stopped by signal {signum}{after}.", 128 + signum
 
 
 def exit_stopped(signum: int) -> None:

@@ -254,3 +254,34 @@ def test_a_probe_whose_set_up_cannot_fit_says_so_and_measures_nothing() -> None:
     )
     assert out.probe is None and out.rows == _cpu_advice().rows
     assert "would have fit within 1.5x the 5 s given" in out.notes[-1]
+
+
+def test_the_compilers_cache_goes_to_a_temporary_folder_removed_afterwards(monkeypatch) -> None:
+    from wattlab.estimate.advise.probe import INDUCTOR_CACHE_ENV, inductor_cache_in_temp
+
+    monkeypatch.delenv(INDUCTOR_CACHE_ENV, raising=False)
+    with inductor_cache_in_temp() as folder:
+        assert folder is not None and os.environ[INDUCTOR_CACHE_ENV] == folder
+        Path(folder, "fxgraph").mkdir()  # what torch's compiler makes there
+    assert not Path(folder).exists() and INDUCTOR_CACHE_ENV not in os.environ
+    monkeypatch.setenv(INDUCTOR_CACHE_ENV, "/the/users/choice")
+    with inductor_cache_in_temp() as folder:
+        assert folder is None and os.environ[INDUCTOR_CACHE_ENV] == "/the/users/choice"
+    assert os.environ[INDUCTOR_CACHE_ENV] == "/the/users/choice"
+
+
+@pytest.mark.slow  # the CLI probes for 5 s (torch imported)
+def test_advise_probe_leaves_nothing_in_the_temporary_folder(tmp_path) -> None:
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-m", "wattlab.cli", "advise", "--model", "resnet18", "--gpu-name",
+         "H200", "--epochs", "1", "--probe", "5"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        env={**env, "TMPDIR": str(temp), "PYTHONPATH": str(root)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "probe" in done.stderr
+    assert sorted(p.name for p in temp.iterdir()) == []

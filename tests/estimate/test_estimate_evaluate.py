@@ -646,7 +646,7 @@ def test_cli_scores_the_paper_target_under_one_protocol(tmp_path: Path) -> None:
     ("flag", "value", "message"),
     [
         ("--target", "cpu", "--target must be one of total, gpu, paper"),
-        ("--protocol", "lono", "--protocol must be one of loco, lomo, lopo, lofo, lobo, logo or all"),
+        ("--protocol", "lono", "--protocol must be one of loco, lomo, lopo, lofo, lobo, logo"),
         ("--step-method", "magic", "--step-method must be one of wattlab, paper, marks, both"),
         ("--step-start", "ten", "--step-start must be an epoch number >= 1 or fluss"),
     ],

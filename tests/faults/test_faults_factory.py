@@ -146,3 +146,35 @@ def test_estimate_with_a_factory_that_loops_says_so_and_stops(tmp_path: Path) ->
     done = _cli([*ESTIMATE, "--model-factory", ref], tmp_path, WATTLAB_FACTORY_TIMEOUT_S="5")
     assert done.returncode == 2, (done.returncode, done.stderr[-3000:])
     assert "importing the model factory" in done.stderr and "Traceback" not in done.stderr
+
+
+# -- issue #50: a hung factory under --probe is cut off at the probe's length, not at 120 s ------
+def test_a_time_cap_bounds_a_hung_factory_below_the_environment_s_limit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wattlab.train.factory import ENV_TIMEOUT, load_factory, time_cap
+
+    monkeypatch.delenv(ENV_TIMEOUT, raising=False)  # the default: 120 s
+    ref = _factory(tmp_path, "import time\ntime.sleep(300)", name="hangs.py")
+    started = time.monotonic()
+    with time_cap(2, "the probe (2 s)"), pytest.raises(ConfigError) as refused:
+        load_factory(ref)
+    assert time.monotonic() - started < 15
+    message = str(refused.value)
+    assert "hangs.py" in message and "2 s, the length of the probe (2 s)" in message, message
+    monkeypatch.setenv(ENV_TIMEOUT, "1")  # a shorter limit of the environment still wins
+    with time_cap(60, "the probe (60 s)"), pytest.raises(ConfigError, match=ENV_TIMEOUT):
+        load_factory(ref)
+
+
+@pytest.mark.slow  # the CLI, torch imported
+def test_advise_probe_cuts_a_hung_factory_off_at_the_probe_s_length(tmp_path: Path) -> None:
+    ref = _factory(tmp_path, "import time\ntime.sleep(300)", name="hangs.py")
+    started = time.monotonic()
+    done = _cli(["advise", "--model-factory", ref, "--gpu-name", "H200", "--epochs", "1",
+                 "--probe", "6"], tmp_path)  # fmt: skip
+    took_s = time.monotonic() - started
+    assert done.returncode == 2, (done.returncode, done.stderr[-3000:])
+    assert took_s < 90, took_s  # was 120 s of the factory alone
+    errors = [line for line in done.stderr.splitlines() if line.startswith("wattlab: error:")]
+    assert len(errors) == 1 and "--probe 6" in errors[0], done.stderr

@@ -331,6 +331,8 @@ def test_a_signal_during_a_sweep_run_is_128_plus_n_and_stores_it_failed(tmp_path
     con.close()
     assert [status for status, _ in rows] == ["failed"], (rows, err[-3000:])
     assert f"signal {int(signum)}" in rows[0][1]
+    if signum != signal.SIGINT:  # a sweep's stop line says what is true of it (issue 50)
+        assert "is stored as failed (run the sweep again to resume)." in err, err[-2000:]
 
 
 @pytest.mark.parametrize("stop", [KeyboardInterrupt(), "interrupted"])
@@ -415,6 +417,11 @@ def test_a_signal_during_a_run_is_128_plus_n_and_stores_it_failed(tmp_path, sign
     con.close()
     assert [status for status, _ in rows] == ["failed"], (rows, err[-2000:])
     assert f"signal {int(signum)}" in rows[0][1], rows
+    if signum != signal.SIGINT:  # a lone run: no sweep to run again (issue 50)
+        assert (
+            lines[0]
+            == f"wattlab: stopped by signal {int(signum)}; a run cut short is stored as failed."
+        )
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
@@ -540,3 +547,38 @@ def test_a_ctrl_c_swallowed_before_a_run_stops_it_before_its_claim(tmp_path):
     assert not MustNotRun.ran
     with open_store(db, readonly=True) as store:
         assert store.runs().empty  # nothing claimed, nothing left running
+
+
+# -- issue #50 item 7: the line says what a stop leaves behind only where it is true -----------
+def test_the_stop_line_speaks_of_stored_runs_only_where_runs_are_stored(monkeypatch) -> None:
+    from wattlab import stop_signals
+
+    monkeypatch.setattr(stop_signals, "_AT_STAKE", [])
+    line, code = stop_signals.stopped_line(signal.SIGTERM)
+    assert (line, code) == ("wattlab: stopped by signal 15.", 143)  # compare, advise, monitor
+    stop_signals.at_stake(stop_signals.SWEEP_AT_STAKE)
+    line, _ = stop_signals.stopped_line(signal.SIGTERM)
+    assert line == (
+        "wattlab: stopped by signal 15; a run cut short is stored as failed (run the sweep "
+        "again to resume)."
+    )
+    stop_signals.at_stake(stop_signals.RUN_AT_STAKE)
+    assert "sweep" not in stop_signals.stopped_line(signal.SIGHUP)[0]
+    assert stop_signals.stopped_line(signal.SIGINT) == ("wattlab: interrupted", 130)
+
+
+@pytest.mark.parametrize("after_s", [0.5, 4.0])  # during the imports, and once it measures
+def test_sigterm_to_monitor_says_nothing_of_stored_runs(tmp_path, after_s) -> None:
+    proc = subprocess.Popen(
+        [*WATTLAB, "monitor", "--", "sleep", "30"], cwd=tmp_path, env=ENV, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+    )  # fmt: skip
+    try:
+        time.sleep(after_s)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 143, err
+    assert "stopped by signal 15" in err and "stored" not in err and "sweep" not in err, err

@@ -8,6 +8,7 @@ smallest change the data could have detected is given beside each verdict.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from wattlab.analysis.compare import MAX_REPS, Change
@@ -23,6 +24,7 @@ from wattlab.analysis.compare_runs import (
     started_span,
 )
 from wattlab.analysis.idle_settle import SETTLED_AFTER_S
+from wattlab.analysis.markdown_text import md_code, md_text
 
 
 def _pct(fraction: float, signed: bool = True) -> str:
@@ -62,8 +64,9 @@ def _per_sample(value: float, unit: str) -> str:
     return f"{value:.4g} {unit}"
 
 
-def headline(comparison: Comparison) -> str:
-    """One sentence: the gate's outcome and why."""
+def headline(comparison: Comparison, name: Callable[[str], str] = str) -> str:
+    """One sentence: the gate's outcome and why; ``name`` writes a configuration's label
+    (``md_text`` in Markdown, as it is in JSON)."""
     threshold = _setting(comparison.threshold)
     failing = [c for c in comparison.configs if c.energy.exceeds]
     if failing:
@@ -71,7 +74,7 @@ def headline(comparison: Comparison) -> str:
         beyond = worst.energy.low - 1 >= comparison.threshold
         reach = "beyond" if beyond else "which may reach"
         return (
-            f"Energy per sample regressed: {worst.label} {_pct(worst.energy.change)} "
+            f"Energy per sample regressed: {name(worst.label)} {_pct(worst.energy.change)} "
             f"{_interval(worst.energy)}, {reach} the {threshold} threshold "
             f"({len(failing)} of {len(comparison.configs)} configuration(s) fail)."
         )
@@ -101,7 +104,7 @@ def headline(comparison: Comparison) -> str:
 def _row(config: ConfigComparison) -> str:
     e, t = config.energy, config.time
     return (
-        f"| {config.label} | {e.baseline_n} / {e.candidate_n} "
+        f"| {md_text(config.label)} | {e.baseline_n} / {e.candidate_n} "
         f"| {_per_sample(e.baseline_mean, 'J')} -> {_per_sample(e.candidate_mean, 'J')} "
         f"| {_pct(e.change)} {_interval(e)} | {_verdict(e, gate=True)} "
         f"| {_pct(t.change)} {_interval(t)} | {_verdict(t, gate=False)} "
@@ -118,10 +121,11 @@ def markdown(comparison: Comparison) -> str:
     lines = [
         f"## wattlab compare: energy gate {gate}",
         "",
-        headline(c) + judged_model(c),
+        headline(c, md_text) + judged_model(c),
         "",
-        f"Baseline `{c.baseline.spec.name}` ({len(c.baseline.runs)} runs) against candidate "
-        f"`{c.candidate.spec.name}` ({len(c.candidate.runs)} runs); threshold {threshold}, "
+        f"Baseline {md_code(c.baseline.spec.name)} ({len(c.baseline.runs)} runs) against "
+        f"candidate {md_code(c.candidate.spec.name)} ({len(c.candidate.runs)} runs); threshold "
+        f"{threshold}, "
         f"{_setting(c.confidence)} confidence over all {len(c.configs)} configuration(s).",
         "",
         how_the_sides_ran(c),
@@ -136,20 +140,20 @@ def markdown(comparison: Comparison) -> str:
     ]
     no_interval = [x for x in c.configs if x.energy.why_no_interval]
     for config in no_interval:
-        lines.append(f"- {config.label}: {config.energy.why_no_interval}.")
+        label, why = md_text(config.label, line_start=True), config.energy.why_no_interval
+        lines.append(f"- {label}: {md_text(why)}.")
     if no_interval:
         lines.append("")
     lines += _differences(c)
     lines += conditions(c)
     lines += ["### How this was computed", "", *_method(c), ""]
     if c.notes:
-        lines += ["### Notes", "", *(f"- {n}" for n in c.notes), ""]
+        lines += ["### Notes", "", *(f"- {md_text(n, line_start=True)}" for n in c.notes), ""]
     return "\n".join(lines)
 
 
 def _differences(c: Comparison) -> list[str]:
-    idle_b = idle_summary(c.baseline.runs, c.candidate.runs)
-    idle_c = idle_summary(c.candidate.runs, c.baseline.runs)
+    idle_b, idle_c = c.idle
     lines = ["### What differs between the two sides", ""]
     if not c.differences:
         lines.append(
@@ -160,9 +164,8 @@ def _differences(c: Comparison) -> list[str]:
         lines += ["| | baseline | candidate |", "| --- | --- | --- |"]
         for d in c.differences:
             mark = " (hardware)" if d.mismatch else ""
-            lines.append(
-                f"| {d.label}{mark} | {', '.join(d.baseline)} | {', '.join(d.candidate)} |"
-            )
+            baseline, candidate = (", ".join(map(md_text, v)) for v in (d.baseline, d.candidate))
+            lines.append(f"| {md_text(d.label)}{mark} | {baseline} | {candidate} |")
     soon = [side["idle_readings_not_at_rest"] or 0 for side in (idle_b, idle_c)]
     lines += [
         "",
@@ -419,7 +422,7 @@ def _side_json(c: Comparison, *, baseline: bool) -> dict[str, Any]:
         "runs": len(side.runs),
         "run_ids": [r.id for r in side.runs],
         "fingerprint": fingerprint_values(side.runs),
-        **idle_summary(side.runs, (c.candidate if baseline else c.baseline).runs),
+        **c.idle[0 if baseline else 1],
         "axis": side.spec.axis,
         "axis_value": side.spec.value,
         "order": side.order,

@@ -26,6 +26,8 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from wattlab.analysis.compare import (
@@ -66,9 +68,10 @@ class SideSpec:
 
 
 def parse_side(text: str, commit: str | None = None) -> SideSpec:
-    """``DB`` or ``DB::SWEEP`` (and a commit prefix) as a SideSpec; a ConfigError when empty."""
+    """``DB`` or ``DB::SWEEP`` (and a commit prefix) as a SideSpec; a ConfigError when empty. A
+    file whose own name holds ``::`` (``x::y.db``) is that database, not DB::SWEEP."""
     path, sweep = text, None
-    if SIDE_SEPARATOR in text:
+    if SIDE_SEPARATOR in text and not Path(text).expanduser().is_file():
         path, sweep = text.rsplit(SIDE_SEPARATOR, 1)
         if not path or not sweep:
             raise ConfigError(
@@ -120,6 +123,12 @@ def _selected_runs(spec: SideSpec, configs: Sequence[str] = ()) -> list[StoredRu
     when there are none."""
     from wattlab.experiment.db.store import open_store
 
+    if spec.sweep is not None and not Path(spec.path).expanduser().exists():
+        whole = f"{spec.path}{SIDE_SEPARATOR}{spec.sweep}"
+        raise DataError(
+            f"no wattlab database at {whole}, nor at {spec.path} (reading it as DB::SWEEP, "
+            f"sweep {spec.sweep!r}); check the path."
+        )
     with open_store(spec.path, readonly=True) as store:
         runs = store.stored_runs(sweep=spec.sweep, status="ok")
         sweeps = (
@@ -531,6 +540,15 @@ class Comparison:
     @property
     def hardware_mismatch(self) -> list[Difference]:
         return [d for d in self.differences if d.mismatch]
+
+    @cached_property
+    def idle(self) -> tuple[dict[str, float | int | None], dict[str, float | int | None]]:
+        """``idle_summary`` of the baseline and of the candidate (each against the other's
+        runs too), computed once for the Markdown and the JSON."""
+        return (
+            idle_summary(self.baseline.runs, self.candidate.runs),
+            idle_summary(self.candidate.runs, self.baseline.runs),
+        )
 
 
 def pair(baseline: Side, candidate: Side) -> tuple[list[tuple[str, str]], list[str]]:

@@ -12,6 +12,7 @@ so that count is a floor.
 
 from __future__ import annotations
 
+import bisect
 import datetime as dt
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -48,20 +49,24 @@ def unsettled_readings(
     """How many runs of ``read`` (the runs with a reading) started less than ``settled_after_s``
     after a run of ``others`` (default: ``read`` itself) on the same host had ended: their
     reading before the run is not the card at rest. Only the runs given are known (one that
-    came before them is not), so this is a floor."""
+    came before them is not), so this is a floor. O(n log n): each host's ends sorted once.
+    """
     readers = list(read)
     ends: dict[str | None, list[float]] = {}
     for run in readers if others is None else others:
         end = _seconds(run.finished_at)
         if end is not None:
             ends.setdefault(run.hostname, []).append(end)
+    for sorted_ends in ends.values():
+        sorted_ends.sort()  # then the last end at or before a start is one bisection away
     count = 0
     for run in readers:
         start = _seconds(run.started_at)
-        if start is None:
+        host_ends = ends.get(run.hostname)
+        if start is None or not host_ends:
             continue
-        before = [end for end in ends.get(run.hostname, []) if end <= start]
-        if before and start - max(before) < settled_after_s:
+        i = bisect.bisect_right(host_ends, start)
+        if i and start - host_ends[i - 1] < settled_after_s:
             count += 1
     return count
 

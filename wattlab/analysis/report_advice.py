@@ -76,6 +76,7 @@ def advice_rows(
                 "energy_j": best.energy_j,
                 "duration_s": best.duration_s,
                 "sentence": advice.sentence,
+                "not_imported": getattr(advice, "not_imported", None),
             }
         )
     return rows
@@ -106,9 +107,11 @@ def advice_blocks(rows: list[dict[str, Any]]) -> list[Block]:
             if row["change"] == "no change"
             else f"{row['saving']:.1%} [{row['saving_low']:.1%} to {row['saving_high']:.1%}]"
         )
+        change = "keep it" if row["change"] == "no change" else row["change"]
+        if row.get("not_imported"):  # a factory the run names: not imported, so limits only
+            change = f"{change} (only the power limit: {row['not_imported']})"
         table_rows.append(
-            [str(row["label"]), row["role"], f"run {row['run_id']}", saving,
-             "keep it" if row["change"] == "no change" else row["change"]]
+            [str(row["label"]), row["role"], f"run {row['run_id']}", saving, change]
         )  # fmt: skip
     blocks.append(
         Table(

@@ -7,20 +7,22 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
+from wattlab.analysis.markdown_text import block_safe, unlinked
 from wattlab.analysis.report_document import Block, Bullets, Figure, Heading, Para, Table, spans
 
-_MD_SPECIAL = re.compile(r"([\\`*|])")
+_MD_SPECIAL = re.compile(r"([\\`*|~#])")
 _MD_UNDERSCORE = re.compile(r"(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 
 
 def md_escape(text: object) -> str:
     """Text safe inside Markdown (and its table cells): HTML characters become entities,
     emphasis/code/pipe characters are backslash-escaped, ``](`` cannot open a link, and
-    newlines become spaces."""
+    newlines become spaces; an @mention or a URL is broken by an invisible word joiner
+    (``markdown_text.unlinked``)."""
     s = str(text).replace("\r", " ").replace("\n", " ")
     s = s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
     s = _MD_SPECIAL.sub(r"\\\1", s).replace("](", "]\\(")  # no inline link or image
-    return _MD_UNDERSCORE.sub(r"\\_", s)
+    return unlinked(_MD_UNDERSCORE.sub(r"\\_", s))
 
 
 def md_text(text: object) -> str:
@@ -43,14 +45,14 @@ def render_markdown(title: str, blocks: Sequence[Block], out_dir: Path) -> str:
         if isinstance(block, Heading):
             lines += [f"{'#' * block.level} {md_escape(block.text)}", ""]
         elif isinstance(block, Para):
-            text = md_text(block.text)
+            text = block_safe(md_text(block.text))  # it starts a line
             if block.warning:
                 text = f"> **Warning:** {text}"
             elif block.lead:
                 text = f"**{text}**"
             lines += [text, ""]
         elif isinstance(block, Bullets):
-            lines += [f"- {md_text(item)}" for item in block.items] + [""]
+            lines += [f"- {block_safe(md_text(item))}" for item in block.items] + [""]
         elif isinstance(block, Table):
             lines.append("| " + " | ".join(md_escape(x) for x in block.headers) + " |")
             lines.append("|" + "|".join(" --- " for _ in block.headers) + "|")

@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +42,7 @@ import pandas as pd
 from wattlab.analysis.assumptions import estimation_methods
 from wattlab.analysis.idle_settle import SETTLED_AFTER_S, RunSpan, unsettled_readings
 from wattlab.analysis.intervals import median_interval
+from wattlab.analysis.markdown_text import md_code, md_text, visible
 from wattlab.analysis.run_windows import RunWhole, holds_words, run_wholes, whole_parts
 from wattlab.analysis.runs_table import (
     intensity_range,
@@ -134,48 +134,12 @@ class EnergyStatement:
         return "\n".join(parts)
 
 
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-# characters that change what Markdown shows when they stand in running text
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*\[\]<>|#~!]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
-
-
-def _visible(text: str) -> str:
-    """``text`` on one line, every character that does not print (a newline, DEL, a C1
-    control, a lone surrogate, a line separator) written as its escape (``\\n``, ``\\x7f``):
-    a name read from the hardware or the database never breaks the paragraph or the YAML."""
-    if text.isprintable():
-        return text
-    out = []
-    for ch in text:
-        if ch.isprintable():
-            out.append(ch)
-        elif ch in _ESCAPES:
-            out.append(_ESCAPES[ch])
-        elif ord(ch) < 0x100:
-            out.append(f"\\x{ord(ch):02x}")
-        elif ord(ch) < 0x10000:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(f"\\U{ord(ch):08x}")
-    return "".join(out)
-
-
-def _md(text: str) -> str:
-    """``text`` (from the runs: a name, a label) as Markdown that shows it as written: on one
-    line (``_visible``), its Markdown characters escaped with a backslash."""
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", _visible(text))
-
+# one rule for text from the runs in Markdown: wattlab.analysis.markdown_text
+_visible = visible
+_md = md_text
+_code = md_code
 
 markdown_text = _md  # for the other writers of stated text (the EU GPAI form)
-
-
-def _code(text: str) -> str:
-    """``text`` as inline code, on one line, whatever backticks it holds."""
-    text = _visible(text)
-    longest = max((len(m) for m in re.findall(r"`+", text)), default=0)
-    fence = "`" * (longest + 1)
-    pad = " " if longest else ""
-    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def _unique(frame: pd.DataFrame, column: str) -> list[Any]:
@@ -472,7 +436,7 @@ def _subject(
             "configuration", median, budget_median, words, f"One training of {label}", interval
         )
     total_j, budget_j = float(energy.sum()), float(budget.sum())
-    where = f" of {what}" if what else ""
+    where = f" of {_md(what)}" if what else ""
     who = f"The {plural(len(ok), 'run')}{where} ({configs} configurations) together"
     words = f"{fmt_energy(total_j)} of electricity{_where(wholes, True, given)}"
     if has_whole:

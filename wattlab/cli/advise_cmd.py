@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Any, Optional
 
 import typer
 
@@ -157,74 +157,119 @@ def advise(
     configurations, the first one as advice in one sentence."""
     if ctx.invoked_subcommand is not None:
         return
-    from wattlab.estimate.advise import advise as advise_fn
-    from wattlab.estimate.advise import advise_from_run
-    from wattlab.estimate.advise.probe import Trainee, stored_trainee
-    from wattlab.estimate.advise.probe import probe as probe_advice
-    from wattlab.jsonio import dump_json
+    from wattlab.estimate.advise.probe import inductor_cache_in_temp
 
-    if max_slowdown is not None and deadline_s is not None:
-        raise WattlabError("give --max-slowdown or --deadline-s, not both.")
-    carbon = MeasurementFlags.from_params(ctx.params).carbon()
-    if run_id is not None or db is not None:
-        if db is None or run_id is None:
-            raise WattlabError("give both --db FILE and --run ID to start from a stored run.")
-        if model is not None or model_factory is not None or epochs is not None:
-            raise WattlabError(
-                "--db/--run take the configuration from the stored run; leave out --model, "
-                "--model-factory and --epochs."
+    # torch's compiler makes its cache folder in $TMPDIR when PRE or the probe imports it;
+    # advise keeps nothing, so it goes into a temporary folder removed afterwards
+    with inductor_cache_in_temp():
+        from wattlab.estimate.advise import advise as advise_fn
+        from wattlab.estimate.advise import advise_from_run
+        from wattlab.estimate.advise.probe import Trainee, stored_trainee
+        from wattlab.estimate.advise.probe import probe as probe_advice
+        from wattlab.jsonio import dump_json
+
+        if max_slowdown is not None and deadline_s is not None:
+            raise WattlabError("give --max-slowdown or --deadline-s, not both.")
+        carbon = MeasurementFlags.from_params(ctx.params).carbon()
+        if run_id is not None or db is not None:
+            if db is None or run_id is None:
+                raise WattlabError("give both --db FILE and --run ID to start from a stored run.")
+            if model is not None or epochs is not None:
+                raise WattlabError(
+                    "--db/--run take the configuration from the stored run; leave out --model and "
+                    "--epochs (--model-factory only names the run's own factory, to import it)."
+                )
+            if not Path(db).exists():
+                raise WattlabError(f"no database at {db}.")
+            from wattlab.estimate.advise.knobs import parse_allow
+            from wattlab.experiment.db.store import open_store
+
+            parse_allow(allow)  # an unknown knob before anything is read
+            with open_store(db, create=False, readonly=True) as store:
+                runs, windows, trace = store.runs(), store.windows([run_id]), store.trace([run_id])
+            _check_named_factory(runs, run_id, model_factory)
+            # a factory the run names is imported only when --model-factory names it again
+            trainee: Trainee | None = (
+                stored_trainee(runs, run_id, model_factory) if probe is not None else None
             )
-        if not Path(db).exists():
-            raise WattlabError(f"no database at {db}.")
-        from wattlab.estimate.advise.knobs import parse_allow
-        from wattlab.experiment.db.store import open_store
+            with _probe_cap(probe if model_factory else None):  # PRE counts the factory's model
+                result = advise_from_run(
+                    runs, windows, trace, run_id, max_slowdown_percent=max_slowdown,
+                    deadline_s=deadline_s, allow=allow, pre_fit=_pre_fit(data), carbon=carbon,
+                    model_factory=model_factory,
+                )  # fmt: skip
+            if result.not_imported:
+                print(f"wattlab: {result.not_imported}.", file=sys.stderr)
+        else:
+            if (model is None and model_factory is None) or epochs is None or not gpu_name:
+                if not gpu_name and (model is not None or model_factory is not None):
+                    from wattlab.estimate.specs import name_a_gpu
 
-        parse_allow(allow)  # an unknown knob before anything is read
-        with open_store(db, create=False, readonly=True) as store:
-            runs, windows, trace = store.runs(), store.windows([run_id]), store.trace([run_id])
-        result = advise_from_run(
-            runs, windows, trace, run_id, max_slowdown_percent=max_slowdown,
-            deadline_s=deadline_s, allow=allow, pre_fit=_pre_fit(data), carbon=carbon,
-        )  # fmt: skip
-        trainee = stored_trainee(runs, run_id)
-    else:
-        if (model is None and model_factory is None) or epochs is None or not gpu_name:
-            if not gpu_name and (model is not None or model_factory is not None):
-                from wattlab.estimate.specs import name_a_gpu
+                    raise WattlabError(f"give --gpu-name: {name_a_gpu()}.")
+                raise WattlabError(
+                    "give --model NAME (or --model-factory FILE.py:FUNC), --gpu-name G and "
+                    "--epochs N, or --db FILE --run ID (see --help)."
+                )
+            with _probe_cap(probe if model_factory else None):  # PRE counts the factory's model
+                result = advise_fn(
+                    model=model, model_factory=model_factory, gpu_name=gpu_name, epochs=epochs,
+                    train_size=train_size, batch_size=batch_size, precision=precision,
+                    gpus=gpus, image_size=image_size, stem=stem, max_slowdown_percent=max_slowdown,
+                    deadline_s=deadline_s, allow=allow, pre_fit=_pre_fit(data), carbon=carbon,
+                )  # fmt: skip
+            trainee = Trainee(
+                model=model, model_factory=model_factory, stem=stem, image_size=image_size,
+                dataset=dataset, data_dir=data_dir,
+            )  # fmt: skip
+        if probe is not None:
+            assert trainee is not None
+            result = probe_advice(
+                result, trainee, seconds=None if probe == "auto" else float(probe), carbon=carbon,
+                say=lambda line: print(line, file=sys.stderr, flush=True),
+            )  # fmt: skip
+        written = True
+        if json_path and probe is not None:  # the probe ran: a lost output is exit 1, not 2
+            from wattlab.cli.render import written_after_work
 
-                raise WattlabError(f"give --gpu-name: {name_a_gpu()}.")
-            raise WattlabError(
-                "give --model NAME (or --model-factory FILE.py:FUNC), --gpu-name G and --epochs "
-                "N, or --db FILE --run ID (see --help)."
+            written = written_after_work(
+                result.to_dict(), json_path, "the probe ran; its advice follows, nothing is stored"
             )
-        result = advise_fn(
-            model=model, model_factory=model_factory, gpu_name=gpu_name, epochs=epochs,
-            train_size=train_size, batch_size=batch_size, precision=precision,
-            gpus=gpus, image_size=image_size, stem=stem, max_slowdown_percent=max_slowdown,
-            deadline_s=deadline_s, allow=allow, pre_fit=_pre_fit(data), carbon=carbon,
-        )  # fmt: skip
-        trainee = Trainee(
-            model=model, model_factory=model_factory, stem=stem, image_size=image_size,
-            dataset=dataset, data_dir=data_dir,
-        )  # fmt: skip
-    if probe is not None:
-        result = probe_advice(
-            result, trainee, seconds=None if probe == "auto" else float(probe), carbon=carbon,
-            say=lambda line: print(line, file=sys.stderr, flush=True),
-        )  # fmt: skip
-    written = True
-    if json_path and probe is not None:  # the probe ran: a lost output is exit 1, not 2
-        from wattlab.cli.render import written_after_work
+        elif json_path:
+            dump_json(result.to_dict(), json_path)
+        if json_path != "-":
+            print(format_advice(result, rows))
+        if not written:
+            raise typer.Exit(1)
 
-        written = written_after_work(
-            result.to_dict(), json_path, "the probe ran; its advice follows, nothing is stored"
+
+def _probe_cap(probe: str | None) -> Any:
+    """With --probe, a factory's import and call are bounded by the probe's length (the default
+    length's 30 s for 'auto'), not $WATTLAB_FACTORY_TIMEOUT_S's 120 s; otherwise nothing."""
+    import contextlib
+
+    if probe is None:
+        return contextlib.nullcontext()
+    from wattlab.estimate.advise.probe import DEFAULT_PROBE_S
+    from wattlab.train.factory import time_cap
+
+    seconds = DEFAULT_PROBE_S if probe == "auto" else float(probe)
+    return time_cap(seconds, f"--probe {probe}")
+
+
+def _check_named_factory(runs: Any, run_id: int, model_factory: str | None) -> None:
+    """With --db/--run, --model-factory may only name the stored run's own factory."""
+    from wattlab.experiment.db.stored_run import StoredRun
+    from wattlab.train.factory_ref import same_factory
+
+    if model_factory is None:
+        return
+    run = StoredRun.in_frame(runs, run_id)
+    stored = None if run is None else run.model
+    if stored is None or not same_factory(stored, model_factory):
+        raise WattlabError(
+            f"--model-factory {model_factory} is not run {run_id}'s model ({stored or 'none'}); "
+            "with --db/--run it only names the run's own factory, to import it."
         )
-    elif json_path:
-        dump_json(result.to_dict(), json_path)
-    if json_path != "-":
-        print(format_advice(result, rows))
-    if not written:
-        raise typer.Exit(1)
 
 
 def _interval(low: float, high: float, scale: float, digits: str) -> str:

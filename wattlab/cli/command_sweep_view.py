@@ -68,6 +68,9 @@ def command_sweep(
         print_plan(plan, dry_run=dry_run)
     if dry_run:
         return
+    from wattlab import stop_signals
+
+    stop_signals.at_stake(stop_signals.SWEEP_AT_STAKE)
     opts = CommandOptions(
         db_path=db,
         carbon=carbon,

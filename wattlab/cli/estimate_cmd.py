@@ -288,7 +288,7 @@ def estimate_power_limits(
         raise WattlabError(f"no database at {db}.")
     from wattlab.experiment.db.store import open_store
 
-    with open_store(db, create=False) as store:
+    with open_store(db, readonly=True) as store:
         runs = store.runs()
         windows = store.windows([run_id])
         trace = store.trace([run_id])

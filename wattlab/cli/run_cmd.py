@@ -179,6 +179,9 @@ def run(
     opts = measuring.worker_options(
         db, progress=progress and json_path != "-", codecarbon_country=codecarbon_country
     )
+    from wattlab import stop_signals
+
+    stop_signals.at_stake(stop_signals.RUN_AT_STAKE)
     outcome = run_config(cfg, opts, nnodes=nnodes, node_rank=node_rank, rdzv_endpoint=rdzv_endpoint)
     if mlflow and outcome.run_id is not None and outcome.stored:
         log_to_mlflow(db, [outcome.run_id])

@@ -180,6 +180,9 @@ def sweep(
         print_plan(plan, dry_run=dry_run)
     if dry_run:
         return
+    from wattlab import stop_signals
+
+    stop_signals.at_stake(stop_signals.SWEEP_AT_STAKE)
     opts = measuring.worker_options(db, progress=False)
     if slurm is None:
         outcomes = run_with_progress(plan, opts, after_run=after_run)

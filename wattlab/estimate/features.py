@@ -38,6 +38,7 @@ from wattlab.estimate.run_shape import recorded_marks_per_step
 from wattlab.estimate.specs import GpuSpec, lookup_gpu, peak_flops
 from wattlab.extras import MissingExtraError, missing_sentence
 from wattlab.train.config import PRECISIONS
+from wattlab.train.factory_ref import is_factory
 
 NUMERIC_FEATURES = (
     "gflops_per_sample",  # forward pass, GFLOP per image
@@ -436,9 +437,17 @@ def _run_row(row: Mapping[str, Any]) -> dict[str, Any]:
     gflops = _value(row, "model_gflops_per_sample")
     params = _value(row, "params")
     cost = None
+    # a factory a stored run names is never imported from the database (its code would run):
+    # its row keeps the FLOPs and parameters it recorded, and its structure is unknown
+    stored_factory = model is not None and is_factory(str(model))
     if gflops is None or params is None:
         if model is None:
             raise ConfigError("the run recorded neither a model name nor its GFLOPs")
+        if stored_factory:
+            raise ConfigError(
+                f"the run's model is the factory {model}, which is not imported from a "
+                "database, and the run recorded no GFLOPs and parameters"
+            )
         cost = model_cost(str(model), stem=str(stem), image_size=int(image_size))
         gflops = cost.gflops_per_sample if gflops is None else gflops
         params = cost.params if params is None else params
@@ -448,7 +457,11 @@ def _run_row(row: Mapping[str, Any]) -> dict[str, Any]:
         "gflops_per_sample": float(gflops),
         "params": float(params),
         **_structure_row(
-            None if model is None else str(model), str(stem), int(image_size), str(precision), cost
+            None if model is None or stored_factory else str(model),
+            str(stem),
+            int(image_size),
+            str(precision),
+            cost,
         ),
         "image_size": float(image_size),
         "batch_size": float(batch_size),

@@ -375,7 +375,7 @@ def export_store(
     check_tracking_uri(tracking_uri)  # a closed port or a missing folder fails at once
     if not Path(db_path).expanduser().exists():
         raise DataError(f"no wattlab database at {db_path}; run `wattlab run` first.")
-    with open_store(db_path, create=False) as store:
+    with open_store(db_path, readonly=True) as store:
         runs = store.runs(sweep=sweep)
         runs = runs[runs["status"] != "running"]  # in flight: exported once it has finished
         if run_ids is not None:

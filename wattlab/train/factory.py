@@ -37,6 +37,7 @@ from typing import Any
 from torch import nn
 
 from wattlab.errors import ConfigError, echo
+from wattlab.train.factory_ref import is_factory
 
 REASON_CHARS = 200  # of a factory's own error message, quoted in ours
 ENV_TIMEOUT = "WATTLAB_FACTORY_TIMEOUT_S"
@@ -68,6 +69,30 @@ def timeout_s() -> float:
     return value
 
 
+_CAPS: list[tuple[float, str]] = []  # (seconds, what bounds them): ``time_cap``
+
+
+@contextmanager
+def time_cap(limit_s: float, why: str) -> Iterator[None]:
+    """Within the block, a factory's import and its call are stopped after ``limit_s`` seconds
+    at most, however long ``$WATTLAB_FACTORY_TIMEOUT_S`` allows: ``why`` names what bounds them
+    (``advise --probe 10`` cuts a hung factory off after its 10 s, not 120)."""
+    _CAPS.append((float(limit_s), why))
+    try:
+        yield
+    finally:
+        _CAPS.pop()
+
+
+def _limit() -> tuple[float, str | None]:
+    """The time limit for the user's code now, and what capped it (None: the environment)."""
+    limit = timeout_s()
+    capped = min(_CAPS, default=None)
+    if capped is not None and capped[0] < limit:
+        return capped
+    return limit, None
+
+
 @contextmanager
 def _stdout_to_stderr() -> Iterator[None]:
     """File descriptor 1 (and ``sys.stdout``) point at stderr for the block."""
@@ -91,14 +116,14 @@ def _stdout_to_stderr() -> Iterator[None]:
 
 
 @contextmanager
-def _time_limit(what: str, limit_s: float) -> Iterator[None]:
+def _time_limit(what: str, limit_s: float, why: str | None = None) -> Iterator[None]:
     """Say after NOTE_AFTER_S that ``what`` is still running, and raise _TimedOut into it
-    after ``limit_s`` (SIGALRM: main thread only)."""
+    after ``limit_s`` (SIGALRM: main thread only); ``why``: what set the limit."""
     note = threading.Timer(
         NOTE_AFTER_S,
         lambda: print(
             f"wattlab: {what} (still running after {NOTE_AFTER_S:g} s; stopped after "
-            f"{limit_s:g} s, see {ENV_TIMEOUT})",
+            f"{limit_s:g} s, see {why or ENV_TIMEOUT})",
             file=sys.stderr,
             flush=True,
         ),
@@ -128,11 +153,16 @@ def _user_code(what: str, shown: str) -> Iterator[None]:
     """Run the user's code: its stdout to stderr, a time limit, sys.exit as one sentence.
     ``what``: what is running (for the line said while it runs); ``shown``: how a sentence
     names it."""
-    limit = timeout_s()
+    limit, why = _limit()
     try:
-        with _stdout_to_stderr(), _time_limit(what, limit):
+        with _stdout_to_stderr(), _time_limit(what, limit, why):
             yield
     except _TimedOut:
+        if why is not None:
+            raise ConfigError(
+                f"{shown} did not finish within {limit:g} s, the length of {why}, so it was "
+                "stopped; make it finish (a module should only define its factory)."
+            ) from None
         raise ConfigError(
             f"{shown} did not finish within {limit:g} s, so it was stopped; make it finish "
             f"(a module should only define its factory), or allow it more time with "
@@ -143,12 +173,6 @@ def _user_code(what: str, shown: str) -> Iterator[None]:
             f"{shown} called sys.exit({echo(exit_.code, 40)}); a model factory must return a "
             "model, and its module must only define it, never exit."
         ) from None
-
-
-def is_factory(name: str) -> bool:
-    """Whether a model name refers to a factory (``FILE.py:FUNC`` / ``module:FUNC``): torchvision
-    names never contain a colon."""
-    return ":" in name
 
 
 def source_key(name: str) -> str:

@@ -73,6 +73,8 @@ class Advice:
     notes: list[str] = field(default_factory=list)
     carbon: CarbonSettings = field(default_factory=CarbonSettings)
     probe: Any = None  # probe.ProbeReport when the candidates were measured (--probe)
+    # what was not imported: a stored run's model factory the user did not name again
+    not_imported: str | None = None
 
     def __iter__(self) -> Iterator[Option]:
         return iter(self.rows)
@@ -100,6 +102,7 @@ class Advice:
             "notes": self.notes,
             "carbon": self.carbon.to_dict(),
             "probe": None if self.probe is None else self.probe.to_dict(),
+            "not_imported": self.not_imported,
         }
 
 

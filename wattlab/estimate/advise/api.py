@@ -24,7 +24,8 @@ def advise(
     Before training: the keywords of ``advisor.advise`` (model or model_factory, gpu_name,
     epochs, train_size, batch_size, precision, gpus, max_slowdown_percent or deadline_s,
     allow, ...). From a stored run: ``db`` and ``run`` (its id), with max_slowdown_percent,
-    deadline_s, allow, pre_model / pre_fit and carbon. Bad input raises a WattlabError.
+    deadline_s, allow, pre_model / pre_fit and carbon; a model factory the run names is imported
+    only when ``model_factory`` names it again. Bad input raises a WattlabError.
 
     ``probe_s``: measure the candidates on this machine for about that many seconds, or
     ``"auto"`` for the default (the smaller of 30 s and 5 % of the predicted training, or no
@@ -60,7 +61,7 @@ def advise(
     advice = advise_from_run(*tables, run, **options)
     if probe_s is None:
         return advice
-    trainee = stored_trainee(tables[0], run)
+    trainee = stored_trainee(tables[0], run, options.get("model_factory"))
     return probe(advice, trainee, seconds=_seconds(probe_s))
 
 

@@ -45,10 +45,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
+import shutil
 import statistics
+import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -73,6 +77,7 @@ from wattlab.monitor.carbon import CarbonSettings
 DEFAULT_PROBE_S = 30.0  # the default is the smaller of this and TRAINING_SHARE of the training
 TRAINING_SHARE = 0.05
 MIN_PROBE_S = 5.0
+INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
 MIN_ROUNDS = 3  # windows per candidate, at least; its row is their median
 # a window's length bounds (s): the shortest keeps the counter's resolution (~0.1 s updates on
 # the H200's NVML energy counter) a few per cent of one window; longer than the longest buys
@@ -428,6 +433,25 @@ def _run(
     return out
 
 
+@contextmanager
+def inductor_cache_in_temp() -> Iterator[str | None]:
+    """torch's compiler makes its cache folder (``$TMPDIR/torchinductor_$USER``) as soon as it
+    is imported, and the probe stores nothing: unless the user chose the folder
+    (``$TORCHINDUCTOR_CACHE_DIR``), it goes into a temporary folder removed afterwards. Yields
+    that folder (None: the user's)."""
+    if os.environ.get(INDUCTOR_CACHE_ENV):
+        yield None
+        return
+    folder = tempfile.mkdtemp(prefix="wattlab-probe-inductor-")
+    os.environ[INDUCTOR_CACHE_ENV] = folder
+    try:
+        yield folder
+    finally:
+        if os.environ.get(INDUCTOR_CACHE_ENV) == folder:
+            del os.environ[INDUCTOR_CACHE_ENV]
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def probe(
     advice: Advice,
     trainee: Trainee,
@@ -501,9 +525,14 @@ def probe(
         candidates, advice.current, graphs="graphs" in advice.allowed and device == "cuda"
     )
     from wattlab.monitor import EnergyMonitor
+    from wattlab.train.factory import time_cap
 
     rng = random.Random(seed)
-    with EnergyMonitor(carbon=carbon, record_trace=False) as monitor:
+    with (
+        time_cap(seconds, f"the probe ({seconds:g} s)"),
+        inductor_cache_in_temp(),
+        EnergyMonitor(carbon=carbon, record_trace=False) as monitor,
+    ):
         monitor.begin_window("probe")
         started = clock()
         stop_at, hard_stop_at = started + seconds, started + MAX_OVERRUN * seconds
@@ -632,14 +661,22 @@ def _rows_word(measured: dict[Setting, Option]) -> str:
     return "measured" if words == {"measured"} else "estimated"
 
 
-def stored_trainee(runs: Any, run_id: int) -> Trainee:
-    """The model and data of a stored run (its ``config_json``)."""
+def stored_trainee(runs: Any, run_id: int, model_factory: str | None = None) -> Trainee:
+    """The model and data of a stored run (its ``config_json``). A model factory the run names
+    is probed (imported, its code run) only when ``model_factory`` names it again; otherwise a
+    ConfigError says what would be imported."""
+    from wattlab.train.factory_ref import factory_not_imported, is_factory, same_factory
+
     match = runs[runs["id"] == run_id]
     if not len(match):
         raise ConfigError(f"no run {run_id} in the database.")
     text = match.iloc[0]["config_json"]
     config = json.loads(text) if isinstance(text, str) else dict(text or {})
-    return Trainee.from_run_config(config)
+    trainee = Trainee.from_run_config(config)
+    ref = trainee.model_factory or trainee.model
+    if ref and is_factory(ref) and not same_factory(ref, model_factory):
+        raise ConfigError(factory_not_imported(run_id, ref) + "; nothing was probed.")
+    return trainee
 
 
 __all__ = [

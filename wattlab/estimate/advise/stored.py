@@ -36,6 +36,7 @@ from wattlab.estimate.specs import lookup_gpu
 from wattlab.experiment.db.stored_run import StoredRun
 from wattlab.monitor.carbon import CarbonSettings
 from wattlab.train.config import PRECISIONS
+from wattlab.train.factory_ref import factory_not_imported, is_factory, same_factory
 
 
 def advise_from_run(
@@ -50,9 +51,14 @@ def advise_from_run(
     pre_model: PreModel | None = None,
     pre_fit: Callable[[], tuple[PreModel | None, str]] | None = None,
     carbon: CarbonSettings | None = None,
+    model_factory: str | None = None,
 ) -> Advice:
     """Advice starting from stored run ``run_id`` (``runs``/``windows``/``trace``: the store's
-    tables). DataError when the run is not there, did not finish, or lacks what advice needs."""
+    tables). DataError when the run is not there, did not finish, or lacks what advice needs.
+
+    A model factory (``FILE.py:FUNC``) the run names is imported (its code run) only when
+    ``model_factory`` names it again: a database never makes wattlab run code. Otherwise only
+    the power limit is advised, and ``Advice.not_imported`` says what would be imported."""
     from wattlab.estimate import power_caps
 
     run = StoredRun.in_frame(runs, run_id)
@@ -86,8 +92,11 @@ def advise_from_run(
     batch = run.batch_size or 0
     allowed = parse_allow(allow if allow is None or isinstance(allow, str) else ",".join(allow))
     why_not = None
+    not_imported = None
     if model is None:
         why_not = f"run {run_id} names no model"
+    elif is_factory(model) and not same_factory(model, model_factory):
+        why_not = not_imported = factory_not_imported(run_id, model)
     elif precision not in PRECISIONS:
         why_not = f"run {run_id} names no precision PRE knows ({precision!r})"
     elif not samples or batch <= 0:
@@ -134,10 +143,12 @@ def advise_from_run(
                 carbon=carbon,
                 correction=correction,
             )
-    return _limits_only(
+    limited = _limits_only(
         run_id, why_not, uncapped, energy, duration, samples, model, spec.name, gpus, batch,
         precision, allowed, limit_from(max_slowdown_percent, deadline_s), carbon,
     )  # fmt: skip
+    limited.not_imported = not_imported
+    return limited
 
 
 def _limits_only(

@@ -16,6 +16,7 @@ from wattlab.estimate.methods.base import (
     StoredRuns,
     value_of,
 )
+from wattlab.train.factory_ref import is_factory
 
 NAME = "flops"
 
@@ -29,6 +30,10 @@ def _stored(run: dict[str, Any], gpu: gpu_facts.GpuArgs, utilization: float) -> 
         return cannot_apply(NAME, "the run recorded no samples or precision")
     gflops = value_of(run, "model_gflops_per_sample")
     model = value_of(run, "model")
+    if gflops is None and model is not None and is_factory(str(model)):
+        return cannot_apply(  # counting its FLOPs would import (run) the file a database names
+            NAME, f"the run's model is the factory {model}, which is not imported from a database"
+        )
     return flops_based(
         samples=float(samples),
         precision=str(precision),

@@ -1,7 +1,8 @@
 """The results database: one SQLite file holding runs, their windows, power traces and sweeps.
 
 The schema (``schema.sql``, version ``SCHEMA_VERSION``; an older file is migrated in place when
-opened) is the contract between the runner, the analysis and the exports; its column names
+a command that writes opens it, and read through a migrated copy in memory by one that only
+reads) is the contract between the runner, the analysis and the exports; its column names
 carry their units (``energy_total_j``, ``duration_s``, ``power_w``). A run and all its rows are
 written in ONE transaction, so a crash or SIGKILL leaves either the whole run or nothing. A run
 may be claimed first (a 'running' row, ``claim_run``) and finished later (``finish_run``); a claim
@@ -144,7 +145,9 @@ def open_store(
     except sqlite3.Error as error:
         raise sqlite_error(path, error) from None
     try:
-        _prepare_waiting(conn, path, create=create, readonly=readonly)
+        version = _prepare_waiting(conn, path, create=create, readonly=readonly)
+        if version < SCHEMA_VERSION:  # only a reader gets here: it never migrates the file
+            conn = _in_memory_migrated(conn, path, version)
         if readonly:
             conn.execute("PRAGMA query_only = ON")
     except BaseException as error:
@@ -153,7 +156,7 @@ def open_store(
             with contextlib.suppress(OSError):  # the empty file a full disk left: no database
                 path.unlink()
         raise
-    store = Store(conn, path)
+    store = Store(conn, path, schema_version=version)
     merge = (not readonly) if merge_kept is None else merge_kept
     if merge or merge_kept is None:
         _merge_kept_runs(store, readonly=readonly, merge=merge)
@@ -177,8 +180,8 @@ def _abandon_dead_claims(store: Store, *, readonly: bool) -> None:
         return
     try:
         if readonly:
-            if not _writable(store.path):
-                return
+            if not _writable(store.path) or store.file_schema_version < SCHEMA_VERSION:
+                return  # a writer would migrate an older file: only a writing command does
             with open_store(store.path, merge_kept=False) as writer:
                 _abandon_dead_claims(writer, readonly=False)
                 store.abandoned_at_open = writer.abandoned_at_open
@@ -203,6 +206,11 @@ def _merge_kept_runs(store: Store, *, readonly: bool, merge: bool) -> None:
         if readonly:
             if not _writable(store.path):
                 raise DataError("the database is read-only")
+            if store.file_schema_version < SCHEMA_VERSION:
+                raise DataError(
+                    f"the database uses schema version {store.file_schema_version}, which only "
+                    "a command that writes migrates"
+                )
             with open_store(store.path):  # merges them
                 return
         lines = merge_pending(store)
@@ -421,7 +429,7 @@ def _check_sqlite_header(path: Path) -> None:
 
 def _prepare_waiting(
     conn: sqlite3.Connection, path: Path, *, create: bool, readonly: bool = False
-) -> None:
+) -> int:
     """``_prepare``, tried again while another process holds the lock, up to BUSY_TIMEOUT_S:
     SQLite's busy handler does not cover every step (switching a new database to WAL while
     another connection creates it answers "database is locked" at once)."""
@@ -429,8 +437,7 @@ def _prepare_waiting(
     pause_s = 0.01
     while True:
         try:
-            _prepare(conn, path, create=create, readonly=readonly)
-            return
+            return _prepare(conn, path, create=create, readonly=readonly)
         except StoreLocked:
             if time.monotonic() + pause_s >= deadline:
                 raise
@@ -440,9 +447,11 @@ def _prepare_waiting(
             pause_s = min(pause_s * 2, 0.5)
 
 
-def _prepare(conn: sqlite3.Connection, path: Path, *, create: bool, readonly: bool = False) -> None:
+def _prepare(conn: sqlite3.Connection, path: Path, *, create: bool, readonly: bool = False) -> int:
     """Validate (or create) the schema, then switch on WAL, foreign keys and the ok guard
-    (only the checks when ``readonly``)."""
+    (only the checks when ``readonly``). A writer migrates an older file in place (one line on
+    stderr); a reader changes nothing. Returns the file's schema version (SCHEMA_VERSION once a
+    writer migrated it)."""
     try:
         conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
         conn.execute("PRAGMA foreign_keys = ON")
@@ -473,16 +482,19 @@ def _prepare(conn: sqlite3.Connection, path: Path, *, create: bool, readonly: bo
                 f"{path} uses database schema version {version}, but this wattlab supports "
                 f"version {SCHEMA_VERSION}; upgrade wattlab to open it."
             )
-        if version in _ADDED_RUN_COLUMNS:
-            _migrate(conn, version)
-            version = SCHEMA_VERSION
-        if version < SCHEMA_VERSION:
+        if version < SCHEMA_VERSION and version not in _ADDED_RUN_COLUMNS:
             raise DataError(
                 f"{path} uses database schema version {version}, which this wattlab cannot read; "
                 f"it supports version {SCHEMA_VERSION}."
             )
         if readonly:
-            return
+            return version  # an older file is read through a migrated copy in memory
+        if version < SCHEMA_VERSION and _migrate(conn, version):
+            sys.stderr.write(
+                f"wattlab: migrated {path} from database schema version {version} to "
+                f"{SCHEMA_VERSION}; a wattlab that reads only version {version} can no longer "
+                "open it.\n"
+            )
         mode = conn.execute("PRAGMA journal_mode").fetchone()[0]
         if str(mode).lower() != "wal":
             conn.execute("PRAGMA journal_mode = WAL")
@@ -498,6 +510,7 @@ def _prepare(conn: sqlite3.Connection, path: Path, *, create: bool, readonly: bo
                     f"{path} holds the same sweep run twice with status 'ok'; "
                     "remove the duplicate rows before using it."
                 ) from None
+        return SCHEMA_VERSION
     except sqlite3.DatabaseError as error:
         raise sqlite_error(path, error) from None
 
@@ -514,7 +527,7 @@ def _ensure_jobs_table(conn: sqlite3.Connection) -> None:
     conn.execute(f"CREATE TABLE IF NOT EXISTS {_JOBS_TABLE}{statement}")
 
 
-def _migrate(conn: sqlite3.Connection, from_version: int) -> None:
+def _migrate(conn: sqlite3.Connection, from_version: int) -> bool:
     """Bring a database from ``from_version`` to SCHEMA_VERSION by adding each later version's
     run columns (2: phases, idle readings, the claiming process; 3: how GPU utilisation was
     obtained, STEP's marks; 4: STEP's calibrated interval; 5: a command run's exit code,
@@ -523,11 +536,14 @@ def _migrate(conn: sqlite3.Connection, from_version: int) -> None:
     share, filled for the stored runs from their components, whose provenance becomes the
     provenance by share; 9: the run's
     fingerprint; 10: a text model's training tokens), in one transaction; a second
-    process migrating the same file waits, then finds it done."""
+    process migrating the same file waits, then finds it done. Returns whether this call
+    migrated it."""
     conn.execute("BEGIN IMMEDIATE")
+    migrated = False
     try:
         version = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         if version is not None and str(version[0]) == str(from_version):
+            migrated = True
             have = {r[1] for r in conn.execute("PRAGMA table_info(runs)")}
             for step in range(from_version, SCHEMA_VERSION):
                 for name, kind in _ADDED_RUN_COLUMNS[step]:
@@ -548,6 +564,25 @@ def _migrate(conn: sqlite3.Connection, from_version: int) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
         raise
+    return migrated
+
+
+def _in_memory_migrated(conn: sqlite3.Connection, path: Path, version: int) -> sqlite3.Connection:
+    """A reader's view of an older database: a copy in memory (SQLite's backup API), migrated
+    there, so that the file itself, its folder and its disk stay as they are (a read-only or
+    full disk included). ``conn`` is closed."""
+    memory = sqlite3.connect(":memory:", isolation_level=None)
+    try:
+        conn.backup(memory)
+        conn.close()
+        _migrate(memory, version)
+    except sqlite3.DatabaseError as error:
+        memory.close()
+        raise sqlite_error(path, error) from None
+    except BaseException:
+        memory.close()
+        raise
+    return memory
 
 
 def _fill_measured_share(conn: sqlite3.Connection) -> None:
@@ -625,9 +660,13 @@ def _plain(column: str, value: Any) -> Any:
 class Store:
     """An open wattlab database. Use ``open_store`` to get one; close it (or use ``with``)."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+    def __init__(
+        self, conn: sqlite3.Connection, path: Path, *, schema_version: int = SCHEMA_VERSION
+    ) -> None:
         self._conn = conn
         self.path = path
+        # the file's own schema version: older when a reader reads a migrated copy in memory
+        self.file_schema_version = schema_version
         self.identity = file_identity(path)  # the file opened: checked before every write
         self._intact = False  # set once quick_check passed (before the first write)
         # (id, sweep) of the runs a dead process left 'running', marked abandoned at open
