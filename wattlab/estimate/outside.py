@@ -125,12 +125,18 @@ def summarise_outside(table: pd.DataFrame) -> dict[str, Any]:
         "coverage_90": float(table["covered"].mean()),
         "time_covered": int(table["time_covered"].sum()),
         "time_coverage_90": float(table["time_covered"].mean()),
-        # the interval's median width: (high - low) / estimate
-        "median_width_percent": float(
-            ((table["high_j"] - table["low_j"]) / table["predicted_j"]).median() * 100
-        ),
-        "time_median_width_percent": float(
-            ((table["high_s"] - table["low_s"]) / table["predicted_s"]).median() * 100
+        # the interval's median width: (high - low) / estimate (where the table has them)
+        **(
+            {
+                "median_width_percent": float(
+                    ((table["high_j"] - table["low_j"]) / table["predicted_j"]).median() * 100
+                ),
+                "time_median_width_percent": float(
+                    ((table["high_s"] - table["low_s"]) / table["predicted_s"]).median() * 100
+                ),
+            }
+            if {"high_j", "low_j", "high_s", "low_s"} <= set(table.columns)
+            else {}
         ),
         # the spread of the log error: what a protocol's disagreement is measured against
         "log_error_sd": float(np.log1p(energy).std(ddof=1)) if n > 1 else math.nan,

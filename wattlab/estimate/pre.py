@@ -192,6 +192,7 @@ class _Rows:
     recipe: np.ndarray  # the training recipe (1 or 2)
     step: np.ndarray  # step_s per row: roofline.STEP_S / batch size
     marks: np.ndarray  # mark_s per row: marks per step x roofline.MARK_S / batch size
+    machine: np.ndarray  # the GPU's name: the machine whose CPU launched the kernels
 
     def take(self, index: np.ndarray) -> _Rows:
         return _Rows(
@@ -203,6 +204,7 @@ class _Rows:
             self.recipe[index],
             self.step[index],
             self.marks[index],
+            self.machine[index],
         )
 
     @property
@@ -239,6 +241,11 @@ def make_rows(table: pd.DataFrame, medians: dict[str, float]) -> _Rows:
         recipe=_recipes(terms),
         step=STEP_S / terms["batch_size"].to_numpy(dtype=float),
         marks=_marks_per_step(terms) * MARK_S / terms["batch_size"].to_numpy(dtype=float),
+        machine=(
+            terms["gpu_name"].astype(str).to_numpy()
+            if "gpu_name" in terms
+            else np.full(len(terms), "", dtype=object)
+        ),
     )
 
 
@@ -410,7 +417,9 @@ class _TimeModel:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # tiny folds: ill-conditioned KRR solves
             if self.family == "physics":
-                self.model = Roofline.fit(rows.roofline_parts, rows.precision, rows.recipe, time_s)
+                self.model = Roofline.fit(
+                    rows.roofline_parts, rows.precision, rows.recipe, time_s, rows.machine
+                )
             else:
                 model = _learned(self.family, self.params, self.seed)
                 self.model = model.fit(design.matrix(rows), _log(time_s))
@@ -418,7 +427,9 @@ class _TimeModel:
 
     def predict(self, design: _Design, rows: _Rows) -> np.ndarray:
         if self.family == "physics":
-            return self.model.predict(rows.roofline_parts, rows.precision, rows.recipe)
+            return self.model.predict(
+                rows.roofline_parts, rows.precision, rows.recipe, rows.machine
+            )
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             return np.exp(self.model.predict(design.matrix(rows)))
@@ -426,7 +437,7 @@ class _TimeModel:
     def regime(self, rows: _Rows) -> list[str]:
         """Which term sets each row's pace (the physics model's reading, whatever the family)."""
         assert isinstance(self.model, Roofline)
-        return self.model.regime(rows.roofline_parts, rows.precision, rows.recipe)
+        return self.model.regime(rows.roofline_parts, rows.precision, rows.recipe, rows.machine)
 
 
 @dataclass
@@ -655,24 +666,50 @@ class PreModel:
             )
         return out
 
-    def _stratum(self, protocol: str, regime: str | None) -> tuple[np.ndarray | None, str]:
-        """The held-out runs of ``protocol`` an interval reads: those of ``regime`` when it has
-        at least MIN_STRATUM of them (its mask and a phrase), else every one (None, phrase)."""
+    def _stratum(
+        self, protocol: str, regime: str | None, machine: str | None = None
+    ) -> tuple[np.ndarray | None, str]:
+        """The held-out runs of ``protocol`` an interval reads (their mask and a phrase): those
+        of the prediction's GPU and regime, else of its GPU, else of its regime, the first of
+        these with at least MIN_STRATUM runs; else every one (None). A GPU's own runs come
+        first: the reference GPUs' runs are not equally well predicted (the H100's, measured in
+        short windows, err twice as much as the H200's)."""
         parts = self.residuals[protocol]
-        codes = parts.get("regime")
-        if regime is not None and codes is not None and regime in REGIMES:
-            mask = np.asarray(codes) == REGIMES.index(regime)
+        regimes, machines = parts.get("regime"), parts.get("machine")
+        names = self.seen.gpu_names if self.seen is not None else ()
+        by_regime = (
+            np.asarray(regimes) == REGIMES.index(regime)
+            if regime is not None and regimes is not None and regime in REGIMES
+            else None
+        )
+        by_machine = (
+            np.asarray(machines) == names.index(machine)
+            if machine is not None and machines is not None and machine in names and len(names) > 1
+            else None
+        )
+        choices = []
+        if by_machine is not None and by_regime is not None:
+            choices.append((by_machine & by_regime, f"{regime} held-out runs on the {machine}"))
+        if by_machine is not None:
+            choices.append((by_machine, f"held-out runs on the {machine}"))
+        if by_regime is not None:
+            choices.append((by_regime, f"{regime} held-out runs"))
+        for mask, words in choices:
             if int(mask.sum()) >= MIN_STRATUM:
-                return mask, f"its {int(mask.sum())} {regime} held-out runs"
+                return mask, f"its {int(mask.sum())} {words}"
         return None, f"its {len(parts['energy'])} held-out runs"
 
     def protocol_half_width(
-        self, protocol: str, target: str = "energy", regime: str | None = None
+        self,
+        protocol: str,
+        target: str = "energy",
+        regime: str | None = None,
+        machine: str | None = None,
     ) -> float:
         """The conformal quantile of a protocol's |log residuals| at the interval's level (the
-        regime's own runs where it has enough; family folds weighted equally)."""
+        stratum ``_stratum`` picks; family folds weighted equally)."""
         parts = self.residuals[protocol]
-        mask, _ = self._stratum(protocol, regime)
+        mask, _ = self._stratum(protocol, regime, machine)
         values = np.abs(np.asarray(parts[target], dtype=float))
         weights = parts.get("weight")
         if mask is not None:
@@ -681,7 +718,7 @@ class PreModel:
         return _abs_quantile(values, self.interval, weights)
 
     def _interval_for(
-        self, outside: list[tuple[str, str]], regime: str | None = None
+        self, outside: list[tuple[str, str]], regime: str | None = None, machine: str | None = None
     ) -> tuple[str, dict[str, tuple]]:
         """The interval basis and (energy, time) log-factor intervals for these reasons.
 
@@ -703,12 +740,12 @@ class PreModel:
         widest = bases[-1]
         for target in ("energy", "time"):
             if not checked:
-                mask, _ = self._stratum("configuration", regime)
+                mask, _ = self._stratum("configuration", regime, machine)
                 parts = self.residuals["configuration"]
                 values = np.asarray(parts[target], dtype=float)
                 low, high = _quantiles(values if mask is None else values[mask], self.interval)
             else:
-                halves = {b: self.protocol_half_width(b, target, regime) for b in bases}
+                halves = {b: self.protocol_half_width(b, target, regime, machine) for b in bases}
                 widest = max(halves, key=lambda b: halves[b]) if target == "energy" else widest
                 low, high = -max(halves.values()), max(halves.values())
             if unchecked:
@@ -716,7 +753,7 @@ class PreModel:
                 high += math.log(NO_PROTOCOL_WIDEN)
             out[target] = (low, high)
         chosen = widest if checked else "configuration"
-        _, phrase = self._stratum(chosen, regime)
+        _, phrase = self._stratum(chosen, regime, machine)
         basis = f"{_PROTOCOL_NAMES[chosen]} ({phrase})"
         if checked:
             others = [b for b in bases if b != chosen]
@@ -768,7 +805,7 @@ class PreModel:
         regime = None
         if self.physics_time is not None and isinstance(self.physics_time.model, Roofline):
             regime = self.physics_time.regime(self.chain.rows(table))[0]
-        basis, bounds = self._interval_for(outside, regime)
+        basis, bounds = self._interval_for(outside, regime, None if transfer else _gpu_of(row))
         if (
             any(protocol == "family" for protocol, _ in outside)
             and "family" in self.residuals
@@ -835,14 +872,15 @@ class PreModel:
         specs = [lookup_gpu(name) for name in names]
         return min(specs, key=lambda spec: gpu_spec_distance(target, spec, precision))
 
-    def transfer_scale(self, gpu: str, reference: GpuSpec, precision: str) -> float:
-        """How far ``gpu`` lies from ``reference`` over how far apart the measured GPUs lie
-        (``gpu_spec_distance``), at least 1: the factor on the measured transfer error."""
+    def unmeasured_share(self, gpu: str, reference: GpuSpec, precision: str) -> float:
+        """The share of the spec scaling from ``reference`` to ``gpu`` that no measured
+        transfer spanned: 1 - (how far apart the measured GPUs' specs lie) / (how far ``gpu``'s
+        lie from the reference's), at least 0; 1 with one GPU measured."""
         assert self.seen is not None
-        measured = self.seen.transfer_distance
-        if not measured > 0:
-            return 1.0
-        return max(1.0, gpu_spec_distance(lookup_gpu(gpu), reference, precision) / measured)
+        distance = gpu_spec_distance(lookup_gpu(gpu), reference, precision)
+        if distance <= 0:
+            return 0.0
+        return max(0.0, 1.0 - self.seen.transfer_distance / distance)
 
     def _transfer_bounds(
         self,
@@ -855,45 +893,37 @@ class PreModel:
     ) -> tuple[dict[str, tuple[float, float]], str]:
         """The interval of a prediction for a GPU outside the reference set, and its words.
 
-        Measured (two or more GPUs in the reference set): each side grows in quadrature by the
-        leave-one-GPU-out error (the conformal |residual| quantile of predicting one measured
-        GPU's runs from the others' through this transfer), scaled by how much farther the
-        GPU's specs lie from the reference GPU than the measured GPUs lie from each other.
-        Otherwise (one GPU measured): in quadrature by the transfer's own scaling, ``ratios``
-        (|log| of the time ratio and of the energy ratio): an adjustment nobody could check
-        counts as wholly uncertain."""
-        if "gpu" not in self.residuals:
-            # one GPU measured: the spec scaling's own size is its uncertainty
-            time_half, energy_half = ratios
-            out = {
-                "energy": (-math.hypot(bounds["energy"][0], energy_half),
-                           math.hypot(bounds["energy"][1], energy_half)),
-                "time": (-math.hypot(bounds["time"][0], time_half),
-                         math.hypot(bounds["time"][1], time_half)),
-            }  # fmt: skip
-            return out, (
-                ", grown in quadrature by the whole spec scaling (time x"
-                f"{math.exp(time_half):.2f}, energy x{math.exp(energy_half):.2f}): the reference "
-                "set has one GPU, so no transfer error could be measured"
-            )
+        Each side grows in quadrature by (1) the measured transfer error, where two or more GPUs
+        are in the reference set: the conformal |residual| quantile of predicting one measured
+        GPU's runs from the others' through this transfer (the ``gpu`` protocol); and (2) the
+        part of the spec scaling no measured transfer spanned (``unmeasured_share`` x the
+        |log| of the time ratio, or of time x power for energy): an adjustment nobody could
+        check counts as wholly uncertain; with one GPU measured, the whole scaling."""
         assert self.seen is not None
-        scale = self.transfer_scale(gpu, reference, precision)
+        share = self.unmeasured_share(gpu, reference, precision)
+        time_half, energy_half = ratios
+        measured = "gpu" in self.residuals
         out = {}
         for target, (lo, hi) in bounds.items():
-            q = self.protocol_half_width("gpu", target, regime) * scale
-            out[target] = (-math.hypot(lo, q), math.hypot(hi, q))
+            q = self.protocol_half_width("gpu", target, regime) if measured else 0.0
+            extra = share * (energy_half if target == "energy" else time_half)
+            out[target] = (-math.hypot(lo, q, extra), math.hypot(hi, q, extra))
+        extra_words = (
+            f"{share:.0%} of the spec scaling (time x{math.exp(time_half):.2f}; time and power "
+            f"together x{math.exp(energy_half):.2f}) that no measured transfer spanned"
+        )
+        if not measured:
+            return out, (
+                f", grown in quadrature by {extra_words}: the reference set has one GPU, so no "
+                "transfer error could be measured"
+            )
         _, phrase = self._stratum("gpu", regime)
         q_energy = self.protocol_half_width("gpu", "energy", regime)
-        words = (
+        return out, (
             f", grown in quadrature by the measured GPU-transfer error (leave-one-GPU-out over "
-            f"{', '.join(self.seen.gpu_names)}, {phrase}: 90 % within x/{math.exp(q_energy):.2f}"
+            f"{', '.join(self.seen.gpu_names)}, {phrase}: 90 % within x/{math.exp(q_energy):.2f})"
+            f" and by {extra_words}"
         )
-        if scale > 1.0:
-            words += (
-                f", scaled x{scale:.1f} because {gpu}'s specs lie {scale:.1f} times farther from "
-                f"the {reference.name}'s than the measured GPUs' lie from each other"
-            )
-        return out, words + ")"
 
     def _marks_outside(self, table: pd.DataFrame) -> bool:
         """Whether the row's live marks per step lie outside the reference runs'."""
@@ -967,13 +997,16 @@ class PreModel:
         )
 
     def _transfer_ratios(self, table: pd.DataFrame, reference: GpuSpec) -> tuple[float, float]:
-        """|log| of the transfer's time ratio and of its energy ratio (time x power)."""
+        """|log| of the transfer's time ratio, and the Euclidean norm of the logs of its time and
+        power ratios (the energy scaling's two uncertain parts)."""
         assert self.chain is not None and self.physics_time is not None
         _, _, time_ratio, power_ratio = transfer_chain(
             self.chain, self.physics_time, table, reference
         )
         t, p = float(time_ratio[0]), float(power_ratio[0])
-        return abs(math.log(t)), abs(math.log(t * p))
+        # energy's: the time and the power scaling, each uncertain on its own (their product
+        # can be near 1 while both are far from it: an L4's time x8.9, power x0.10)
+        return abs(math.log(t)), math.hypot(math.log(t), math.log(p))
 
     def _transfer(
         self, table: pd.DataFrame, gpu: str, reference: GpuSpec | None = None
@@ -1032,6 +1065,17 @@ def _describe(fitted: _Fitted) -> str:
     params = ", ".join(f"{k}={v:g}" for k, v in sorted(fitted.params.items()) if k != "fit")
     settings = f" ({params})" if params else ""
     return f"{fitted.family}{settings}, CV error {_mae_to_percent(fitted.cv_mae_log):.1f} %"
+
+
+def _gpu_of(row: pd.Series) -> str | None:
+    """The spec name of a feature row's GPU (what the training rows' ``gpu_name`` hold)."""
+    gpu = row.get("gpu_name")
+    if gpu is None or pd.isna(gpu):
+        return None
+    try:
+        return lookup_gpu(str(gpu)).name
+    except ConfigError:
+        return str(gpu)
 
 
 def gpu_spec_distance(a: GpuSpec, b: GpuSpec, precision: str) -> float:
@@ -1346,8 +1390,11 @@ def fit_pre(
     if transfer is not None:
         residuals["gpu"] = transfer
     codes = np.array([REGIMES.index(r) for r in physics_time.regime(every)], dtype=float)
-    for parts in residuals.values():  # each held-out run's regime, for the regime's interval
+    names = sorted(set(gpu_names))
+    machines = np.array([names.index(g) for g in gpu_names], dtype=float)
+    for parts in residuals.values():  # each held-out run's regime and GPU, for its stratum
         parts["regime"] = codes
+        parts["machine"] = machines
     physics_power = _PowerModel("physics", {"fit": "relative"}, seed).fit(
         chain.design, every, time_s, power_w / every.tdp_w
     )

@@ -26,14 +26,17 @@ Per training sample, from the nominal times of ``pre.physics_terms`` (s):
 
 The time per sample is a soft maximum of the two sides::
 
-    cpu  = a[precision] x launch_s + (s + r x [recipe 2]) x step_s + k x mark_s
+    cpu  = (a[precision] x launch_s + (s + r x [recipe 2]) x step_s + k x mark_s) x h[machine]
     gpu  = c[precision] x compute_s + t x attention_s + m x memory_s + g x launch_s
     time = (cpu**K + gpu**K) ** (1 / K)        K = SOFTMAX_POWER
 
-``g`` is the GPU's own cost of a kernel however small (its floor at tiny batches). A sum of the
-terms, the old form, cannot bend: fitted on batch sizes where the CPU sets the pace it learns a
-small compute coefficient and predicts large batches too fast (issue 29: batch 768 came out 2-3x
-too fast). ``regime`` names the term that sets each prediction's pace.
+``h`` is the machine's (named by its GPU, where the reference set has two or more): the host
+CPU that launches the kernels is not in the GPU's specs, and one machine's launches were slower
+(issue 47); a deviation from 1 pulled towards it like a precision's, and 1 for a machine no run
+came from. ``g`` is the GPU's own cost of a kernel however small (its floor at tiny batches).
+A sum of the terms, the old form, cannot bend: fitted on batch sizes where the CPU sets the
+pace it learns a small compute coefficient and predicts large batches too fast (issue 29: batch
+768 came out 2-3x too fast). ``regime`` names the term that sets each prediction's pace.
 
 The coefficients are fitted on log time by least squares (positive through their logs); the
 per-precision launch and compute coefficients are deviations from pooled ones, pulled towards 0
@@ -76,6 +79,10 @@ class Roofline:
     dev_a: dict[str, float] = field(default_factory=dict)
     dev_c: dict[str, float] = field(default_factory=dict)
     power: float = SOFTMAX_POWER
+    # the CPU side's deviation per machine (named by its GPU): the host that launches the
+    # kernels is not in the GPU's specs (issue 47: the H100's machine launched slower); a
+    # machine no run came from takes none (the pooled coefficient)
+    dev_h: dict[str, float] = field(default_factory=dict)
 
     # -- prediction ---------------------------------------------------------------------------
     def _deviation(self, table: dict[str, float], precision: str) -> float:
@@ -84,9 +91,15 @@ class Roofline:
         sibling = _SIBLING.get(precision)
         return table.get(sibling, 0.0) if sibling is not None else 0.0
 
-    def sides(self, parts: np.ndarray, precision: np.ndarray, recipe: np.ndarray) -> tuple:
+    def sides(
+        self,
+        parts: np.ndarray,
+        precision: np.ndarray,
+        recipe: np.ndarray,
+        machine: np.ndarray | None = None,
+    ) -> tuple:
         """(cpu, gpu compute, gpu memory, gpu kernels) per sample, s; the attention products
-        count as compute."""
+        count as compute. ``machine``: each row's GPU name (the CPU side's ``dev_h``)."""
         launch, compute, memory, attention = (parts[:, i] for i in range(4))
         dev_a = np.array([self._deviation(self.dev_a, str(p)) for p in precision])
         dev_c = np.array([self._deviation(self.dev_c, str(p)) for p in precision])
@@ -99,6 +112,8 @@ class Roofline:
             + _exp(self.log_r) * recipe2 * step
             + _exp(self.log_k) * marks
         )
+        if machine is not None and self.dev_h:
+            cpu = cpu * _exp(np.array([self.dev_h.get(str(m), 0.0) for m in machine]))
         return (
             cpu,
             _exp(self.log_c + dev_c) * compute + _exp(self.log_t) * attention,
@@ -106,15 +121,27 @@ class Roofline:
             _exp(self.log_g) * launch,
         )
 
-    def predict(self, parts: np.ndarray, precision: np.ndarray, recipe: np.ndarray) -> np.ndarray:
-        cpu, compute, memory, kernels = self.sides(parts, precision, recipe)
+    def predict(
+        self,
+        parts: np.ndarray,
+        precision: np.ndarray,
+        recipe: np.ndarray,
+        machine: np.ndarray | None = None,
+    ) -> np.ndarray:
+        cpu, compute, memory, kernels = self.sides(parts, precision, recipe, machine)
         gpu = compute + memory + kernels
         k = self.power
         return np.clip((cpu**k + gpu**k) ** (1.0 / k), 1e-15, None)
 
-    def regime(self, parts: np.ndarray, precision: np.ndarray, recipe: np.ndarray) -> list[str]:
+    def regime(
+        self,
+        parts: np.ndarray,
+        precision: np.ndarray,
+        recipe: np.ndarray,
+        machine: np.ndarray | None = None,
+    ) -> list[str]:
         """The term that sets each row's pace: the CPU's launches, or the GPU's largest part."""
-        cpu, compute, memory, kernels = self.sides(parts, precision, recipe)
+        cpu, compute, memory, kernels = self.sides(parts, precision, recipe, machine)
         out = []
         for c, x, m, g in zip(cpu, compute, memory, kernels, strict=True):
             if c >= x + m + g:
@@ -126,7 +153,12 @@ class Roofline:
     # -- fitting ------------------------------------------------------------------------------
     @classmethod
     def fit(
-        cls, parts: np.ndarray, precision: np.ndarray, recipe: np.ndarray, time_s: np.ndarray
+        cls,
+        parts: np.ndarray,
+        precision: np.ndarray,
+        recipe: np.ndarray,
+        time_s: np.ndarray,
+        machine: np.ndarray | None = None,
     ) -> Roofline:
         from scipy.optimize import least_squares
 
@@ -134,6 +166,11 @@ class Roofline:
         index = {p: i for i, p in enumerate(precisions)}
         rows = np.array([index[str(p)] for p in precision])
         n = len(precisions)
+        # a deviation per machine only where there are two or more (one is the pooled value)
+        machines = tuple(sorted({str(m) for m in machine})) if machine is not None else ()
+        if len(machines) < 2:
+            machines = ()
+        h = len(machines)
         target = np.log(np.clip(np.asarray(time_s, dtype=float), 1e-15, None))
 
         def unpack(theta: np.ndarray) -> Roofline:
@@ -148,11 +185,12 @@ class Roofline:
                 log_k=theta[7],
                 dev_a={p: theta[_POOLED + index[p]] for p in precisions},
                 dev_c={p: theta[_POOLED + n + index[p]] for p in precisions},
+                dev_h={m: theta[_POOLED + 2 * n + i] for i, m in enumerate(machines)},
             )
 
         def residuals(theta: np.ndarray) -> np.ndarray:
             model = unpack(theta)
-            fit = np.log(model.predict(parts, precisions_of(rows), recipe)) - target
+            fit = np.log(model.predict(parts, precisions_of(rows), recipe, machine)) - target
             prior = np.concatenate([theta[_POOLED:], [theta[5] - theta[1]]]) / PRIOR_SD
             anchor = (theta[:_POOLED] - theta0[:_POOLED]) / ANCHOR_SD
             return np.concatenate([fit, prior, anchor])
@@ -161,7 +199,7 @@ class Roofline:
             return np.array(precisions, dtype=object)[r]
 
         start = _start(parts, target)
-        theta0 = np.concatenate([start, [start[1], start[0] - 3.0, 0.0], np.zeros(2 * n)])
+        theta0 = np.concatenate([start, [start[1], start[0] - 3.0, 0.0], np.zeros(2 * n + h)])
         result = least_squares(residuals, theta0, method="trf", x_scale=1.0, max_nfev=2000)
         return unpack(result.x)
 
@@ -181,6 +219,7 @@ class Roofline:
             ],
             "dev_a": dict(self.dev_a),
             "dev_c": dict(self.dev_c),
+            "dev_h": dict(self.dev_h),
             "power": self.power,
         }
 
@@ -190,8 +229,8 @@ class Roofline:
         if len(logs) != _POOLED or not all(math.isfinite(v) for v in logs):
             raise ValueError("roofline coefficients of the wrong length or not finite")
         devs = {}
-        for key in ("dev_a", "dev_c"):
-            table = {str(k): float(v) for k, v in dict(doc[key]).items()}
+        for key in ("dev_a", "dev_c", "dev_h"):
+            table = {str(k): float(v) for k, v in dict(doc.get(key, {})).items()}
             if not all(math.isfinite(v) for v in table.values()):
                 raise ValueError("roofline deviations not finite")
             devs[key] = table
@@ -203,6 +242,7 @@ class Roofline:
             **dict(zip(names, logs, strict=True)),
             dev_a=devs["dev_a"],
             dev_c=devs["dev_c"],
+            dev_h=devs["dev_h"],
             power=power,
         )
 
