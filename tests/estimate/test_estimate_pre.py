@@ -38,13 +38,16 @@ MODELS = {
 }
 
 
-def truth(model: str, precision: str, batch: int, gpu: str = "NVIDIA H200") -> tuple[float, float]:
-    """(time per sample s, power W) of one configuration on one GPU."""
+def truth(
+    model: str, precision: str, batch: int, gpu: str = "NVIDIA H200", host: float = 1.0
+) -> tuple[float, float]:
+    """(time per sample s, power W) of one configuration on one GPU; ``host`` scales the
+    launches (a machine whose CPU launches the kernels more slowly)."""
     gflops, _, activations, layers = MODELS[model]
     spec = lookup_gpu(gpu)
     compute = 3 * gflops * 1e9 / (peak_flops(spec, precision) * EFFICIENCY[precision])
     memory = 3 * activations * BYTES[precision] / (spec.memory_bandwidth_gbs * 1e9 * 0.5)
-    launch = layers * 30e-6 / batch
+    launch = host * layers * 30e-6 / batch
     time_s = (launch + compute * (256 / batch) ** 0.1 + memory) * QUIRK[model]
     power_w = spec.tdp_w * (0.15 + 0.8 * compute / time_s + 0.4 * memory / time_s)
     return time_s, power_w
@@ -58,13 +61,14 @@ def synthetic_runs(
     reps: int = 2,
     noise: float = 0.02,
     seed: int = 0,
+    host: float = 1.0,
 ) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     rows = []
     for model in models:
         for precision in precisions:
             for batch in batches:
-                time_s, power_w = truth(model, precision, batch, gpu)
+                time_s, power_w = truth(model, precision, batch, gpu, host)
                 for rep in range(reps):
                     samples = 5 * (50_000 // batch) * batch
                     t = time_s * samples * rng.normal(1.0, noise)
@@ -876,3 +880,22 @@ def test_an_unseen_precision_is_predicted_by_the_physics_models(fake_models) -> 
     # a precision the fit saw keeps the chosen (learned) models
     seen = run_features(synthetic_runs(models=("r50",), precisions=("tf32",), reps=1)).iloc[:1]
     assert "from the physics model" not in learned.predict(seen).iloc[0]["notes"]
+
+
+def test_a_machine_whose_host_launches_slower_gets_its_own_cpu_factor(fake_models) -> None:
+    """Issue 47: the H100's machine launched kernels more slowly than the H200's; a GPU spec
+    cannot say so, and one fit read it as the cost of every run like the H100's."""
+    h200 = synthetic_runs(batches=(128, 512), reps=1)
+    h100 = synthetic_runs(batches=(128, 512), reps=1, gpu="NVIDIA H100 SXM", seed=1, host=1.6)
+    h100["id"] += 1000
+    runs = pd.concat([h200, h100], ignore_index=True)
+    model = fit_pre(runs, search_iter=1, families=("physics",))
+    roofline = model.physics_time.model
+    assert set(roofline.dev_h) == {"NVIDIA H100 SXM", "NVIDIA H200"}
+    assert roofline.dev_h["NVIDIA H100 SXM"] - roofline.dev_h["NVIDIA H200"] > math.log(1.3)
+    # each machine's launch-bound runs are predicted with its own host, not the pooled one
+    for gpu, host in (("NVIDIA H200", 1.0), ("NVIDIA H100 SXM", 1.6)):
+        p = model.predict_config(**config("tiny", "amp-bf16", 128, gpu_name=gpu))
+        time_s, _ = truth("tiny", "amp-bf16", 128, gpu, host)
+        assert p.time_per_sample_s == pytest.approx(time_s, rel=0.12), gpu
+        assert f"on the {lookup_gpu(gpu).name}" in p.interval_basis  # its own GPU's runs
