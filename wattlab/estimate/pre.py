@@ -29,21 +29,23 @@ as it will at prediction time.
 
 Honest intervals. Out-of-fold log residuals of energy and time are kept per protocol: leave
 configurations out (GroupKFold), leave one model out, leave one architecture family out
-(``families.model_family``), leave one precision out, leave one batch size out. A prediction
-inside the data uses the configuration residuals; a model, family, precision or batch size
-outside the reference set uses the widest of the matching protocols' intervals and says so in
-its notes (``EXTRAPOLATING: ...``). A family the data has too few of to hold one out (one
-family) cannot be checked, and its interval is widened by NO_PROTOCOL_WIDEN. A GPU missing from
-the reference data is predicted only through a stated transfer: the prediction for the
-reference GPU, time scaled by the physics time ratio (peak rate, bandwidth; launches unchanged),
-power by the TDP ratio, and the interval widened by TRANSFER_WIDEN each way. A family outside
-the data gets what a new model of a known family gets, joined with the leave-one-family-out
-interval as it is (not mirrored: the held-out families are the evidence for the error's
-direction), whose residuals weigh every held-out family equally (families differ in size by
-24x in the reference set, so a run-weighted quantile would be one large family's);
-FAMILY_WIDEN widens it only when fewer than FAMILY_EVIDENCE families could be held out.
-Quantiles use the conformal rank ceil((n + 1) x level) so that few residuals give wider, not
-narrower, intervals.
+(``families.model_family``), leave one precision out, leave one batch size out, and, with two
+or more GPUs, leave one GPU out through the transfer below (``gpu``). Each held-out run keeps
+its regime and its GPU. A prediction inside the data uses the configuration residuals; a model,
+family, precision or batch size outside the reference set uses +- the largest of the matching
+protocols' conformal |residual| quantiles and says so in its notes (``EXTRAPOLATING: ...``).
+Every quantile is read on the held-out runs of the prediction's GPU and regime, else its GPU,
+else its regime, the first with MIN_STRATUM runs (``_stratum``): the intervals are as wide as
+the errors where the prediction lies, not one factor for all (issue 47). A family the data has
+too few of to hold one out (one family) cannot be checked, and its interval is widened by
+NO_PROTOCOL_WIDEN; FAMILY_WIDEN widens a new family's when fewer than FAMILY_EVIDENCE families
+could be held out (their residuals weigh every held-out family equally). A GPU missing from the
+reference data is predicted only through a stated transfer from the reference GPU nearest it in
+specs (``gpu_spec_distance``): time scaled by the physics time ratio (peak rate, bandwidth;
+launches unchanged), power by the TDP ratio; its interval grows in quadrature by the measured
+leave-one-GPU-out error and by the part of the spec scaling no measured transfer spanned
+(``unmeasured_share``; all of it with one GPU in the data). Quantiles use the conformal rank
+ceil((n + 1) x level) so that few residuals give wider, not narrower, intervals.
 """
 
 from __future__ import annotations
