@@ -17,6 +17,14 @@ STOP_SIGNALS: tuple[int, ...] = (int(signal.SIGINT), *TERMINATE_SIGNALS)
 START_TIME_TOLERANCE_S = 1.0
 
 
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity; the machine's count without one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
 def pid_alive(pid: int) -> bool:
     """Whether process ``pid`` exists on this host (one we may not signal counts as alive)."""
     try:

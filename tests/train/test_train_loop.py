@@ -10,6 +10,7 @@ from sklearn.metrics import f1_score
 from torch import nn
 
 from wattlab.errors import ConfigError
+from wattlab.processes import usable_cores
 from wattlab.train import loop
 from wattlab.train.config import make_run_config
 from wattlab.train.data import synthetic_dataset
@@ -266,7 +267,7 @@ def test_a_timed_run_trains_the_steps_its_warm_up_timed(monkeypatch):
     assert [e.samples for e in result.per_epoch][-1] > 0
 
 
-def test_cpu_threads_hold_for_the_run_and_the_process_gets_its_own_back():
+def test_cpu_threads_hold_for_the_run_and_the_process_gets_its_own_back(monkeypatch):
     """``cpu_threads`` sets torch's intra-op threads for the run (the demo's 1: beside other
     work OpenMP's spinning threads cost 3-6x, docs/engine.md) and restores them after it,
     also after a failure, so a warm worker's next run starts as the process was."""
@@ -286,9 +287,28 @@ def test_cpu_threads_hold_for_the_run_and_the_process_gets_its_own_back():
         run_training(cfg, SOLO, None, fails, model=small_cnn())
     assert torch.get_num_threads() == before
     default = cpu_config(epochs=1, train_samples=128)
+    monkeypatch.setattr(loop, "_load_1min", lambda: 0.0)  # an idle machine
     run_training(default, SOLO, None, lambda _s: seen.append(torch.get_num_threads()),
                  model=small_cnn())  # fmt: skip
-    assert seen[-1] == before  # unset: torch's own number
+    assert seen[-1] == min(before, usable_cores())  # unset, idle: torch's own number
+    monkeypatch.setattr(loop, "_load_1min", lambda: 64.0)  # every core busy
+    run_training(default, SOLO, None, lambda _s: seen.append(torch.get_num_threads()),
+                 model=small_cnn())  # fmt: skip
+    assert seen[-1] == 1 and torch.get_num_threads() == before  # unset, busy: one thread
+
+
+@pytest.mark.parametrize(
+    ("cores", "load", "current", "threads"),
+    [
+        (2, 0.0, 2, 2),  # idle: torch's own number
+        (2, 5.0, 2, 1),  # issue 48: beside 2 busy loops, one thread
+        (16, 4.2, 16, 12),  # the cores left free, rounded
+        (16, 0.0, 4, 4),  # never more than torch's own (OMP_NUM_THREADS, say)
+        (1, 0.0, 1, 1),
+    ],
+)
+def test_a_cpu_run_trains_on_the_cores_left_free(cores, load, current, threads):
+    assert loop.free_threads(cores, load, current) == threads
 
 
 def test_cpu_threads_are_checked_labelled_and_hashed_only_when_set():

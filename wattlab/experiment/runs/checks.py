@@ -10,17 +10,8 @@ from pathlib import Path
 
 from wattlab.errors import ConfigError
 from wattlab.extras import MissingExtraError, missing_sentence, require
+from wattlab.processes import usable_cores
 from wattlab.train.config import RunConfig
-
-
-def usable_cores() -> int:
-    """The CPU cores this process may run on (its affinity; the machine's count without one)."""
-    import os
-
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
 
 
 def check_devices(cfg: RunConfig) -> None:
