@@ -640,11 +640,11 @@ def _prune(directory: Path, keep: Path) -> None:
         pass
 
 
-# A first fit on the shipped reference (222 runs): the cold-cache estimate less the warm-cache
-# one, 14.6 s - 4.2 s, on 2 idle cores (docs/measured/cpu-estimate-speed-idle-2026-12-04.txt).
-# Slower on a loaded machine.
+# A first fit on the shipped reference (313 runs of two GPUs): the cold-cache estimate less the
+# warm-cache one, 14.7 s - 4.3 s, on 2 idle cores
+# (docs/measured/cpu-estimate-speed-idle-2026-12-06.txt). Slower on a loaded machine.
 FIRST_FIT_S = 10
-FIRST_FIT_RUNS = 222
+FIRST_FIT_RUNS = 313
 
 
 def say_fitting(runs: int, cached: bool) -> None:
