@@ -68,7 +68,7 @@ def test_the_command_in_the_section_is_code_and_a_users_backtick_stays_a_charact
     html = render_html("r", blocks, tmp_path)
     assert "<code>wattlab advise --db DB --run ID --max-slowdown 0</code>" in html
     assert "`wattlab advise" not in html
-    assert "my `odd` label" in html and "\x02" not in html and "<code>a|b</code>" in html
+    assert "my `odd` label" in html and "\ufdd0" not in html and "<code>a|b</code>" in html
     md = render_markdown("r", blocks, tmp_path)
     assert "What `wattlab advise --db DB --run ID --max-slowdown 0` would change" in md
-    assert "my \\`odd\\` label" in md and "`a\\|b`" in md and "\x02" not in md
+    assert "my \\`odd\\` label" in md and "`a\\|b`" in md and "\ufdd0" not in md

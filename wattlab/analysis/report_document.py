@@ -27,11 +27,13 @@ class ReportPaths:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-# A code span wattlab writes into a text (a command to type): marked with two control characters
-# that no renderer shows, so that each renders it as code (Markdown `...`, HTML <code>) while a
-# backtick in a user's or a run's text stays a literal, escaped character.
-CODE_START, CODE_END = "\x02", "\x03"
-CODE_SPAN = re.compile("\x02([^\x02\x03]*)\x03")
+# A code span wattlab writes into a text (a command to type): marked with two Unicode
+# noncharacters (U+FDD0, U+FDD1: reserved for a program's internal use, so no label, GPU or
+# sweep name carries them, while a control character such as \x03 can come from a run), so that
+# each renderer shows it as code (Markdown `...`, HTML <code>) while a backtick in a user's or a
+# run's text stays a literal, escaped character.
+CODE_START, CODE_END = "\ufdd0", "\ufdd1"
+CODE_SPAN = re.compile("\ufdd0([^\ufdd0\ufdd1]*)\ufdd1")
 
 
 def code(text: str) -> str:

@@ -128,7 +128,8 @@ def sweep(
 ) -> None:
     """Run a grid of configurations with repetitions; resumable. One warm worker process runs
     the one-process runs one after another (each with its own model, seed and windows); a
-    multi-GPU run gets torchrun's processes of its own."""
+    multi-GPU run gets torchrun's processes of its own. SPEC is a sweep YAML file or a preset:
+    paper-12, quickstart, h200-1gpu, demo-gpu, demo-cpu."""
     from wattlab.cli.sweep_view import print_plan, run_with_progress
     from wattlab.experiment.db.store import check_writable_database, open_store
     from wattlab.experiment.result_json import sweep_result
