@@ -57,6 +57,7 @@ from wattlab.analysis.work_rates import (
     reference_carbon,
     reference_co2e_kg,
     reference_sentence,
+    significant,
     subject_work,
 )
 from wattlab.errors import DataError
@@ -159,14 +160,7 @@ def _unique(frame: pd.DataFrame, column: str) -> list[Any]:
     return out
 
 
-def _number(value: float, digits: int = 3) -> str:
-    """``value`` to ``digits`` significant digits as a plain decimal (no exponent)."""
-    if not math.isfinite(value):
-        return "n/a"
-    if value == 0:
-        return "0"
-    decimals = max(0, digits - 1 - int(math.floor(math.log10(abs(value)))))
-    return f"{value:.{decimals}f}"
+_number = significant  # wattlab.analysis.work_rates: one rule for significant digits
 
 
 def fmt_co2e_g(kg: float) -> str:

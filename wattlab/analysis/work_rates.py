@@ -130,7 +130,9 @@ def rates(energy_j: float, co2e_kg: float, work: dict[str, float]) -> list[Rate]
 # --------------------------------------------------------------------------- words
 
 
-def _digits(value: float, digits: int = 3) -> str:
+def significant(value: float, digits: int = 3) -> str:
+    """``value`` to ``digits`` significant digits as a plain decimal (no exponent); the one rule
+    the statement and the rates write numbers with."""
     if not math.isfinite(value):
         return "n/a"
     if value == 0:
@@ -142,22 +144,22 @@ def _digits(value: float, digits: int = 3) -> str:
 def fmt_rate_energy(energy_j: float) -> str:
     """A small energy for people: three significant digits in J below 1 kJ, else kJ or kWh."""
     if energy_j >= 3.6e6:
-        return f"{_digits(energy_j / J_PER_KWH)} kWh"
+        return f"{significant(energy_j / J_PER_KWH)} kWh"
     if energy_j >= 1e3:
-        return f"{_digits(energy_j / 1e3)} kJ"
-    return f"{_digits(energy_j)} J"
+        return f"{significant(energy_j / 1e3)} kJ"
+    return f"{significant(energy_j)} J"
 
 
 def fmt_rate_co2e(kg: float) -> str:
     """A small CO2e for people: µg, mg, g or kg, three significant digits."""
     grams = kg * 1e3
     if grams >= 1e3:
-        return f"{_digits(kg)} kg"
+        return f"{significant(kg)} kg"
     if grams >= 1:
-        return f"{_digits(grams)} g"
+        return f"{significant(grams)} g"
     if grams >= 1e-3:
-        return f"{_digits(grams * 1e3)} mg"
-    return f"{_digits(grams * 1e6)} µg"
+        return f"{significant(grams * 1e3)} mg"
+    return f"{significant(grams * 1e6)} µg"
 
 
 _WORK_WORDS = {"sample": "training sample", "token": "training token"}
