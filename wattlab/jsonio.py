@@ -460,6 +460,26 @@ def _publish(staging: Path, target: Path) -> None:
     staging.rmdir()
 
 
+def _staging_folder(parent: Path, name: str) -> tuple[Path, _Cleaner]:
+    """A new private folder ``.NAME.wattlab-PID-RANDOM.tmp`` (mode 0700) in ``parent``, and
+    its cleaner. The cleaner starts before the folder is made, so no moment exists at which a
+    kill -9 leaves the folder without one."""
+    prefix = f".{bounded_part(name)}.wattlab-{os.getpid()}-"
+    for _attempt in range(100):
+        staging = parent / f"{prefix}{secrets.token_hex(6)}.tmp"
+        cleaner = _Cleaner(staging)
+        try:
+            staging.mkdir(mode=0o700)
+        except FileExistsError:  # another's: leave it, and its cleaner stands down
+            cleaner.done()
+            continue
+        except BaseException:
+            cleaner.done()
+            raise
+        return staging, cleaner
+    raise FileExistsError(f"no free temporary name for {name} in {parent}")
+
+
 @contextmanager
 def staged_folder(path: str | Path) -> Iterator[Path]:
     """Yield a private folder to write the output folder ``path`` into; when the block ends
@@ -483,13 +503,9 @@ def staged_folder(path: str | Path) -> Iterator[Path]:
         probe = probe.parent
     try:
         parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(
-            tempfile.mkdtemp(prefix=f".{bounded_part(target.name)}.wattlab-{os.getpid()}-",
-                             suffix=".tmp", dir=parent)
-        )  # fmt: skip
+        staging, cleaner = _staging_folder(parent, target.name)
     except OSError as error:
         raise ConfigError(f"cannot create the folder {path}: {error.strerror or error}.") from None
-    cleaner = _Cleaner(staging)
     try:
         yield staging
         try:
