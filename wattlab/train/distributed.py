@@ -9,6 +9,7 @@ NCCL carries CUDA tensors, gloo CPU tensors. The NCCL_* variables of the parent 
 
 from __future__ import annotations
 
+import gc
 import os
 from dataclasses import dataclass
 from typing import TypeVar, cast
@@ -90,8 +91,13 @@ def init_distributed(device_kind: str) -> DistContext:
 
 
 def shutdown_distributed() -> None:
-    """Leave the process group, if any (safe to call when none exists)."""
+    """Leave the process group, if any (safe to call when none exists).
+
+    Garbage is collected first: a DistributedDataParallel wrapper in a reference cycle would
+    otherwise keep the group's backend and its work until the interpreter's teardown, where
+    gloo's threads touching Python objects can abort the process."""
     if tdist.is_available() and tdist.is_initialized():
+        gc.collect()
         tdist.destroy_process_group()
 
 
