@@ -255,9 +255,10 @@ class ModelProfile:
     scaled-dot-product attention; elementwise ops are not counted);
     ``attention_flops_per_sample`` FLOP of the attention products (QK^T and attention x V),
     already inside the total; ``tokens_per_image`` the longest query sequence an attention op
-    saw (0 without attention); ``activation_elements_per_sample`` the output elements of every
-    leaf module (bytes = elements x bytes per element at the precision); ``layers`` the leaf
-    modules (a proxy for the kernels a step launches).
+    saw (0 without attention); ``activation_elements_per_sample`` the elements every operator
+    of the pass writes, views and allocations excluded (``op_outputs``; bytes = elements x
+    bytes per element at the precision); ``layers`` the leaf modules (a proxy for the kernels a
+    step launches).
     """
 
     forward_flops_per_sample: float
@@ -285,8 +286,8 @@ def _attention_mapping(tokens: list[int]) -> dict[Any, Any]:
 
 def profile_model(model: nn.Module, image_size: int = DEFAULT_IMAGE_SIZE) -> ModelProfile:
     """Profile ``model`` (see ModelProfile) with one forward pass of a batch of 2 zero images on
-    the CPU in eval mode: ``torch.utils.flop_counter.FlopCounterMode`` counts the FLOPs and a
-    hook on every leaf module counts output elements; totals are divided by 2.
+    the CPU in eval mode: ``torch.utils.flop_counter.FlopCounterMode`` counts the FLOPs and
+    ``op_outputs.OpOutputs`` the elements the operators write; totals are divided by 2.
 
     The model is copied to the CPU when it lives elsewhere; its mode is restored afterwards.
     A training step costs about 3x the forward FLOPs (forward + backward).
@@ -297,34 +298,28 @@ def profile_model(model: nn.Module, image_size: int = DEFAULT_IMAGE_SIZE) -> Mod
     model = getattr(model, "module", model)  # DistributedDataParallel -> the module
     on_cpu = all(p.device.type == "cpu" for p in model.parameters())
     probe = model if on_cpu else copy.deepcopy(model).cpu()
+    from wattlab.train.op_outputs import OpOutputs
+
     leaves = [m for m in probe.modules() if not list(m.children())]
-    elements = [0]
     tokens: list[int] = []
-
-    def hook(_module: nn.Module, _inputs: Any, output: Any) -> None:
-        if isinstance(output, torch.Tensor):
-            elements[0] += output.numel()
-
-    handles = [leaf.register_forward_hook(hook) for leaf in leaves]
+    written = OpOutputs()
     was_training = probe.training
     probe.eval()
     try:
         x = torch.zeros(2, 3, image_size, image_size)
         mapping = _attention_mapping(tokens)
         with torch.no_grad(), mha_fastpath_off():
-            with FlopCounterMode(display=False, custom_mapping=mapping) as counter:
+            with FlopCounterMode(display=False, custom_mapping=mapping) as counter, written:
                 probe(x)
     finally:
         probe.train(was_training)
-        for handle in handles:
-            handle.remove()
     per_op = counter.get_flop_counts().get("Global", {})
     attention = sum(v for op, v in per_op.items() if "scaled_dot_product" in str(op))
     return ModelProfile(
         forward_flops_per_sample=counter.get_total_flops() / 2,
         attention_flops_per_sample=attention / 2,
         tokens_per_image=max(tokens, default=0),
-        activation_elements_per_sample=elements[0] / 2,
+        activation_elements_per_sample=written.elements / 2,
         layers=len(leaves),
     )
 
