@@ -28,14 +28,14 @@ BYTES = {"fp32": 4, "tf32": 4, "amp-bf16": 2, "amp-fp16": 2}
 QUIRK = {"tiny": 1.1, "slim": 0.92, "eff": 1.15, "vgg": 0.9, "r18": 1.0, "r34": 1.08, "r50": 0.95}
 # name: (forward GFLOPs, params, activation elements per image, layers)
 MODELS = {
-    "tiny": (0.005, 1.5e6, 0.2e6, 140),
-    "slim": (0.012, 2.2e6, 0.8e6, 141),
-    "eff": (0.017, 4.0e6, 0.9e6, 230),
-    "vgg": (0.87, 1.3e8, 1.3e6, 39),
-    "r18": (1.11, 1.1e7, 3.7e6, 52),
-    "r34": (2.32, 2.1e7, 6.2e6, 92),
-    "r50": (2.60, 2.4e7, 19.7e6, 126),
-}
+    "tiny": (0.005, 1.5e6, 0.2e6, 140, 155),
+    "slim": (0.012, 2.2e6, 0.8e6, 141, 151),
+    "eff": (0.017, 4.0e6, 0.9e6, 230, 238),
+    "vgg": (0.87, 1.3e8, 1.3e6, 39, 37),
+    "r18": (1.11, 1.1e7, 3.7e6, 52, 67),
+    "r34": (2.32, 2.1e7, 6.2e6, 92, 123),
+    "r50": (2.60, 2.4e7, 19.7e6, 126, 173),
+}  # GFLOPs, parameters, activation elements, leaf modules, writing operators
 
 
 def truth(
@@ -43,7 +43,7 @@ def truth(
 ) -> tuple[float, float]:
     """(time per sample s, power W) of one configuration on one GPU; ``host`` scales the
     launches (a machine whose CPU launches the kernels more slowly)."""
-    gflops, _, activations, layers = MODELS[model]
+    gflops, _, activations, layers, _ = MODELS[model]
     spec = lookup_gpu(gpu)
     compute = 3 * gflops * 1e9 / (peak_flops(spec, precision) * EFFICIENCY[precision])
     memory = 3 * activations * BYTES[precision] / (spec.memory_bandwidth_gbs * 1e9 * 0.5)
@@ -108,13 +108,13 @@ def fake_models(monkeypatch: pytest.MonkeyPatch) -> None:
     def cost(model, *, stem="cifar", image_size=32, num_classes=10):
         if model not in MODELS:
             raise ConfigError(f"unknown model {model!r}.")
-        gflops, params, activations, layers = MODELS[model]
-        return ModelCost(gflops * 1e9, int(params), activations, layers)
+        gflops, params, activations, layers, kernels = MODELS[model]
+        return ModelCost(gflops * 1e9, int(params), activations, layers, kernels=kernels)
 
     def structure(model, *, stem="cifar", image_size=32, num_classes=10):
         if model not in MODELS:
             return None
-        return ModelStructure(MODELS[model][2], MODELS[model][3])
+        return ModelStructure(MODELS[model][2], MODELS[model][3], kernels=MODELS[model][4])
 
     monkeypatch.setattr(features_module, "model_cost", cost)
     monkeypatch.setattr(features_module, "model_structure", structure)
@@ -161,7 +161,7 @@ def test_physics_terms_by_hand(fake_models) -> None:
     terms = physics_terms(row).iloc[0]
     assert terms["compute_s"] == pytest.approx(3 * 1.11e9 / 989.5e12)
     assert terms["memory_s"] == pytest.approx(3 * 3.7e6 * 2 / 4800e9)
-    assert terms["launch_s"] == pytest.approx(52 * 15e-6 / 512)
+    assert terms["launch_s"] == pytest.approx((52 + 67) * 15e-6 / 512)  # module calls + kernels
     assert terms["roofline_s"] == pytest.approx(terms[["compute_s", "memory_s", "launch_s"]].sum())
 
 

@@ -44,7 +44,8 @@ NUMERIC_FEATURES = (
     "gflops_per_sample",  # forward pass, GFLOP per image
     "params",  # trainable parameters
     "activation_mb_per_sample",  # leaf-module outputs of one forward pass, MB at the precision
-    "layers",  # leaf modules: a proxy for kernels launched per step
+    "layers",  # leaf modules: the Python module calls of a step
+    "kernels",  # operators of a forward pass that write: the kernels a step launches
     "tokens_per_image",  # longest sequence an attention op sees (0 for CNNs)
     "attention_gflops_per_sample",  # forward GFLOP per image in QK^T and attention x V
     "image_size",  # pixels per side
@@ -73,9 +74,10 @@ BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "amp-bf16": 2, "amp-fp16": 2}
 
 @dataclass(frozen=True)
 class ModelCost:
-    """A model's size. Units: FLOP per image for one forward pass; parameter count; output
-    elements of every leaf module in one forward pass per image; leaf-module count; tokens per
-    image and attention FLOP per image (None when not counted)."""
+    """A model's size. Units: FLOP per image for one forward pass; parameter count; elements
+    its operators write in one forward pass per image; leaf-module count; writing operators
+    (kernels) of one forward pass; tokens per image and attention FLOP per image (None when
+    not counted)."""
 
     forward_flops_per_sample: float
     params: int
@@ -83,6 +85,7 @@ class ModelCost:
     layers: int | None = None
     tokens_per_image: int | None = None
     attention_flops_per_sample: float | None = None
+    kernels: int | None = None
     source: str = "counted"  # or REFERENCE_SOURCE: read from the shipped reference data
 
     @property
@@ -92,13 +95,15 @@ class ModelCost:
 
 @dataclass(frozen=True)
 class ModelStructure:
-    """Activation elements per image (forward pass, leaf-module outputs), leaf modules, tokens
-    per image and attention FLOP per image (None when not counted)."""
+    """Activation elements per image (forward pass, what its operators write), leaf modules,
+    tokens per image, attention FLOP per image and writing operators (None when not
+    counted)."""
 
     activation_elements_per_sample: float
     layers: int
     tokens_per_image: int | None = None
     attention_flops_per_sample: float | None = None
+    kernels: int | None = None
 
 
 _COST_CACHE: dict[tuple[str, str, int, int], ModelCost] = {}
@@ -208,6 +213,7 @@ def model_structure(
             int(cost.layers or 0),
             cost.tokens_per_image,
             cost.attention_flops_per_sample,
+            cost.kernels,
         )
     _STRUCTURE_CACHE[key] = structure
     return structure
@@ -246,6 +252,7 @@ def model_cost(
         layers=int(profile.layers),
         tokens_per_image=int(profile.tokens_per_image),
         attention_flops_per_sample=float(profile.attention_flops_per_sample),
+        kernels=int(profile.kernels),
     )
     _COST_CACHE[key] = cost
     return cost
@@ -293,10 +300,11 @@ def _structure_row(
     precision: str,
     cost: ModelCost | None = None,
 ) -> dict[str, float]:
-    """Activation MB per image at ``precision``, layers, tokens per image and attention GFLOPs
-    per image; NaN when they cannot be counted."""
+    """Activation MB per image at ``precision``, layers, kernels, tokens per image and attention
+    GFLOPs per image; NaN when they cannot be counted."""
     elements: float | None = None
     layers: float | None = None
+    kernels: float | None = None
     tokens: float | None = None
     attention: float | None = None
     if cost is None or cost.layers is None:
@@ -311,9 +319,11 @@ def _structure_row(
                 structure.layers,
                 structure.tokens_per_image,
                 structure.attention_flops_per_sample,
+                structure.kernels,
             )
     if cost is not None and cost.layers is not None:
         elements, layers = cost.activation_elements_per_sample, float(cost.layers)
+        kernels = None if cost.kernels is None else float(cost.kernels)
         tokens = None if cost.tokens_per_image is None else float(cost.tokens_per_image)
         attention = cost.attention_flops_per_sample
     return {
@@ -321,6 +331,7 @@ def _structure_row(
             math.nan if elements is None else elements * BYTES_PER_ELEMENT[precision] / 1e6
         ),
         "layers": math.nan if layers is None else layers,
+        "kernels": math.nan if kernels is None else kernels,
         "tokens_per_image": math.nan if tokens is None else tokens,
         "attention_gflops_per_sample": math.nan if attention is None else attention / 1e9,
     }

@@ -8,8 +8,9 @@ Physics in the features. Per training sample, three nominal times (``physics_ter
 
 - ``compute_s``  = 3 x forward FLOPs / (GPUs x peak rate at the precision)  (forward + backward)
 - ``memory_s``   = 3 x activation bytes / (GPUs x memory bandwidth)  (write, read, gradient)
-- ``launch_s``   = layers x LAUNCH_S_PER_LAYER / batch size  (kernels launched per step, shared
-  by the batch: what dominates small models at 32x32 on a big GPU)
+- ``launch_s``   = (layers + kernels) x LAUNCH_S_PER_LAYER / batch size  (the step's module
+  calls and kernel launches, shared by the batch: what dominates small models at 32x32 on a
+  big GPU)
 
 Candidate model families (``FAMILIES``):
 
@@ -76,7 +77,7 @@ from wattlab.train.config import PRECISIONS
 MIN_CONFIGS = 4
 FAMILIES = ("physics", "ridge", "kernel_ridge")  # the default candidates
 ALL_FAMILIES = (*FAMILIES, "gradient_boosting")  # trees: slower, and cannot extrapolate
-LAUNCH_S_PER_LAYER = 15e-6  # nominal: ~3 kernels per layer per step (fwd, bwd) at ~5 us each
+LAUNCH_S_PER_LAYER = 15e-6  # nominal: ~3 dispatches per call per step (fwd, bwd) at ~5 us each
 # a regime's own held-out residuals give its interval once it has this many (else every run's)
 MIN_STRATUM = 20
 NO_PROTOCOL_WIDEN = 2.0  # interval factor when no held-out protocol can check an extrapolation
@@ -100,7 +101,7 @@ LOG_INPUTS = (
     "power_limit_fraction",
 )
 FRACTIONS = ("launch_fraction", "compute_fraction", "memory_fraction")
-IMPUTED = ("activation_mb_per_sample", "layers", "gpu_memory_bandwidth_gbs")
+IMPUTED = ("activation_mb_per_sample", "layers", "kernels", "gpu_memory_bandwidth_gbs")
 PROTOCOLS = ("configuration", "model", "family", "precision", "batch_size")
 # the held-out protocols whose runs calibrate how the interval grows with the distance from the
 # reference set (pre_distance): each moves runs outside the batch sizes or costs fitted on
@@ -145,7 +146,7 @@ def physics_terms(features: pd.DataFrame) -> pd.DataFrame:
     attention_s = 3 * attention * 1e9 / peak
     memory_s = 3 * features["activation_mb_per_sample"].astype(float) * 1e6
     memory_s = memory_s / (gpus * features["gpu_memory_bandwidth_gbs"].astype(float) * 1e9)
-    launch_s = features["layers"].astype(float) * LAUNCH_S_PER_LAYER
+    launch_s = _launches(features) * LAUNCH_S_PER_LAYER
     launch_s = launch_s / features["batch_size"].astype(float)
     out = pd.DataFrame(
         {"launch_s": launch_s, "compute_s": compute_s, "memory_s": memory_s}, index=features.index
@@ -153,6 +154,13 @@ def physics_terms(features: pd.DataFrame) -> pd.DataFrame:
     out["roofline_s"] = out.sum(axis=1, skipna=False) + attention_s
     out["attention_s"] = attention_s
     return out
+
+
+def _launches(features: pd.DataFrame) -> pd.Series:
+    """A forward pass's module calls and kernel launches: leaf modules + writing operators.
+    Each is a CPU cost of the step: a ViT's attention runs a dozen operators inside one module
+    with children, and a module that returns its input launches nothing (issue 47)."""
+    return features["layers"].astype(float) + features["kernels"].astype(float)
 
 
 def _attention_gflops(features: pd.DataFrame) -> pd.Series:

@@ -44,7 +44,8 @@ if TYPE_CHECKING:
 
 CACHE_FORMAT = 5  # bump when the JSON layout changes (2: the roofline time model, issue 29;
 # 3: its live-marks term, issue 38; 4: regimes, the leave-one-GPU-out residuals, issue 47;
-# 5: activations counted as the elements every operator writes, issue 47)
+# 5: activations counted as the elements every operator writes, launches as module calls
+# + kernels, issue 47)
 ENV_DIR = "WATTLAB_CACHE_DIR"
 KEEP_FILES = 16  # older cached fits beyond this many are removed when a new one is written
 MAX_FILE_BYTES = 64 * 2**20  # a larger file is not a fit of ours (the reference's is ~160 kB)

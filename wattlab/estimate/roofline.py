@@ -3,8 +3,9 @@ CPU that launches the step's kernels and the GPU that runs them.
 
 Per training sample, from the nominal times of ``pre.physics_terms`` (s):
 
-- ``launch_s``  = layers x LAUNCH_S_PER_LAYER / batch: the step's kernel launches, shared by the
-  batch (the CPU's work; what bounds small models at 32x32 and small batches);
+- ``launch_s``  = (layers + kernels) x LAUNCH_S_PER_LAYER / batch: the step's module calls and
+  kernel launches, shared by the batch (the CPU's work; what bounds small models at 32x32 and
+  small batches);
 - ``compute_s`` = 3 x forward FLOPs / (GPUs x peak rate at the precision): fp32 has no tensor
   cores, so its peak is the plain FP32 rate (the 67 TFLOP/s of an H100/H200 against 495 for
   TF32): its own coefficient says how much of it a run reaches;

@@ -257,8 +257,9 @@ class ModelProfile:
     already inside the total; ``tokens_per_image`` the longest query sequence an attention op
     saw (0 without attention); ``activation_elements_per_sample`` the elements every operator
     of the pass writes, views and allocations excluded (``op_outputs``; bytes = elements x
-    bytes per element at the precision); ``layers`` the leaf modules (a proxy for the kernels a
-    step launches).
+    bytes per element at the precision); ``layers`` the leaf modules (each call one Python
+    module call a step makes); ``kernels`` the operators of the pass that write (each a kernel
+    launch): a step's CPU work is counted as ``layers + kernels`` (PRE's ``launch_s``).
     """
 
     forward_flops_per_sample: float
@@ -266,6 +267,7 @@ class ModelProfile:
     tokens_per_image: int
     activation_elements_per_sample: float
     layers: int
+    kernels: int = 0
 
 
 _SDPA_OPS = ("_scaled_dot_product_flash_attention_for_cpu",)  # torch counts the CUDA ones
@@ -321,6 +323,7 @@ def profile_model(model: nn.Module, image_size: int = DEFAULT_IMAGE_SIZE) -> Mod
         tokens_per_image=max(tokens, default=0),
         activation_elements_per_sample=written.elements / 2,
         layers=len(leaves),
+        kernels=written.ops,
     )
 
 
