@@ -56,3 +56,28 @@ def test_profile_counts_written_elements_not_leaf_outputs() -> None:
     conv, relu, linear = 4 * 32 * 32, 4 * 32 * 32, 10
     assert profile.activation_elements_per_sample == conv + relu + linear
     assert profile.layers == 6  # the leaves still count as the launch proxy
+
+
+def test_autocast_adds_the_casts_an_amp_step_launches() -> None:
+    one = profile_model(nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 16), nn.ReLU()), 8)
+    two = profile_model(
+        nn.Sequential(nn.Flatten(), nn.Linear(3 * 8 * 8, 16), nn.LayerNorm(16), nn.Linear(16, 4)),
+        8,
+    )
+    # under autocast a Linear casts its input and weight (and bias) to bfloat16 first
+    assert one.kernels == 2 and one.kernels_autocast >= 2 + 2
+    assert two.kernels_autocast - two.kernels > one.kernels_autocast - one.kernels
+
+
+def test_an_amp_row_counts_its_autocast_kernels(monkeypatch) -> None:
+    from wattlab.estimate import features
+
+    features.clear_model_cost_cache()
+    amp = features.config_features(model="vit_p4_d6_w256", gpus=1, precision="amp-bf16",
+                                   epochs=1, gpu_name="H200", batch_size=128).iloc[0]  # fmt: skip
+    fp32 = features.config_features(model="vit_p4_d6_w256", gpus=1, precision="fp32",
+                                    epochs=1, gpu_name="H200", batch_size=128).iloc[0]  # fmt: skip
+    cost = features.model_cost("vit_p4_d6_w256")
+    assert amp["kernels"] == cost.kernels_autocast > fp32["kernels"] == cost.kernels
+    assert amp["layers"] == fp32["layers"] == cost.layers
+    features.clear_model_cost_cache()

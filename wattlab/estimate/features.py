@@ -45,7 +45,7 @@ NUMERIC_FEATURES = (
     "params",  # trainable parameters
     "activation_mb_per_sample",  # leaf-module outputs of one forward pass, MB at the precision
     "layers",  # leaf modules: the Python module calls of a step
-    "kernels",  # operators of a forward pass that write: the kernels a step launches
+    "kernels",  # operators of a forward pass that write (under autocast at AMP): launches
     "tokens_per_image",  # longest sequence an attention op sees (0 for CNNs)
     "attention_gflops_per_sample",  # forward GFLOP per image in QK^T and attention x V
     "image_size",  # pixels per side
@@ -76,8 +76,8 @@ BYTES_PER_ELEMENT = {"fp32": 4, "tf32": 4, "amp-bf16": 2, "amp-fp16": 2}
 class ModelCost:
     """A model's size. Units: FLOP per image for one forward pass; parameter count; elements
     its operators write in one forward pass per image; leaf-module count; writing operators
-    (kernels) of one forward pass; tokens per image and attention FLOP per image (None when
-    not counted)."""
+    (kernels) of one forward pass, plain and under autocast; tokens per image and attention
+    FLOP per image (None when not counted)."""
 
     forward_flops_per_sample: float
     params: int
@@ -86,6 +86,7 @@ class ModelCost:
     tokens_per_image: int | None = None
     attention_flops_per_sample: float | None = None
     kernels: int | None = None
+    kernels_autocast: int | None = None
     source: str = "counted"  # or REFERENCE_SOURCE: read from the shipped reference data
 
     @property
@@ -96,14 +97,15 @@ class ModelCost:
 @dataclass(frozen=True)
 class ModelStructure:
     """Activation elements per image (forward pass, what its operators write), leaf modules,
-    tokens per image, attention FLOP per image and writing operators (None when not
-    counted)."""
+    tokens per image, attention FLOP per image and writing operators, plain and under
+    autocast (None when not counted)."""
 
     activation_elements_per_sample: float
     layers: int
     tokens_per_image: int | None = None
     attention_flops_per_sample: float | None = None
     kernels: int | None = None
+    kernels_autocast: int | None = None
 
 
 _COST_CACHE: dict[tuple[str, str, int, int], ModelCost] = {}
@@ -214,6 +216,7 @@ def model_structure(
             cost.tokens_per_image,
             cost.attention_flops_per_sample,
             cost.kernels,
+            cost.kernels_autocast,
         )
     _STRUCTURE_CACHE[key] = structure
     return structure
@@ -253,6 +256,7 @@ def model_cost(
         tokens_per_image=int(profile.tokens_per_image),
         attention_flops_per_sample=float(profile.attention_flops_per_sample),
         kernels=int(profile.kernels),
+        kernels_autocast=int(profile.kernels_autocast),
     )
     _COST_CACHE[key] = cost
     return cost
@@ -300,8 +304,9 @@ def _structure_row(
     precision: str,
     cost: ModelCost | None = None,
 ) -> dict[str, float]:
-    """Activation MB per image at ``precision``, layers, kernels, tokens per image and attention
-    GFLOPs per image; NaN when they cannot be counted."""
+    """Activation MB per image at ``precision``, layers, kernels (under autocast at an AMP
+    precision), tokens per image and attention GFLOPs per image; NaN when they cannot be
+    counted."""
     elements: float | None = None
     layers: float | None = None
     kernels: float | None = None
@@ -320,10 +325,13 @@ def _structure_row(
                 structure.tokens_per_image,
                 structure.attention_flops_per_sample,
                 structure.kernels,
+                structure.kernels_autocast,
             )
     if cost is not None and cost.layers is not None:
         elements, layers = cost.activation_elements_per_sample, float(cost.layers)
         kernels = None if cost.kernels is None else float(cost.kernels)
+        if precision.startswith("amp") and cost.kernels_autocast is not None:
+            kernels = float(cost.kernels_autocast)
         tokens = None if cost.tokens_per_image is None else float(cost.tokens_per_image)
         attention = cost.attention_flops_per_sample
     return {

@@ -259,7 +259,8 @@ class ModelProfile:
     of the pass writes, views and allocations excluded (``op_outputs``; bytes = elements x
     bytes per element at the precision); ``layers`` the leaf modules (each call one Python
     module call a step makes); ``kernels`` the operators of the pass that write (each a kernel
-    launch): a step's CPU work is counted as ``layers + kernels`` (PRE's ``launch_s``).
+    launch): a step's CPU work is counted as ``layers + kernels`` (PRE's ``launch_s``);
+    ``kernels_autocast`` the same under autocast (an AMP step's casts included).
     """
 
     forward_flops_per_sample: float
@@ -268,6 +269,7 @@ class ModelProfile:
     activation_elements_per_sample: float
     layers: int
     kernels: int = 0
+    kernels_autocast: int = 0
 
 
 _SDPA_OPS = ("_scaled_dot_product_flash_attention_for_cpu",)  # torch counts the CUDA ones
@@ -313,6 +315,7 @@ def profile_model(model: nn.Module, image_size: int = DEFAULT_IMAGE_SIZE) -> Mod
         with torch.no_grad(), mha_fastpath_off():
             with FlopCounterMode(display=False, custom_mapping=mapping) as counter, written:
                 probe(x)
+        autocast = _autocast_kernels(probe, x, written.ops)
     finally:
         probe.train(was_training)
     per_op = counter.get_flop_counts().get("Global", {})
@@ -324,7 +327,25 @@ def profile_model(model: nn.Module, image_size: int = DEFAULT_IMAGE_SIZE) -> Mod
         activation_elements_per_sample=written.elements / 2,
         layers=len(leaves),
         kernels=written.ops,
+        kernels_autocast=autocast,
     )
+
+
+def _autocast_kernels(probe: nn.Module, x: torch.Tensor, plain: int) -> int:
+    """The writing operators of the same forward pass under autocast to bfloat16 (the CPU's
+    autocast standing in for the GPU's): the casts it inserts (a Linear's or a convolution's
+    input, weight and bias to bfloat16) are kernels an AMP step launches. ``plain`` where the
+    model cannot run under the CPU's autocast."""
+    from wattlab.train.op_outputs import OpOutputs
+
+    written = OpOutputs()
+    try:
+        with torch.no_grad(), mha_fastpath_off(), torch.autocast("cpu", dtype=torch.bfloat16):
+            with written:
+                probe(x)
+    except Exception:  # noqa: BLE001 - an op without a bfloat16 CPU kernel: the plain count
+        return plain
+    return written.ops
 
 
 def forward_flops_per_sample(model: nn.Module, image_size: int = DEFAULT_IMAGE_SIZE) -> float:
