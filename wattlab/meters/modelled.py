@@ -93,7 +93,7 @@ _LOAD_WORDS = {
     "machine-wide": "the whole machine's CPU utilisation",
     "process-tree": (
         "the measured process tree's CPU time (the root process and its descendants, exited "
-        "ones included) as a share of the machine's logical CPUs"
+        "ones included) as a share of the machine's {cpus} logical CPUs"
     ),
     "given": "a given CPU utilisation",
 }
@@ -445,6 +445,7 @@ class CpuEstimateMeter(_IntegratingMeter):
         }
         if load == "process":
             info_details["utilisation_cpus"] = cpus
+            info_details["process_tree_root_pid"] = os.getpid() if pid is None else pid
         info_details.update(details or {})
         self.info = MeterInfo(
             component=f"{CPU}:estimated",
@@ -455,8 +456,8 @@ class CpuEstimateMeter(_IntegratingMeter):
                 f"estimated CPU power{_of_model(info_details.get('cpu_model'))} = "
                 f"{self.tdp_w:g} W TDP ({_tdp_words(tdp_source)}) x "
                 f"({idle_fraction:g} + {1 - idle_fraction:g} x "
-                f"{_LOAD_WORDS[utilisation]}), +-{CPU_RELATIVE_UNCERTAINTY:.0%}"
-                + _LOAD_CAVEATS[utilisation]
+                f"{_LOAD_WORDS[utilisation].format(cpus=cpus)}), "
+                f"+-{CPU_RELATIVE_UNCERTAINTY:.0%}" + _LOAD_CAVEATS[utilisation]
             ),
             update_period_s=ESTIMATE_UPDATE_PERIOD_S,
             details=info_details,
