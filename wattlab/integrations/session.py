@@ -78,7 +78,7 @@ class CallbackSettings:
         db: store the run in this wattlab database (main process only); None stores nothing.
         carbon: intensity and PUE (e.g. ``settings_from_flags(region="FRA")``).
         interval_s: power sampling period (s).
-        powercap_root, cpu_tdp_w, ram_measure: as for ``wattlab devices``.
+        powercap_root, cpu_tdp_w, ram_measure, cpu_load: as for ``wattlab devices``.
         prometheus_port: also serve the live meters to Prometheus (main process).
         meters: meters to use instead of discovering this process's own (tests, custom rigs).
         gather: how windows reach the main process (default: torch.distributed when
