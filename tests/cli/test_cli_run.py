@@ -35,7 +35,8 @@ def run_db(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("run")
     done = wattlab(
         "run", *TINY, "--epochs", "3", "--codecarbon", "--project-after-epochs", "2",
-        "--ram-measure", "process", "--db", "r.db", "--json", "run.json", cwd=cwd,
+        "--ram-measure", "process", "--cpu-load", "process", "--db", "r.db", "--json", "run.json",
+        cwd=cwd,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return cwd
@@ -80,6 +81,8 @@ def test_run_stores_one_complete_row(run_db):
     for name, info in components.items():
         if name.startswith("ram:estimated"):
             assert info["ram_measure"] == "process"
+        if name.startswith("cpu:estimated"):  # and whose load the CPU estimate counted
+            assert info["utilisation"] == "process-tree"
 
 
 @pytest.mark.slow
