@@ -15,11 +15,16 @@ deterministic CPU workload, a Python loop of N iterations that reports 1 000 sam
   with no session term (as `compare` judged two sweeps on a machine without a GPU within an
   hour before issue 49).
 
-On a machine without RAPL (as here) the energy is modelled from the machine's CPU load (TDP x
-load): what the gate judges is then that model, and `compare` says so. Other processes (other
-users of the machine) run beside the trials; the output says how loaded the machine was before.
+On a machine without RAPL (as here) the energy is modelled from a CPU load (TDP x load): what
+the gate judges is then that model, and `compare` says so. ``--cpu-load process`` (the default,
+as the CPU-only CI recipe in docs/compare.md) counts the CPU time of the sweep's own process tree
+(this bench, the guard and the workload); ``--cpu-load machine`` counts the whole machine's
+load, other users' and the busy loops' included (the model's default). The busy loops start
+outside the bench's process tree (a launcher starts each one and exits), as another tenant's
+work would, and each ends itself when the bench is gone. Other processes (other users of the
+machine) run beside the trials; the output says how loaded the machine was before.
 
-    PYTHONPATH=$PWD OUT=/tmp/out python bench/compare_drift.py --aa 40 --ab 10 --seq 10
+    PYTHONPATH=$PWD OUT=/tmp/out python bench/compare_drift.py --aa 40 --ab 20 --seq 10
 
 prints a table and writes `compare-drift.json` under $OUT (or bench-out/).
 """
@@ -53,33 +58,72 @@ from wattlab.analysis.compare_runs import (  # noqa: E402
 
 SAMPLES = 1000
 # one run of the workload: N iterations of a Python loop, its budget marked with 1 000 samples
+# (it prints the CPU seconds its loop took, read back as a diagnostic: the work's own noise)
 WORK = (
-    "import sys, wattlab\n"
+    "import sys, time, wattlab\n"
     "n = int(sys.argv[1].split('-')[1])\n"
     f"with wattlab.budget(samples={SAMPLES}):\n"
+    "    start = time.process_time()\n"
     "    x = 0\n"
     "    for i in range(n):\n"
     "        x += i * i\n"
+    "    print(time.process_time() - start)\n"
 )
-BUSY = "while True:\n    pass\n"
+# a busy loop that ends itself once the process that asked for it (argv[1]) is gone
+BUSY = (
+    "import os, sys\n"
+    "owner = int(sys.argv[1])\n"
+    "while True:\n"
+    "    for _ in range(200_000):\n"
+    "        pass\n"
+    "    try:\n"
+    "        os.kill(owner, 0)\n"
+    "    except ProcessLookupError:\n"
+    "        break\n"
+)
+# starts BUSY and exits at once, printing its pid: the loop is no child of the bench's tree
+LAUNCH = (
+    "import subprocess, sys\n"
+    "busy = subprocess.Popen(\n"
+    "    [sys.executable, '-c', sys.argv[1], sys.argv[2]],\n"
+    "    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,\n"
+    ")\n"
+    "print(busy.pid, flush=True)\n"
+)
 
 
 class BusyLoops:
-    """``count`` busy-loop processes, started on demand, always ended (by their own pids)."""
+    """``count`` busy-loop processes outside this process's tree (another tenant's load),
+    started on demand, always ended (by their own pids and start times)."""
 
     def __init__(self, count: int) -> None:
         self.count = count
-        self.procs: list[subprocess.Popen[bytes]] = []
+        self.procs: list[Any] = []  # psutil.Process of each loop
 
     def start(self) -> None:
-        if not self.procs:
-            self.procs = [subprocess.Popen([sys.executable, "-c", BUSY]) for _ in range(self.count)]
+        import psutil
+
+        if self.procs:
+            return
+        for _ in range(self.count):
+            launched = subprocess.run(
+                [sys.executable, "-c", LAUNCH, BUSY, str(os.getpid())],
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=60,
+            )
+            self.procs.append(psutil.Process(int(launched.stdout.strip())))
 
     def stop(self) -> None:
+        import psutil
+
         for proc in self.procs:
-            proc.kill()
-        for proc in self.procs:
-            proc.wait()
+            try:
+                proc.kill()  # psutil checks the pid is still this process
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(self.procs, timeout=10)
         self.procs = []
 
     def __enter__(self) -> BusyLoops:
@@ -87,6 +131,9 @@ class BusyLoops:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+CPU_LOAD = {"load": "process"}  # --cpu-load: what the CPU model's utilisation counts
 
 
 def sweep(
@@ -116,7 +163,9 @@ def sweep(
         plan = make_plan(spec, store)
     started = iter(range(len(plan.entries)))
     outcomes = run_command_plan(
-        plan, CommandOptions(db_path=str(db)), on_start=lambda _: on_start(next(started))
+        plan,
+        CommandOptions(db_path=str(db), cpu_load=CPU_LOAD["load"]),
+        on_start=lambda _: on_start(next(started)),
     )
     failed = [o for _, o in outcomes if o.status != "ok"]
     if failed:
@@ -158,8 +207,31 @@ def wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
+def loop_cpu_s(db: str, runs: Any) -> list[float]:
+    """The CPU seconds each run's loop reported (its kept stdout), in the runs' order."""
+    from wattlab.experiment.runs.command_record import output_paths
+
+    out = []
+    for run in runs:
+        text = output_paths(db, int(run.id))[0].read_text().split()
+        out.append(float(text[-1]) if text else math.nan)
+    return out
+
+
+def log_spread(values: list[float]) -> float:
+    """The standard deviation of log values (about their relative spread)."""
+    logs = [math.log(v) for v in values if v > 0]
+    if len(logs) < 2:
+        return math.nan
+    mean = sum(logs) / len(logs)
+    return math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+
+
 def trial_row(kind: str, i: int, c: Comparison, seconds: float) -> dict[str, Any]:
-    e = c.configs[0].energy
+    e, t = c.configs[0].energy, c.configs[0].time
+    base_cpu = loop_cpu_s(c.baseline.spec.path, c.baseline.runs)
+    cand_cpu = loop_cpu_s(c.candidate.spec.path, c.candidate.runs)
+    mean_log = [sum(math.log(v) for v in side) / len(side) for side in (base_cpu, cand_cpu)]
     from wattlab.analysis.compare_runs import estimated_share, host_load
 
     return {
@@ -174,6 +246,16 @@ def trial_row(kind: str, i: int, c: Comparison, seconds: float) -> dict[str, Any
         "low": e.low - 1,
         "high": e.high - 1,
         "baseline_n": e.baseline_n,
+        "spread_log": e.spread,  # the runs' spread of log energy per sample (paired: of pairs)
+        "detectable": e.detectable,
+        "time_change": t.change,  # wall time per sample: what the model's idle term follows
+        "time_low": t.low - 1,
+        "time_high": t.high - 1,
+        "time_spread_log": t.spread,
+        # the loop's own CPU seconds (what a process-tree load follows, less its overhead):
+        # candidate / baseline (geometric means) and the spread within each side
+        "loop_cpu_change": math.exp(mean_log[1] - mean_log[0]) - 1,
+        "loop_cpu_spread_log": [log_spread(base_cpu), log_spread(cand_cpu)],
         "load_per_cpu_before": [host_load(c.baseline.runs), host_load(c.candidate.runs)],
         "estimated_share": [estimated_share(c.baseline.runs), estimated_share(c.candidate.runs)],
         "seconds": seconds,
@@ -189,13 +271,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=int, default=1_500_000, help="loop iterations per run")
     parser.add_argument("--change", type=float, default=0.10, help="the A/B change of work")
     parser.add_argument("--busy", type=int, default=2, help="busy loops turned on halfway")
+    parser.add_argument(
+        "--cpu-load",
+        choices=("process", "machine"),
+        default="process",
+        help="what the CPU model's utilisation counts (wattlab's --cpu-load)",
+    )
     args = parser.parse_args(argv)
+    CPU_LOAD["load"] = args.cpu_load
 
     load_before = os.getloadavg()
     print(
         f"compare_drift: {platform.node()}, {os.cpu_count()} logical CPUs, load average "
         f"before {load_before[0]:.2f} / {load_before[1]:.2f} / {load_before[2]:.2f} (1/5/15 "
-        "min); other processes (other users) share the machine during the trials",
+        f"min); other processes (other users) share the machine during the trials; "
+        f"--cpu-load {args.cpu_load}",
         flush=True,
     )
     rows: list[dict[str, Any]] = []
@@ -223,7 +313,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"{k + 1}/{len(order)} {name} #{i}: {row['change'] * 100:+.1f} % "
                     f"[{row['low'] * 100:+.1f}, {row['high'] * 100:+.1f}] {row['verdict']}, "
                     f"{row['analysis']}, {row['timing']}, gate "
-                    f"{'FAILED' if row['gate_failed'] else 'passed'} ({row['seconds']:.1f} s)",
+                    f"{'FAILED' if row['gate_failed'] else 'passed'} ({row['seconds']:.1f} s); "
+                    f"time {row['time_change'] * 100:+.1f} %, the loop's CPU time "
+                    f"{row['loop_cpu_change'] * 100:+.1f} %",
                     flush=True,
                 )
     table = []
@@ -242,7 +334,21 @@ def main(argv: list[str] | None = None) -> int:
         low, high = wilson(failed, len(mine))
         changes = sorted(r["change"] for r in mine)
         median = changes[len(changes) // 2]
-        summary[kind] = {"trials": len(mine), "gate_failed": failed, "wilson95": [low, high]}
+        summary[kind] = {
+            "trials": len(mine),
+            "gate_failed": failed,
+            "wilson95": [low, high],
+            "median_change": median,
+            "median_spread_log": sorted(r["spread_log"] for r in mine)[len(mine) // 2],
+            "median_detectable": sorted(r["detectable"] for r in mine)[len(mine) // 2],
+            "median_time_spread_log": sorted(r["time_spread_log"] for r in mine)[len(mine) // 2],
+            "median_loop_cpu_change": sorted(r["loop_cpu_change"] for r in mine)[len(mine) // 2],
+            "loop_cpu_change_range": [
+                min(r["loop_cpu_change"] for r in mine),
+                max(r["loop_cpu_change"] for r in mine),
+            ],
+            "change_range": [changes[0], changes[-1]],
+        }
         table.append(
             [
                 kind,
@@ -250,13 +356,25 @@ def main(argv: list[str] | None = None) -> int:
                 f"{failed} ({failed / len(mine) * 100:.1f} %)",
                 f"{low * 100:.1f}-{high * 100:.1f} %",
                 f"{median * 100:+.1f} %",
+                f"{summary[kind]['median_spread_log'] * 100:.1f} %",
+                f"{summary[kind]['median_time_spread_log'] * 100:.1f} %",
                 mine[0]["analysis"],
             ]
         )
     print_table(
         f"the gate (threshold 5 %, {args.reps} repetitions a side, {args.busy} busy loops from "
-        f"halfway, {args.work} iterations a run), {time.monotonic() - began:.0f} s in all",
-        ["scenario", "trials", "the gate failed", "95 % interval", "median change", "analysis"],
+        f"halfway, {args.work} iterations a run, --cpu-load {args.cpu_load}), "
+        f"{time.monotonic() - began:.0f} s in all",
+        [
+            "scenario",
+            "trials",
+            "the gate failed",
+            "95 % interval",
+            "median change",
+            "median energy spread",
+            "median time spread",
+            "analysis",
+        ],
         table,
     )
     path = write_json(

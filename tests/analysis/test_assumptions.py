@@ -57,3 +57,16 @@ def test_nothing_estimated_says_nothing() -> None:
         }
     )
     assert estimation_methods([run]) == [] and assumptions_sentence([run]) is None
+
+
+def test_a_process_tree_load_is_said_and_a_mix_is_said_per_run() -> None:
+    cpu = CpuEstimateMeter.from_machine(cpu_tdp_w=10.0, load="process")
+    process = _run(estimate_assumptions(cpu.info.details))
+    cpu.close()
+    words = estimation_methods([process])[0]
+    assert "the CPU time of the measured process tree" in words
+    assert "other processes' load is not counted" in words and "whole machine" not in words
+    machine = _run({"tdp_w": 10.0, "tdp_source": "user", "utilisation": "machine-wide"})
+    mixed = estimation_methods([process, machine])[0]
+    assert "the whole machine's CPU utilisation for some runs" in mixed
+    assert "the CPU time of the measured process tree for some runs" in mixed

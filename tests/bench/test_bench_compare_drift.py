@@ -36,3 +36,23 @@ def test_a_tiny_drift_bench_pairs_the_interleaved_sides(tmp_path, monkeypatch, c
     assert trials["sequential A/A"]["session_sd_log"] > 0
     assert trials["sequential A/A, no session term"]["session_sd_log"] == 0
     assert data["summary"]["interleaved A/A"]["trials"] == 1
+    assert data["args"]["cpu_load"] == "process"  # the CPU-only recipe's load
+    assert {"time_change", "loop_cpu_change"} <= set(trials["interleaved A/A"])
+
+
+@pytest.mark.slow
+def test_the_busy_loops_run_outside_the_benchs_tree_and_end_with_it() -> None:
+    import psutil
+
+    path = ROOT / "bench" / "compare_drift.py"
+    spec = importlib.util.spec_from_file_location("compare_drift", path)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["compare_drift"] = bench
+    spec.loader.exec_module(bench)
+    with bench.BusyLoops(1) as loops:
+        loops.start()
+        (loop,) = loops.procs
+        assert loop.is_running()
+        assert loop.pid not in {p.pid for p in psutil.Process().children(recursive=True)}
+    assert not loop.is_running()

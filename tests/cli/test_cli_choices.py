@@ -15,7 +15,7 @@ def test_each_choice_is_the_librarys_own_list() -> None:
     from wattlab.estimate.evaluate import PROTOCOLS, STEP_METHODS, TARGETS
     from wattlab.experiment.db.export import FORMATS
     from wattlab.experiment.executors import EXECUTORS
-    from wattlab.meters.modelled import RAM_MEASURES
+    from wattlab.meters.modelled import CPU_LOADS, RAM_MEASURES
     from wattlab.train import config
 
     assert set(values(choices.Target)) == set(TARGETS)
@@ -24,6 +24,7 @@ def test_each_choice_is_the_librarys_own_list() -> None:
     assert values(choices.Executor) == EXECUTORS
     assert values(choices.ExportFormat) == FORMATS
     assert values(choices.RamMeasure) == RAM_MEASURES
+    assert values(choices.CpuLoad) == CPU_LOADS
     assert values(choices.Dataset) == config.DATASETS
     assert values(choices.Stem) == config.STEMS
     assert values(choices.Precision) == config.PRECISIONS

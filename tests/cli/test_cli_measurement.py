@@ -19,6 +19,7 @@ def test_flags_become_the_settings_the_library_takes(tmp_path: Path) -> None:
         powercap_root=str(tmp_path),
         cpu_tdp_w=95.0,
         ram_measure="process",
+        cpu_load="process",
     )
     measuring = flags.settings()
     assert measuring.carbon.intensity_kg_per_kwh == pytest.approx(0.4)
@@ -27,6 +28,7 @@ def test_flags_become_the_settings_the_library_takes(tmp_path: Path) -> None:
     opts = measuring.worker_options("r.db", progress=False, codecarbon_country="FRA")
     assert (opts.db_path, opts.interval_s, opts.powercap_root) == ("r.db", 0.5, str(tmp_path))
     assert (opts.cpu_tdp_w, opts.ram_measure, opts.progress) == (95.0, "process", False)
+    assert opts.cpu_load == "process"
     assert opts.codecarbon_country == "FRA" and opts.carbon == measuring.carbon
 
 
@@ -35,6 +37,7 @@ def test_the_defaults_are_the_commands_defaults(monkeypatch) -> None:
     opts = MeasurementFlags().settings().worker_options("w.db", progress=True)
     assert (opts.interval_s, opts.powercap_root, opts.cpu_tdp_w) == (0.1, None, None)
     assert opts.ram_measure == "system" and opts.codecarbon_country == "USA"
+    assert opts.cpu_load == "machine"  # the whole machine's load, as before --cpu-load
 
 
 def test_a_missing_powercap_root_is_one_sentence(tmp_path: Path, monkeypatch) -> None:
@@ -60,8 +63,10 @@ def test_the_flags_are_read_from_a_commands_parameters(tmp_path: Path) -> None:
 
     params = {name: None for name in PARAMETERS.values()}
     params |= {"interval": 0.25, "cpu_tdp": 65.0, "ram_measure": "process", "db": "x.db"}
+    params |= {"cpu_load": "process"}
     flags = MeasurementFlags.from_params(params)
     assert (flags.interval_s, flags.cpu_tdp_w, flags.ram_measure) == (0.25, 65.0, "process")
+    assert flags.cpu_load == "process"
     assert flags.powercap_root is None and flags.region is None
     only_carbon = MeasurementFlags.from_params({"carbon_intensity": 0.5, "pue": 1.5, "rows": 3})
     assert only_carbon == MeasurementFlags(carbon_intensity=0.5, pue=1.5)

@@ -35,7 +35,8 @@ def run_db(tmp_path_factory):
     cwd = tmp_path_factory.mktemp("run")
     done = wattlab(
         "run", *TINY, "--epochs", "3", "--codecarbon", "--project-after-epochs", "2",
-        "--ram-measure", "process", "--db", "r.db", "--json", "run.json", cwd=cwd,
+        "--ram-measure", "process", "--cpu-load", "process", "--db", "r.db", "--json", "run.json",
+        cwd=cwd,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return cwd
@@ -80,6 +81,8 @@ def test_run_stores_one_complete_row(run_db):
     for name, info in components.items():
         if name.startswith("ram:estimated"):
             assert info["ram_measure"] == "process"
+        if name.startswith("cpu:estimated"):  # and whose load the CPU estimate counted
+            assert info["utilisation"] == "process-tree"
 
 
 @pytest.mark.slow
@@ -189,6 +192,55 @@ def test_devices_says_which_memory_the_ram_estimate_counts(tmp_path, measure):
     ram = next(r for r in json.loads(done.stdout)["meters"] if r["component"] == "ram:estimated")
     expected = "resident memory (RSS)" if measure == "process" else "the whole system"
     assert expected in ram["description"]
+
+
+@pytest.mark.parametrize("load", ["machine", "process"])
+def test_devices_says_whose_load_the_cpu_estimate_counts(tmp_path, load):
+    env = {"CUDA_VISIBLE_DEVICES": "", "WATTLAB_POWERCAP_ROOT": str(tmp_path)}  # no RAPL
+    done = wattlab("devices", "--cpu-load", load, "--json", "-", cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr
+    cpu = next(r for r in json.loads(done.stdout)["meters"] if r["component"] == "cpu:estimated")
+    if load == "process":
+        assert "the measured process tree's CPU time" in cpu["description"]
+        assert "other processes' load is not counted" in cpu["description"]
+    else:
+        assert "every process's load counts as the run's" in cpu["description"]
+
+
+@pytest.mark.slow
+def test_monitor_and_a_command_sweep_with_a_process_cpu_load_say_so(tmp_path):
+    """`--cpu-load process` end to end: `monitor` describes the estimate in its JSON, and a
+    command sweep's stored run names the load in its components."""
+    env = {"CUDA_VISIBLE_DEVICES": "", "WATTLAB_POWERCAP_ROOT": str(tmp_path)}  # no RAPL
+    burn = "import time\nwhile time.process_time() < 0.2:\n    pass\n"
+    done = wattlab("monitor", "--cpu-load", "process", "--json", "-", "--", sys.executable,
+                   "-c", burn, cwd=tmp_path, env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    how = json.loads(done.stdout)["meters"]["cpu:estimated"]["how"]
+    assert "the measured process tree's CPU time" in how
+    spec = tmp_path / "burn.yaml"
+    spec.write_text(
+        f"name: burn\ncommand: [{json.dumps(sys.executable)}, -c, {json.dumps(burn)}]\n"
+        'label: burn\nenv: {N: "{n}"}\ngrid: {n: [1]}\nrepetitions: 1\nwarmup_runs: 0\n'
+        "cooldown_s: 0\n"
+    )
+    done = wattlab("sweep", str(spec), "--cpu-load", "process", "--db", "s.db", cwd=tmp_path,
+                   env=env)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    with sqlite3.connect(tmp_path / "s.db") as con:
+        (components,) = con.execute("SELECT components_json FROM runs").fetchone()
+    cpu = json.loads(components)["cpu:estimated"]
+    assert cpu["utilisation"] == "process-tree"
+
+
+@pytest.mark.parametrize("command", ["devices", "monitor", "sweep"])
+def test_a_bad_cpu_load_is_one_sentence_exit_2(tmp_path, command):
+    tail = ["--", "true"] if command == "monitor" else []
+    first = ["demo"] if command == "sweep" else []
+    done = wattlab(command, *first, "--cpu-load", "everyone", *tail, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert "--cpu-load must be one of machine, process" in done.stderr
+    assert "Traceback" not in done.stderr and not list(tmp_path.iterdir())
 
 
 def test_a_bad_ram_measure_is_one_sentence_exit_2(tmp_path):

@@ -23,6 +23,24 @@ def test_rank_from_env():
     assert RankInfo.from_env({}).is_main
 
 
+@pytest.mark.parametrize("load", ["machine", "process"])
+def test_the_callbacks_cpu_estimate_counts_the_load_asked_for(tmp_path, load):
+    from wattlab.integrations.session import CallbackSettings
+
+    class Device:  # what a torch.device gives the session: its type and index
+        type, index = "cpu", None
+
+    settings = CallbackSettings(powercap_root=tmp_path, cpu_load=load)  # no RAPL under it
+    meter = settings.new_training_meter(RankInfo(), Device())
+    meter.start()
+    try:
+        assert meter.monitor is not None
+        cpu = next(m for m in meter.monitor.meters if m.info.component == "cpu:estimated")
+        assert cpu.info.details["cpu_load"] == load
+    finally:
+        meter.stop()
+
+
 def test_a_second_process_on_the_machine_meters_no_host_and_gets_no_result():
     sent = []
 

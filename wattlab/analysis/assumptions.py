@@ -1,9 +1,9 @@
 """What an estimate assumed, said where the estimate is: the CPU model's name, where its TDP came
 from (a per-thread fallback is an assumption, and says so), whose load the utilisation counted
-(the whole machine's, on a shared host every process's), and which memory the RAM model
-counted at what rate. Read from each run's ``components_json``, where the worker keeps the
-estimating meters' assumptions (``experiment.db.record.ASSUMPTION_KEYS``); runs stored before
-that say their TDP's origin was not recorded rather than guess it.
+(the whole machine's, on a shared host every process's; or the measured process tree's), and
+which memory the RAM model counted at what rate. Read from each run's ``components_json``, where
+the worker keeps the estimating meters' assumptions (``experiment.db.record.ASSUMPTION_KEYS``);
+runs stored before that say their TDP's origin was not recorded rather than guess it.
 """
 
 from __future__ import annotations
@@ -68,15 +68,26 @@ def _tdp_words(infos: list[dict[str, Any]]) -> str:
     return and_join(pieces)
 
 
+_LOAD_SCOPES = {
+    "machine-wide": (
+        "the whole machine's CPU utilisation (on a shared host, other processes' load counts as "
+        "the training's)"
+    ),
+    "process-tree": (
+        "the CPU time of the measured process tree (other processes' load is not counted, nor "
+        "work the kernel does for it outside its processes)"
+    ),
+}
+
+
 def _load_words(infos: list[dict[str, Any]]) -> str:
     loads = {str(i.get("utilisation") or "") for i in infos}
-    if loads == {"machine-wide"}:
-        return (
-            "the whole machine's CPU utilisation (on a shared host, other processes' load "
-            "counts as the training's)"
-        )
-    if "machine-wide" in loads:
-        return "the whole machine's CPU utilisation for some runs"
+    if len(loads) == 1 and next(iter(loads)) in _LOAD_SCOPES:
+        return _LOAD_SCOPES[next(iter(loads))]
+    scopes = sorted(loads & set(_LOAD_SCOPES))
+    known = [f"{_LOAD_SCOPES[load].split(' (')[0]} for some runs" for load in scopes]
+    if known:
+        return and_join(known)
     return "a CPU utilisation whose scope the runs did not record"
 
 

@@ -86,6 +86,13 @@ class RamMeasure(str, enum.Enum):
     process = "process"
 
 
+class CpuLoad(str, enum.Enum):
+    """``--cpu-load``: whose load the CPU estimate counts."""
+
+    machine = "machine"
+    process = "process"
+
+
 class Dataset(str, enum.Enum):
     """``run --dataset``: the training data."""
 

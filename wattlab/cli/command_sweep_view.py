@@ -30,6 +30,7 @@ def command_sweep(
     powercap_root: str | None,
     cpu_tdp_w: float | None,
     ram_measure: str,
+    cpu_load: str = "machine",
     after_run: Callable[[int], None] | None = None,
 ) -> None:
     from wattlab.cli.sweep_view import print_plan, run_with_progress
@@ -78,6 +79,7 @@ def command_sweep(
         powercap_root=powercap_root,
         cpu_tdp_w=cpu_tdp_w,
         ram_measure=ram_measure,
+        cpu_load=cpu_load,
     )
     outcomes = run_with_progress(plan, opts, after_run=after_run, run=run_command_plan)
     from wattlab.cli.render import written_after_work

@@ -3,15 +3,16 @@ missing, why and how to fix it (a table, or ``--json``)."""
 
 from __future__ import annotations
 
-from wattlab.cli.measurement import RAM_MEASURE
+from wattlab.cli.measurement import CPU_LOAD, RAM_MEASURE
 from wattlab.cli.measurement import powercap_root as check_powercap_root
-from wattlab.cli.options import CpuTdp, JsonOut, PowercapRoot, RamMeasure
+from wattlab.cli.options import CpuLoad, CpuTdp, JsonOut, PowercapRoot, RamMeasure
 
 
 def devices(
     powercap_root: PowercapRoot = None,
     cpu_tdp: CpuTdp = None,
     ram_measure: RamMeasure = RAM_MEASURE,
+    cpu_load: CpuLoad = CPU_LOAD,
     json_path: JsonOut = None,
 ) -> None:
     """List every meter found, its provenance, and for anything missing why and how to fix it."""
@@ -22,6 +23,7 @@ def devices(
         powercap_root=check_powercap_root(powercap_root),
         cpu_tdp_w=cpu_tdp,
         ram_measure=ram_measure,
+        cpu_load=cpu_load,
     )
     try:
         rows = describe_discovery(discovery)

@@ -1,9 +1,9 @@
 """The measurement settings `run`, `sweep` and `monitor` share, checked once.
 
 Each of the three commands takes the same measuring flags (``--interval``, the carbon flags,
-``--powercap-root``, ``--cpu-tdp``, ``--ram-measure``), each declared once as an ``Annotated``
-alias in ``cli.options``, under the parameter names of ``PARAMETERS`` and with the defaults
-here; `estimate` and `advise` take the carbon ones (``CARBON_PARAMETERS``).
+``--powercap-root``, ``--cpu-tdp``, ``--cpu-load``, ``--ram-measure``), each declared once as an
+``Annotated`` alias in ``cli.options``, under the parameter names of ``PARAMETERS`` and with the
+defaults here; `estimate` and `advise` take the carbon ones (``CARBON_PARAMETERS``).
 ``MeasurementFlags.from_params(ctx.params)`` gathers their parsed values, and ``settings()``
 checks them together and turns them into what the library takes: a ``CarbonSettings`` whose
 intensity trace covers the present, an existing powercap root, and, for ``--mlflow``, an
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 INTERVAL_S = 0.1  # --interval's default: the sampling period in seconds
 RAM_MEASURE = "system"  # --ram-measure's default
+CPU_LOAD = "machine"  # --cpu-load's default
 # MeasurementFlags field -> the command's parameter (its flag is that name with dashes)
 PARAMETERS = {
     "interval_s": "interval",
@@ -35,6 +36,7 @@ PARAMETERS = {
     "powercap_root": "powercap_root",
     "cpu_tdp_w": "cpu_tdp",
     "ram_measure": "ram_measure",
+    "cpu_load": "cpu_load",
     "region": "region",
     "intensity_trace": "intensity_trace",
 }
@@ -62,6 +64,7 @@ class MeasurementSettings:
     powercap_root: Path | None
     cpu_tdp_w: float | None
     ram_measure: str
+    cpu_load: str = CPU_LOAD
 
     @property
     def powercap_root_text(self) -> str | None:
@@ -81,6 +84,7 @@ class MeasurementSettings:
             powercap_root=self.powercap_root_text,
             cpu_tdp_w=self.cpu_tdp_w,
             ram_measure=self.ram_measure,
+            cpu_load=self.cpu_load,
             progress=progress,
             codecarbon_country=codecarbon_country,
         )
@@ -98,6 +102,7 @@ class MeasurementFlags:
     powercap_root: str | None = None
     cpu_tdp_w: float | None = None
     ram_measure: str = RAM_MEASURE
+    cpu_load: str = CPU_LOAD
     region: str | None = None
     intensity_trace: str | None = None
 
@@ -134,6 +139,7 @@ class MeasurementFlags:
             powercap_root=powercap_root(self.powercap_root),
             cpu_tdp_w=self.cpu_tdp_w,
             ram_measure=self.ram_measure,
+            cpu_load=self.cpu_load,
         )
 
 

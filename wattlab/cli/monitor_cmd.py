@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import typer
 
-from wattlab.cli.measurement import INTERVAL_S, RAM_MEASURE, MeasurementFlags
+from wattlab.cli.measurement import CPU_LOAD, INTERVAL_S, RAM_MEASURE, MeasurementFlags
 from wattlab.cli.options import (
     CarbonIntensity,
+    CpuLoad,
     CpuTdp,
     CsvTraceOut,
     IdleBaseline,
@@ -58,6 +59,7 @@ def monitor(
     powercap_root: PowercapRoot = None,
     cpu_tdp: CpuTdp = None,
     ram_measure: RamMeasure = RAM_MEASURE,
+    cpu_load: CpuLoad = CPU_LOAD,
     idle_s: IdleBaseline = 0.0,
     region: Region = None,
     intensity_trace: IntensityTrace = None,
@@ -80,6 +82,7 @@ def monitor(
         powercap_root=measuring.powercap_root,
         cpu_tdp_w=measuring.cpu_tdp_w,
         ram_measure=measuring.ram_measure,
+        cpu_load=measuring.cpu_load,
         idle_s=idle_s,
         prometheus_port=prometheus_port,
     )

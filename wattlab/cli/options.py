@@ -18,6 +18,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from wattlab.bounds import check_number
+from wattlab.cli.choices import CpuLoad as CpuLoadChoice
 from wattlab.cli.choices import Precision as PrecisionChoice
 from wattlab.cli.choices import RamMeasure as RamMeasureChoice
 from wattlab.cli.choices import Stem as StemChoice
@@ -151,6 +152,16 @@ RamMeasure = Annotated[
         "memory) or process (resident memory of the measured process tree, as the reference "
         "paper's replication).",
         callback=choice_callback("--ram-measure", RamMeasureChoice),
+    ),
+]
+CpuLoad = Annotated[
+    str,
+    typer.Option(
+        "--cpu-load",
+        help="Load the CPU estimate counts where RAPL is unreadable: machine (the whole "
+        "machine's busy CPU time: other processes' load counts as the run's) or process (the "
+        "CPU time of the measured process tree, exited children included).",
+        callback=choice_callback("--cpu-load", CpuLoadChoice),
     ),
 ]
 CpuTdp = Annotated[

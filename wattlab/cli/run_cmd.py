@@ -9,12 +9,19 @@ from typing import Annotated, Optional
 import typer
 
 from wattlab.cli.choices import Dataset, choice_callback
-from wattlab.cli.measurement import INTERVAL_S, RAM_MEASURE, MeasurementFlags, resolve_device
+from wattlab.cli.measurement import (
+    CPU_LOAD,
+    INTERVAL_S,
+    RAM_MEASURE,
+    MeasurementFlags,
+    resolve_device,
+)
 from wattlab.cli.mlflow_log import log_to_mlflow
 from wattlab.cli.options import (
     BatchSize,
     BudgetSamples,
     CarbonIntensity,
+    CpuLoad,
     CpuTdp,
     CpuThreads,
     DataDir,
@@ -128,6 +135,7 @@ def run(
     powercap_root: PowercapRoot = None,
     cpu_tdp: CpuTdp = None,
     ram_measure: RamMeasure = RAM_MEASURE,
+    cpu_load: CpuLoad = CPU_LOAD,
     json_path: JsonOut = None,
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="Show a progress bar.")

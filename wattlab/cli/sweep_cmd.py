@@ -10,10 +10,17 @@ from typing import TYPE_CHECKING, Annotated, Optional
 import typer
 
 from wattlab.cli.choices import Executor, choice_callback
-from wattlab.cli.measurement import INTERVAL_S, RAM_MEASURE, MeasurementFlags, resolve_device
+from wattlab.cli.measurement import (
+    CPU_LOAD,
+    INTERVAL_S,
+    RAM_MEASURE,
+    MeasurementFlags,
+    resolve_device,
+)
 from wattlab.cli.mlflow_log import log_to_mlflow
 from wattlab.cli.options import (
     CarbonIntensity,
+    CpuLoad,
     CpuTdp,
     DataDir,
     Db,
@@ -62,6 +69,7 @@ def sweep(
     powercap_root: PowercapRoot = None,
     cpu_tdp: CpuTdp = None,
     ram_measure: RamMeasure = RAM_MEASURE,
+    cpu_load: CpuLoad = CPU_LOAD,
     json_path: JsonOut = None,
     region: Region = None,
     intensity_trace: IntensityTrace = None,
@@ -156,7 +164,8 @@ def sweep(
             sweep_spec, db=db, dry_run=dry_run, json_path=json_path, slurm=slurm is not None,
             interval_s=measuring.interval_s, carbon=measuring.carbon,
             powercap_root=measuring.powercap_root_text, cpu_tdp_w=measuring.cpu_tdp_w,
-            ram_measure=measuring.ram_measure, after_run=after_run,
+            ram_measure=measuring.ram_measure, cpu_load=measuring.cpu_load,
+            after_run=after_run,
         )  # fmt: skip
         return
     machine = MachineFacts.detect() if slurm is None else MachineFacts.cluster()

@@ -58,6 +58,7 @@ def monitor_command(
     powercap_root: Path | None = None,
     cpu_tdp_w: float | None = None,
     ram_measure: str = "system",
+    cpu_load: str = "machine",
     idle_s: float = 0.0,
     print_table: bool = True,
     prometheus_port: int | None = None,
@@ -74,6 +75,7 @@ def monitor_command(
             "powercap_root": powercap_root,
             "cpu_tdp_w": cpu_tdp_w,
             "ram_measure": ram_measure,
+            "cpu_load": cpu_load,
         },
         prometheus_port=prometheus_port,
     )

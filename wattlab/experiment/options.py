@@ -25,6 +25,7 @@ class WorkerOptions:
     powercap_root: str | None = None
     cpu_tdp_w: float | None = None
     ram_measure: str = "system"  # what the RAM estimate counts: "system" or "process"
+    cpu_load: str = "machine"  # whose load the CPU estimate counts: "machine" or "process"
     repetition: int = 0
     sweep: str | None = None
     progress: bool = True

@@ -106,7 +106,7 @@ class WattlabCallback(Callback, CallbackSettings):
     """Meter a Lightning fit, its epochs and validations; log them to the Trainer's loggers.
 
     Args: those of ``wattlab.integrations.session.CallbackSettings`` (db, carbon, interval_s,
-    powercap_root, cpu_tdp_w, ram_measure, prometheus_port, meters, gather, sweep).
+    powercap_root, cpu_tdp_w, ram_measure, cpu_load, prometheus_port, meters, gather, sweep).
     """
 
     def __init__(self, db: str | Path | None = None, **settings: Any) -> None:

@@ -78,7 +78,7 @@ class CallbackSettings:
         db: store the run in this wattlab database (main process only); None stores nothing.
         carbon: intensity and PUE (e.g. ``settings_from_flags(region="FRA")``).
         interval_s: power sampling period (s).
-        powercap_root, cpu_tdp_w, ram_measure: as for ``wattlab devices``.
+        powercap_root, cpu_tdp_w, ram_measure, cpu_load: as for ``wattlab devices``.
         prometheus_port: also serve the live meters to Prometheus (main process).
         meters: meters to use instead of discovering this process's own (tests, custom rigs).
         gather: how windows reach the main process (default: torch.distributed when
@@ -95,6 +95,7 @@ class CallbackSettings:
         powercap_root: str | Path | None = None,
         cpu_tdp_w: float | None = None,
         ram_measure: str = "system",
+        cpu_load: str = "machine",
         prometheus_port: int | None = None,
         meters: Sequence[Meter] | None = None,
         gather: Gather | None = None,
@@ -106,6 +107,7 @@ class CallbackSettings:
         self.powercap_root = powercap_root
         self.cpu_tdp_w = cpu_tdp_w
         self.ram_measure = ram_measure
+        self.cpu_load = cpu_load
         self.prometheus_port = prometheus_port
         self.meters = meters
         self.gather = gather
@@ -125,6 +127,7 @@ class CallbackSettings:
             gather=self.gather,
             prometheus_port=self.prometheus_port,
             ram_measure=self.ram_measure,
+            cpu_load=self.cpu_load,
         )
 
 
@@ -153,6 +156,7 @@ class TrainingMeter:
         gather: Gather | None = None,
         prometheus_port: int | None = None,
         ram_measure: str = "system",
+        cpu_load: str = "machine",
     ) -> None:
         self.rank = rank
         self.device_type = device_type
@@ -163,6 +167,7 @@ class TrainingMeter:
         self.powercap_root = powercap_root
         self.cpu_tdp_w = cpu_tdp_w
         self.ram_measure = ram_measure
+        self.cpu_load = cpu_load
         self.gather = gather or torch_gather
         self.prometheus_port = prometheus_port
         self.monitor: EnergyMonitor | None = None
@@ -196,6 +201,8 @@ class TrainingMeter:
                 cpu_tdp_w=self.cpu_tdp_w,
                 ram_measure=self.ram_measure,
                 ram_pid=job_root_pid(),
+                cpu_load=self.cpu_load,
+                cpu_pid=job_root_pid(),
             )
             meters = self._discovery
         self.monitor = EnergyMonitor(

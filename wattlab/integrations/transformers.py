@@ -182,7 +182,7 @@ class WattlabCallback(TrainerCallback, CallbackSettings):
     Pass it in ``Trainer(callbacks=[...])``, to ``trainer.add_callback``, or ``.attach(trainer)``.
 
     Args: those of ``wattlab.integrations.session.CallbackSettings`` (db, carbon, interval_s,
-    powercap_root, cpu_tdp_w, ram_measure, prometheus_port, meters, gather, sweep).
+    powercap_root, cpu_tdp_w, ram_measure, cpu_load, prometheus_port, meters, gather, sweep).
     """
 
     def __init__(self, db: str | Path | None = None, **settings: Any) -> None:

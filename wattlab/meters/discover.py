@@ -19,7 +19,7 @@ from typing import Any
 
 from wattlab.errors import ConfigError
 from wattlab.meters.base import Discovery, Meter, MeterProblem
-from wattlab.meters.modelled import RAM_MEASURES, CpuEstimateMeter, RamEstimateMeter
+from wattlab.meters.modelled import CPU_LOADS, RAM_MEASURES, CpuEstimateMeter, RamEstimateMeter
 from wattlab.meters.nvml import (
     NvmlError,
     NvmlGpuMeter,
@@ -114,6 +114,7 @@ def _discover_host(
     used_bytes_fn: Callable[[], float] | None,
     clock: Callable[[], float],
     ram: tuple[str, int | None] = ("system", None),
+    cpu: tuple[str, int | None] = ("machine", None),
 ) -> tuple[list[Meter], list[MeterProblem]]:
     scan = open_rapl(powercap_root, read_text=read_text, clock=clock, env=env)
     problems = list(scan.problems)
@@ -140,9 +141,15 @@ def _discover_host(
                     CPU_FALLBACK,
                 )
             )
+        cpu_load, cpu_pid = cpu
         meters.append(
             CpuEstimateMeter.from_machine(
-                cpu_tdp_w, utilisation_fn, cpuinfo_text=cpuinfo_text, clock=clock
+                cpu_tdp_w,
+                utilisation_fn,
+                cpuinfo_text=cpuinfo_text,
+                clock=clock,
+                load=cpu_load,
+                pid=cpu_pid,
             )
         )
 
@@ -211,6 +218,8 @@ def discover_meters(
     clock: Callable[[], float] = time.monotonic,
     ram_measure: str = "system",
     ram_pid: int | None = None,
+    cpu_load: str = "machine",
+    cpu_pid: int | None = None,
 ) -> Discovery:
     """Open every meter this process should use; problems say what is missing, why, the fix
     and the fallback.
@@ -225,6 +234,9 @@ def discover_meters(
     ``ram_measure``: the memory the RAM estimate counts when no RAPL dram zone is readable:
     "system" (the whole system's used memory) or "process" (the resident memory of process
     ``ram_pid``, default this one, and its children, as the reference paper's replication).
+    ``cpu_load``: the load the CPU estimate counts when RAPL is unreadable: "machine" (the whole
+    machine's busy fraction: every process's load counts as the run's) or "process" (the CPU
+    time of process ``cpu_pid``, default this one, and its descendants, exited ones included).
     The remaining keywords are seams for tests. Raises MeterError for MIG.
     """
     env = os.environ if env is None else env
@@ -232,6 +244,8 @@ def discover_meters(
         raise ConfigError(
             f"the RAM measure must be one of {', '.join(RAM_MEASURES)}, got {ram_measure!r}."
         )
+    if cpu_load not in CPU_LOADS:
+        raise ConfigError(f"--cpu-load must be one of {', '.join(CPU_LOADS)}, got {cpu_load!r}.")
     meters: list[Meter] = []
     problems: list[MeterProblem] = []
     try:
@@ -252,6 +266,7 @@ def discover_meters(
                 used_bytes_fn,
                 clock,
                 (ram_measure, ram_pid),
+                (cpu_load, cpu_pid),
             )
             meters += host_meters
             problems += host_problems

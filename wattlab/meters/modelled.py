@@ -1,9 +1,15 @@
 """CPU and memory power models for machines with no readable counter. Always ``estimated``.
 
 CPU: ``power_w = tdp_w x (idle_fraction + (1 - idle_fraction) x utilisation)`` where
-utilisation is the whole machine's busy CPU fraction between two polls (from /proc/stat through
-psutil). Because the model is linear in utilisation and utilisation is the interval's mean,
-``power x interval`` is the model's exact energy for that interval. Stated uncertainty +-40 %.
+utilisation is, by choice (``CpuEstimateMeter(load=...)``, the CLI's ``--cpu-load``), either the
+whole machine's busy CPU fraction between two polls (``"machine"``, from /proc/stat through
+psutil, the default: every process's load counts as the run's) or the CPU time of the measured
+process tree over the same interval as a share of the machine's logical CPUs (``"process"``:
+the root process and all its descendants, those that exited included; other processes' load is
+not counted, nor work the kernel does for the run outside its processes). Because the model is
+linear in utilisation and utilisation is the interval's mean, ``power x interval`` is the
+model's exact energy for that interval. The meter's description, ``details["cpu_load"]`` and
+``details["utilisation"]`` say which was used. Stated uncertainty +-40 %.
 
 TDP comes, in this order, from the user (``--cpu-tdp``), from a small table of CPU models
 matched against /proc/cpuinfo's "model name" (scaled down when this machine sees fewer hardware
@@ -26,7 +32,7 @@ import abc
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,10 +87,26 @@ CPU_TDP_TABLE: tuple[CpuSpec, ...] = (
 )
 
 
+CPU_LOADS = ("machine", "process")  # what the CPU estimate's utilisation counts
+
 _LOAD_WORDS = {
     "machine-wide": "the whole machine's CPU utilisation",
+    "process-tree": (
+        "the measured process tree's CPU time (the root process and its descendants, exited "
+        "ones included) as a share of the machine's {cpus} logical CPUs"
+    ),
     "given": "a given CPU utilisation",
 }
+# what each load leaves out or takes in, after the description's formula
+_LOAD_CAVEATS = {
+    "machine-wide": "; every process's load counts as the run's",
+    "process-tree": (
+        "; other processes' load is not counted, nor work the kernel does for the run outside "
+        "its processes"
+    ),
+    "given": "",
+}
+_UTILISATION_OF_LOAD = {"machine": "machine-wide", "process": "process-tree"}
 
 
 def _of_model(model: object) -> str:
@@ -201,6 +223,128 @@ class CpuTimesUtilisation:
         return min(1.0, max(0.0, 1.0 - d_idle / d_total))
 
 
+_ProcessKey = tuple[int, float]  # (pid, start time): one process, even after its pid is reused
+
+
+def _tree_seconds(proc: object) -> float:
+    """CPU seconds (user + system) of ``proc`` and of its children it has waited for."""
+    times = proc.cpu_times()  # type: ignore[attr-defined]
+    return float(
+        times.user
+        + times.system
+        + getattr(times, "children_user", 0.0)
+        + getattr(times, "children_system", 0.0)
+    )
+
+
+class ProcessTreeCpuSeconds:
+    """CPU seconds (user + system) that the process tree of ``pid`` (default: this process) has
+    used since this object was made: the root and every descendant, the ones that exited
+    included. Units: s. Never decreases.
+
+    Each reading sums, over the root and its live descendants (parents before children), a
+    process's own CPU time and that of the children it has reaped (``children_user`` and
+    ``children_system``). A child's time moves into its parent's reaped total when the parent
+    waits for it, so a child that exits between two readings still counts, once. A child reaped
+    between the reading of its parent and its own is missing from that reading only (never
+    counted twice): the next reading finds it in its parent's total, and the running maximum
+    keeps the result from going back meanwhile. A process that leaves the tree alive (a daemon
+    that detaches itself) is still followed; when it ends, outside the tree, its last reading
+    is kept. A process's time before this object was made does not count.
+    """
+
+    def __init__(self, pid: int | None = None) -> None:
+        import psutil
+
+        self._psutil = psutil
+        self._root = psutil.Process(os.getpid() if pid is None else pid)
+        self._last: dict[_ProcessKey, float] = {}  # each process's last reading
+        self._adopted: set[_ProcessKey] = set()  # left the tree alive: followed
+        self._retired_s = 0.0  # last readings of followed processes that ended
+        self._high_s = self._sum()
+        self._start_s = self._high_s
+
+    def _key(self, proc: object) -> _ProcessKey:
+        return (int(proc.pid), float(proc.create_time()))  # type: ignore[attr-defined]
+
+    def _sum(self) -> float:
+        """The tree's cumulative CPU seconds now, with the followed processes' and the ended
+        followed processes' kept readings."""
+        psutil = self._psutil
+        gone = (psutil.NoSuchProcess, psutil.AccessDenied)
+        procs = [self._root]
+        try:
+            procs += self._root.children(recursive=True)  # parents before their children
+        except gone:
+            pass
+        now: dict[_ProcessKey, float] = {}
+        self._read(procs, now)
+        for key in [k for k in self._last if k not in now]:
+            # not in the tree now: ended (its parent's reaped total holds it, or it was
+            # followed, and its last reading is kept) or alive outside the tree (followed)
+            try:
+                proc = psutil.Process(key[0])
+                alive = abs(proc.create_time() - key[1]) < 1e-6
+            except gone:
+                alive = False
+            if alive:
+                self._adopted.add(key)
+                followed = [proc]
+                try:
+                    followed += proc.children(recursive=True)
+                except gone:
+                    pass
+                self._read(followed, now)
+            elif key in self._adopted:
+                self._retired_s += self._last[key]
+                self._adopted.discard(key)
+        self._adopted &= set(now)
+        self._last = now
+        return sum(now.values()) + self._retired_s
+
+    def _read(self, procs: Sequence[object], into: dict[_ProcessKey, float]) -> None:
+        for proc in procs:
+            try:
+                key = self._key(proc)
+                if key not in into:
+                    into[key] = _tree_seconds(proc)
+            except (self._psutil.NoSuchProcess, self._psutil.AccessDenied):
+                continue  # ended (or not ours) since the listing: its parent's total holds it
+
+    def __call__(self) -> float:
+        self._high_s = max(self._high_s, self._sum())
+        return self._high_s - self._start_s
+
+
+class ProcessTreeUtilisation:
+    """The busy fraction (0-1) of the process tree of ``pid`` between successive calls: its CPU
+    seconds (``ProcessTreeCpuSeconds``) over the interval x ``logical_cpus`` (the CPUs the
+    TDP covers), clipped to 0-1. ``clock`` measures the interval (s)."""
+
+    def __init__(
+        self,
+        pid: int | None = None,
+        *,
+        logical_cpus: int,
+        clock: Callable[[], float] = time.monotonic,
+        cpu_seconds: Callable[[], float] | None = None,
+    ) -> None:
+        if logical_cpus < 1:
+            raise ConfigError(f"logical_cpus must be at least 1, got {logical_cpus}.")
+        self.logical_cpus = logical_cpus
+        self._clock = clock
+        self._cpu_s = cpu_seconds or ProcessTreeCpuSeconds(pid)
+        self._last = (clock(), self._cpu_s())
+
+    def __call__(self) -> float:
+        now, used_s = self._clock(), self._cpu_s()
+        d_t, d_used = now - self._last[0], used_s - self._last[1]
+        self._last = (now, used_s)
+        if d_t <= 0:
+            return 0.0
+        return min(1.0, max(0.0, d_used / (d_t * self.logical_cpus)))
+
+
 class _IntegratingMeter(abc.ABC):
     """Shared machinery: integrate a modelled power at each poll and each energy_j()."""
 
@@ -245,8 +389,12 @@ class _IntegratingMeter(abc.ABC):
 class CpuEstimateMeter(_IntegratingMeter):
     """Estimated CPU energy: TDP x (idle + (1 - idle) x utilisation). Units: W, J.
 
-    ``utilisation_fn()`` returns the busy fraction (0-1) since its previous call (default:
-    ``CpuTimesUtilisation``); it is called once here to start its first interval.
+    ``load``: what the utilisation counts, "machine" (the whole machine's busy fraction,
+    ``CpuTimesUtilisation``, the default) or "process" (the CPU time of process ``pid``,
+    default this one, and its descendants over ``logical_cpus``: ``ProcessTreeUtilisation``).
+    ``utilisation_fn()`` replaces the reading (tests): it returns the busy fraction (0-1) since
+    its previous call and ``load``, when given, still names what it stands for. The reading is
+    taken once here to start its first interval.
     """
 
     def __init__(
@@ -258,25 +406,46 @@ class CpuEstimateMeter(_IntegratingMeter):
         clock: Callable[[], float] = time.monotonic,
         tdp_source: str = "user",
         details: dict[str, object] | None = None,
+        load: str | None = None,
+        pid: int | None = None,
+        logical_cpus: int | None = None,
     ) -> None:
         if not tdp_w > 0:
             raise ConfigError(f"--cpu-tdp must be a positive number of watts, got {tdp_w}.")
         if not 0.0 <= idle_fraction <= 1.0:
             raise ConfigError(f"idle_fraction must be between 0 and 1, got {idle_fraction}.")
+        if load is not None and load not in CPU_LOADS:
+            raise ConfigError(f"--cpu-load must be one of {', '.join(CPU_LOADS)}, got {load!r}.")
         self.tdp_w = float(tdp_w)
         self.idle_fraction = idle_fraction
-        self._utilisation = utilisation_fn or CpuTimesUtilisation()
-        load = "machine-wide" if utilisation_fn is None else "given"
+        cpus = logical_cpus or os.cpu_count() or 1
+        self._utilisation: Callable[[], float]
+        if utilisation_fn is not None:
+            self._utilisation = utilisation_fn
+        elif load == "process":
+            self._utilisation = ProcessTreeUtilisation(pid, logical_cpus=cpus, clock=clock)
+        else:
+            self._utilisation = CpuTimesUtilisation()
+        if load is None:
+            load = "machine" if utilisation_fn is None else None
+        utilisation = _UTILISATION_OF_LOAD[load] if load else "given"
+        self.load = load or "given"
         self._utilisation()  # start the first interval
         super().__init__(clock)
         info_details: dict[str, object] = {
             "tdp_w": self.tdp_w,
             "tdp_source": tdp_source,
             "idle_fraction": idle_fraction,
-            "utilisation": load,  # machine-wide: every process's load counts as the run's
+            "cpu_load": self.load,
+            # machine-wide: every process's load counts as the run's; process-tree: the
+            # measured process tree's CPU time only
+            "utilisation": utilisation,
             "model": "tdp_w * (idle_fraction + (1 - idle_fraction) * utilisation)",
             "relative_uncertainty": CPU_RELATIVE_UNCERTAINTY,
         }
+        if load == "process":
+            info_details["utilisation_cpus"] = cpus
+            info_details["process_tree_root_pid"] = os.getpid() if pid is None else pid
         info_details.update(details or {})
         self.info = MeterInfo(
             component=f"{CPU}:estimated",
@@ -287,8 +456,8 @@ class CpuEstimateMeter(_IntegratingMeter):
                 f"estimated CPU power{_of_model(info_details.get('cpu_model'))} = "
                 f"{self.tdp_w:g} W TDP ({_tdp_words(tdp_source)}) x "
                 f"({idle_fraction:g} + {1 - idle_fraction:g} x "
-                f"{_LOAD_WORDS[load]}), +-{CPU_RELATIVE_UNCERTAINTY:.0%}"
-                + ("; every process's load counts as the run's" if load == "machine-wide" else "")
+                f"{_LOAD_WORDS[utilisation].format(cpus=cpus)}), "
+                f"+-{CPU_RELATIVE_UNCERTAINTY:.0%}" + _LOAD_CAVEATS[utilisation]
             ),
             update_period_s=ESTIMATE_UPDATE_PERIOD_S,
             details=info_details,
@@ -302,14 +471,20 @@ class CpuEstimateMeter(_IntegratingMeter):
         *,
         cpuinfo_text: str | None = None,
         clock: Callable[[], float] = time.monotonic,
+        load: str | None = None,
+        pid: int | None = None,
     ) -> CpuEstimateMeter:
-        """The estimate for this machine: TDP from ``cpu_tdp_w``, the table or the fallback."""
+        """The estimate for this machine: TDP from ``cpu_tdp_w``, the table or the fallback;
+        a "process" load is a share of the logical CPUs that TDP covers."""
         choice = resolve_cpu_tdp(cpu_tdp_w, cpuinfo_text=cpuinfo_text)
         return cls(
             choice.tdp_w,
             utilisation_fn,
             clock=clock,
             tdp_source=choice.source,
+            load=load,
+            pid=pid,
+            logical_cpus=choice.logical_cpus,
             details={
                 "cpu_model": choice.model,
                 "logical_cpus": choice.logical_cpus,

@@ -125,6 +125,8 @@ def execute(
             cpu_tdp_w=opts.cpu_tdp_w,
             ram_measure=opts.ram_measure,
             ram_pid=job_root_pid(),
+            cpu_load=opts.cpu_load,
+            cpu_pid=job_root_pid(),
         )
         monitor = EnergyMonitor(discovery, interval_s=opts.interval_s, carbon=opts.carbon)
         tracker = (

@@ -46,6 +46,7 @@ class CommandOptions:
     powercap_root: str | None = None
     cpu_tdp_w: float | None = None
     ram_measure: str = "system"
+    cpu_load: str = "machine"  # "process": this process's tree, which holds each run's command
     grace_s: float = 10.0  # after a forwarded stop signal, before the group is killed
     keep_output_bytes: int = KEEP_OUTPUT_BYTES  # of each run's stdout and stderr: the tail
 
@@ -104,6 +105,7 @@ def _monitor(opts: CommandOptions) -> Any:
             "powercap_root": Path(opts.powercap_root) if opts.powercap_root else None,
             "cpu_tdp_w": opts.cpu_tdp_w,
             "ram_measure": opts.ram_measure,
+            "cpu_load": opts.cpu_load,
         },
     )
 
