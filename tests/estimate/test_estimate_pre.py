@@ -736,7 +736,7 @@ def test_the_stated_first_fit_figures_are_the_measured_ones() -> None:
 
     assert len(load_default_reference()[0]) == FIRST_FIT_RUNS
     measured = Path(__file__).resolve().parents[2] / "docs/measured"
-    text = (measured / "cpu-estimate-speed-idle-2026-12-06.txt").read_text()
+    text = (measured / "cpu-estimate-speed-idle-2026-12-06b.txt").read_text()
     cold = float(re.search(r"estimate, cold cache \| 1 +\| ([\d.]+)", text).group(1))
     warm = float(re.search(r"estimate, warm cache \| 3 +\| ([\d.]+)", text).group(1))
     assert round(cold - warm) == FIRST_FIT_S
