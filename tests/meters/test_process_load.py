@@ -237,3 +237,28 @@ def test_discovery_opens_the_cpu_estimate_with_the_load_asked_for(tmp_path, load
         found.close()
     with pytest.raises(ConfigError, match="--cpu-load must be one of machine, process"):
         discover_meters(include_gpus=False, powercap_root=tmp_path, env={}, cpu_load="tree")
+
+
+def test_a_process_load_shares_the_idle_power_with_the_machines_other_users():
+    def energy(used: float, busy: float, load: str = "process") -> float:
+        clock = FakeClock(0.0)
+        meter = CpuEstimateMeter(10.0, lambda: used, load=load, idle_fraction=0.3, clock=clock,
+                                 machine_utilisation_fn=lambda: busy)  # fmt: skip
+        clock.advance(2.0)
+        try:
+            return meter.energy_j()
+        finally:
+            meter.close()
+
+    # the tree alone keeps the machine busy: all of the idle power, 2 s x 10 W x (0.3 + 0.7 x u)
+    assert energy(0.25, 0.25) == pytest.approx(2 * 10 * (0.3 + 0.7 * 0.25))
+    # a neighbour keeps it busy 3x as much: the tree's share of the idle power is a quarter
+    assert energy(0.25, 1.0) == pytest.approx(2 * 10 * (0.3 * 0.25 + 0.7 * 0.25))
+    # nothing keeps it busy: the measured run is charged the idle power
+    assert energy(0.0, 0.0) == pytest.approx(2 * 10 * 0.3)
+    # the machine-wide load charges the run every watt whoever burns it
+    assert energy(0.25, 1.0, load="machine") == pytest.approx(2 * 10 * (0.3 + 0.7 * 0.25))
+    described = CpuEstimateMeter(10.0, load="process", logical_cpus=2)
+    assert "share of the machine's busy CPU time" in described.info.description
+    assert "idle_share" in described.info.details["model"]
+    described.close()

@@ -97,12 +97,16 @@ _LOAD_WORDS = {
     ),
     "given": "a given CPU utilisation",
 }
+# the idle part's factor, as the description writes it
+_IDLE_WORDS = {
+    "process-tree": " x the tree's share of the machine's busy CPU time",
+}
 # what each load leaves out or takes in, after the description's formula
 _LOAD_CAVEATS = {
     "machine-wide": "; every process's load counts as the run's",
     "process-tree": (
         "; other processes' load is not counted, nor work the kernel does for the run outside "
-        "its processes"
+        "its processes, and the idle power is shared by the processes that use the machine"
     ),
     "given": "",
 }
@@ -409,6 +413,7 @@ class CpuEstimateMeter(_IntegratingMeter):
         load: str | None = None,
         pid: int | None = None,
         logical_cpus: int | None = None,
+        machine_utilisation_fn: Callable[[], float] | None = None,
     ) -> None:
         if not tdp_w > 0:
             raise ConfigError(f"--cpu-tdp must be a positive number of watts, got {tdp_w}.")
@@ -430,6 +435,11 @@ class CpuEstimateMeter(_IntegratingMeter):
             load = "machine" if utilisation_fn is None else None
         utilisation = _UTILISATION_OF_LOAD[load] if load else "given"
         self.load = load or "given"
+        # a process load shares the idle power among the machine's users by their busy time
+        self._machine: Callable[[], float] | None = None
+        if load == "process":
+            self._machine = machine_utilisation_fn or CpuTimesUtilisation()
+            self._machine()  # start its first interval
         self._utilisation()  # start the first interval
         super().__init__(clock)
         info_details: dict[str, object] = {
@@ -440,7 +450,13 @@ class CpuEstimateMeter(_IntegratingMeter):
             # machine-wide: every process's load counts as the run's; process-tree: the
             # measured process tree's CPU time only
             "utilisation": utilisation,
-            "model": "tdp_w * (idle_fraction + (1 - idle_fraction) * utilisation)",
+            "model": (
+                "tdp_w * (idle_fraction * idle_share + (1 - idle_fraction) * utilisation), "
+                "idle_share = utilisation / the machine's busy fraction (at most 1; 1 on a "
+                "machine nothing keeps busy)"
+                if load == "process"
+                else "tdp_w * (idle_fraction + (1 - idle_fraction) * utilisation)"
+            ),
             "relative_uncertainty": CPU_RELATIVE_UNCERTAINTY,
         }
         if load == "process":
@@ -455,7 +471,8 @@ class CpuEstimateMeter(_IntegratingMeter):
             description=(
                 f"estimated CPU power{_of_model(info_details.get('cpu_model'))} = "
                 f"{self.tdp_w:g} W TDP ({_tdp_words(tdp_source)}) x "
-                f"({idle_fraction:g} + {1 - idle_fraction:g} x "
+                f"({idle_fraction:g}{_IDLE_WORDS.get(utilisation, '')} + "
+                f"{1 - idle_fraction:g} x "
                 f"{_LOAD_WORDS[utilisation].format(cpus=cpus)}), "
                 f"+-{CPU_RELATIVE_UNCERTAINTY:.0%}" + _LOAD_CAVEATS[utilisation]
             ),
@@ -493,14 +510,23 @@ class CpuEstimateMeter(_IntegratingMeter):
             },
         )
 
-    def power_for(self, utilisation: float) -> float:
-        """The model's power at a utilisation fraction (0-1). Units: W."""
+    def power_for(self, utilisation: float, idle_share: float = 1.0) -> float:
+        """The model's power at a utilisation fraction (0-1), charged ``idle_share`` (0-1) of
+        the idle power. Units: W."""
         u = min(1.0, max(0.0, utilisation))
-        return self.tdp_w * (self.idle_fraction + (1.0 - self.idle_fraction) * u)
+        share = min(1.0, max(0.0, idle_share))
+        return self.tdp_w * (self.idle_fraction * share + (1.0 - self.idle_fraction) * u)
 
     def _step_locked(self) -> None:
         now = self._clock()
-        power = self.power_for(float(self._utilisation()))
+        used = float(self._utilisation())
+        share = 1.0
+        if self._machine is not None:
+            # the idle power is the machine's: shared by whoever keeps it busy, in proportion
+            # (a tenant that stretches this run's wall time takes its part of the idle power)
+            busy = float(self._machine())
+            share = 1.0 if busy <= 0.0 else min(1.0, used / busy)
+        power = self.power_for(used, share)
         dt = now - self._last_t
         if dt > 0:
             self._energy_j += power * dt
