@@ -58,7 +58,11 @@ def interleaved_db(
                         "duration_s": energy / 10,
                         "energy_total_j": energy,
                         "components_json": {
-                            "cpu:0": {"energy_j": energy, "provenance": "estimated"}
+                            "cpu:0": {
+                                "energy_j": energy,
+                                "provenance": "estimated",
+                                "utilisation": "process-tree",
+                            }
                         },
                         "started_at": (T0 + dt.timedelta(seconds=k)).isoformat(),
                         "finished_at": (T0 + dt.timedelta(seconds=k + 0.9)).isoformat(),
@@ -114,6 +118,8 @@ def test_modelled_energy_is_said_and_the_verdict_says_it_judges_a_model(
     code, out, _ = wattlab(monkeypatch, capsys, f"{db}::ci", "--sides", "side=a,b")
     headline = out.split("\n\n")[1]
     assert "This verdict judges a model, not a measurement: 100.0 % of the baseline's" in headline
+    assert "The model: wattlab estimated the CPU" in headline  # what it assumed: whose load
+    assert "the CPU time of the measured process tree" in headline
     assert "What was measured: baseline estimated (CPU); candidate estimated (CPU)." in out
     code, out, _ = wattlab(monkeypatch, capsys, f"{db}::ci", "--sides", "side=a,b", "--json", "-")
     data = json.loads(out)

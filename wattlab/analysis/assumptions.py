@@ -75,7 +75,8 @@ _LOAD_SCOPES = {
     ),
     "process-tree": (
         "the CPU time of the measured process tree (other processes' load is not counted, nor "
-        "work the kernel does for it outside its processes)"
+        "work the kernel does for it outside its processes; the idle power is shared by the "
+        "machine's users)"
     ),
 }
 

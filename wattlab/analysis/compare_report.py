@@ -202,15 +202,19 @@ MOSTLY_MODELLED = 0.5  # above this estimated share of a side's energy, the verd
 
 def judged_model(c: Comparison) -> str:
     """A sentence for the headline when most of either side's energy is a model's estimate
-    (the verdict then judges the model, not a meter); empty otherwise."""
+    (the verdict then judges the model, not a meter), and what the model assumed (whose CPU
+    load, which TDP); empty otherwise."""
+    from wattlab.analysis.assumptions import assumptions_sentence
+
     shares = [estimated_share(side.runs) for side in (c.baseline, c.candidate)]
     if max(shares) <= MOSTLY_MODELLED:
         return ""
+    assumed = assumptions_sentence([*c.baseline.runs, *c.candidate.runs])
     return (
         f" This verdict judges a model, not a measurement: {_pct(shares[0], signed=False)} of "
         f"the baseline's and {_pct(shares[1], signed=False)} of the candidate's energy is "
         "estimated (no energy counter read it), so a change the model does not follow is not "
-        "seen."
+        "seen." + (f" The model: {assumed}" if assumed else "")
     )
 
 
